@@ -1,0 +1,262 @@
+"""The kerasrl environment API: behavior specs, batched step results, the Environment ABC.
+
+Semantics follow ML-Agents (behaviour.md §1, §6.2): an environment hosts one or more
+*behaviors*; each behavior has any number of agents, which may appear and disappear
+between steps. A step result reports, for every agent currently present, its observation,
+the reward received since its last decision, and whether its episode ended. ``terminated``
+(a true terminal state: do not bootstrap) and ``truncated`` (max steps reached: bootstrap
+from the value of the final observation) are kept apart end to end. An agent whose episode
+ended reports its *final* observation with ``done``; the transition that follows a done step
+is never stored as experience, so an environment is free to reset the agent in between.
+"""
+from __future__ import annotations
+
+import abc
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+
+
+class EnvironmentException(Exception):
+    """Raised for a malformed spec, step result or action."""
+
+
+class ActionType(str, enum.Enum):
+    DISCRETE = "discrete"
+    CONTINUOUS = "continuous"
+
+
+@dataclass(frozen=True)
+class BehaviorSpec:
+    """What a behavior's agents observe and how they act.
+
+    ``observation_shapes``: one entry per observation; 1-D shapes are vector observations,
+    3-D shapes ``(height, width, channels)`` are visual observations.
+    ``action_shape``: ``(size,)`` for continuous actions; the branch sizes for discrete.
+    """
+
+    observation_shapes: tuple[tuple[int, ...], ...]
+    action_type: ActionType
+    action_shape: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "action_type", ActionType(self.action_type))
+        shapes = tuple(tuple(int(d) for d in s) for s in self.observation_shapes)
+        object.__setattr__(self, "observation_shapes", shapes)
+        object.__setattr__(self, "action_shape", tuple(int(a) for a in self.action_shape))
+        if not shapes:
+            raise EnvironmentException("BehaviorSpec needs at least one observation shape.")
+        for s in shapes:
+            if len(s) not in (1, 3) or any(d <= 0 for d in s):
+                raise EnvironmentException(
+                    f"Observation shape {s} is not a positive 1-D (vector) or 3-D (h, w, c) shape."
+                )
+        if not self.action_shape or any(a <= 0 for a in self.action_shape):
+            raise EnvironmentException(f"Action shape {self.action_shape} must be non-empty and positive.")
+        if self.action_type == ActionType.CONTINUOUS and len(self.action_shape) != 1:
+            raise EnvironmentException(
+                f"A continuous action shape must be (size,), got {self.action_shape}."
+            )
+
+    @property
+    def is_discrete(self) -> bool:
+        return self.action_type == ActionType.DISCRETE
+
+    @property
+    def is_continuous(self) -> bool:
+        return self.action_type == ActionType.CONTINUOUS
+
+    @property
+    def discrete_branches(self) -> tuple[int, ...]:
+        """Branch sizes (discrete only; empty for continuous)."""
+        return self.action_shape if self.is_discrete else ()
+
+    @property
+    def action_size(self) -> int:
+        """Columns of the action array sent to the env: branches (discrete) or dims (continuous)."""
+        return len(self.action_shape) if self.is_discrete else self.action_shape[0]
+
+    @property
+    def action_mask_size(self) -> int:
+        """Width of the action-mask array: the sum of the branch sizes (0 for continuous)."""
+        return int(sum(self.action_shape)) if self.is_discrete else 0
+
+    @property
+    def vector_observation_size(self) -> int:
+        return int(sum(s[0] for s in self.observation_shapes if len(s) == 1))
+
+    @property
+    def vector_observation_indices(self) -> list[int]:
+        return [i for i, s in enumerate(self.observation_shapes) if len(s) == 1]
+
+    @property
+    def visual_observation_shapes(self) -> list[tuple[int, int, int]]:
+        return [s for s in self.observation_shapes if len(s) == 3]  # type: ignore[misc]
+
+    @property
+    def visual_observation_indices(self) -> list[int]:
+        return [i for i, s in enumerate(self.observation_shapes) if len(s) == 3]
+
+
+@dataclass
+class StepResult:
+    """One behavior's agents after a step, batched: row ``i`` of every array is agent ``agent_ids[i]``.
+
+    ``observations`` holds one float32 array ``[n, *shape]`` per entry of the spec's
+    ``observation_shapes``. ``action_masks`` (discrete only) is ``[n, sum(branches)]`` with
+    1 = allowed, 0 = masked; ``None`` means everything is allowed.
+    """
+
+    agent_ids: np.ndarray
+    observations: list[np.ndarray]
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    action_masks: Optional[np.ndarray] = None
+    previous_actions: Optional[np.ndarray] = None
+    _index: Optional[dict[int, int]] = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.agent_ids = np.asarray(self.agent_ids, dtype=np.int64).reshape(-1)
+        n = self.agent_ids.shape[0]
+        self.rewards = np.asarray(self.rewards, dtype=np.float32).reshape(-1)
+        self.terminated = np.asarray(self.terminated, dtype=bool).reshape(-1)
+        self.truncated = np.asarray(self.truncated, dtype=bool).reshape(-1)
+        for name in ("rewards", "terminated", "truncated"):
+            if getattr(self, name).shape[0] != n:
+                raise EnvironmentException(
+                    f"StepResult.{name} has {getattr(self, name).shape[0]} rows for {n} agents."
+                )
+        self.observations = [np.asarray(o, dtype=np.float32) for o in self.observations]
+        for i, o in enumerate(self.observations):
+            if o.shape[0] != n:
+                raise EnvironmentException(f"StepResult.observations[{i}] has {o.shape[0]} rows for {n} agents.")
+        if self.action_masks is not None:
+            self.action_masks = np.asarray(self.action_masks, dtype=np.float32)
+            if self.action_masks.ndim != 2 or self.action_masks.shape[0] != n:
+                raise EnvironmentException(
+                    f"StepResult.action_masks has shape {self.action_masks.shape} for {n} agents."
+                )
+
+    def __len__(self) -> int:
+        return int(self.agent_ids.shape[0])
+
+    @property
+    def done(self) -> np.ndarray:
+        """``terminated | truncated`` (ML-Agents' ``local_done``)."""
+        return self.terminated | self.truncated
+
+    def index_of(self, agent_id: int) -> int:
+        """Row of ``agent_id`` in this result; ``KeyError`` if absent."""
+        if self._index is None:
+            self._index = {int(a): i for i, a in enumerate(self.agent_ids)}
+        return self._index[int(agent_id)]
+
+    def validate(self, spec: BehaviorSpec, behavior: str = "") -> "StepResult":
+        """Check shapes against ``spec`` and catch NaN/inf where they enter."""
+        label = f" of behavior '{behavior}'" if behavior else ""
+        if len(self.observations) != len(spec.observation_shapes):
+            raise EnvironmentException(
+                f"Step result{label} has {len(self.observations)} observations, spec has "
+                f"{len(spec.observation_shapes)}."
+            )
+        for i, (o, s) in enumerate(zip(self.observations, spec.observation_shapes)):
+            if o.shape[1:] != s:
+                raise EnvironmentException(
+                    f"Observation {i}{label} has shape {o.shape[1:]}, spec says {s}."
+                )
+            if not np.isfinite(o).all():
+                raise EnvironmentException(f"Observation {i}{label} contains NaN or inf.")
+        if not np.isfinite(self.rewards).all():
+            raise EnvironmentException(f"Rewards{label} contain NaN or inf.")
+        if self.action_masks is not None and self.action_masks.shape[1] != spec.action_mask_size:
+            raise EnvironmentException(
+                f"Action masks{label} have {self.action_masks.shape[1]} columns, spec needs "
+                f"{spec.action_mask_size} (sum of branch sizes)."
+            )
+        return self
+
+    @staticmethod
+    def empty(spec: BehaviorSpec) -> "StepResult":
+        return StepResult(
+            agent_ids=np.zeros(0, np.int64),
+            observations=[np.zeros((0,) + s, np.float32) for s in spec.observation_shapes],
+            rewards=np.zeros(0, np.float32),
+            terminated=np.zeros(0, bool),
+            truncated=np.zeros(0, bool),
+            action_masks=np.ones((0, spec.action_mask_size), np.float32) if spec.is_discrete else None,
+        )
+
+
+class Environment(abc.ABC):
+    """A multi-agent, multi-behavior environment (the kerasrl analogue of BaseUnityEnvironment).
+
+    ``step(actions)`` takes, per behavior, an array whose rows follow the agent order of the
+    *previous* result of that behavior: int32 ``[n, branches]`` for discrete actions,
+    float32 ``[n, size]`` for continuous ones.
+    """
+
+    @property
+    @abc.abstractmethod
+    def behavior_specs(self) -> Mapping[str, BehaviorSpec]:
+        """Behavior name → spec."""
+
+    @abc.abstractmethod
+    def reset(self, config: Optional[Mapping[str, float]] = None) -> dict[str, StepResult]:
+        """Start new episodes for every agent and return their first observations."""
+
+    @abc.abstractmethod
+    def step(self, actions: Mapping[str, np.ndarray]) -> dict[str, StepResult]:
+        """Apply one action per agent and advance the simulation by one decision step."""
+
+    def close(self) -> None:
+        """Release resources; the default does nothing."""
+
+    @property
+    def reset_parameters(self) -> dict[str, float]:
+        """Parameters a curriculum or sampler may set on reset."""
+        return {}
+
+    @property
+    def global_done(self) -> bool:
+        return False
+
+    def __enter__(self) -> "Environment":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def check_actions(spec: BehaviorSpec, actions: np.ndarray, n_agents: int, behavior: str) -> np.ndarray:
+    """Coerce and validate an action array for ``behavior``; errors name the behavior and shapes."""
+    dtype = np.int32 if spec.is_discrete else np.float32
+    arr = np.asarray(actions, dtype=dtype)
+    if arr.ndim == 1 and n_agents == arr.shape[0] and spec.action_size == 1:
+        arr = arr.reshape(n_agents, 1)
+    if arr.shape != (n_agents, spec.action_size):
+        raise EnvironmentException(
+            f"Actions for behavior '{behavior}' have shape {arr.shape}, expected {(n_agents, spec.action_size)}."
+        )
+    if spec.is_discrete:
+        branches = np.asarray(spec.discrete_branches)
+        if n_agents and ((arr < 0) | (arr >= branches[None, :])).any():
+            raise EnvironmentException(
+                f"Discrete actions for behavior '{behavior}' fall outside branch sizes {spec.discrete_branches}."
+            )
+    elif not np.isfinite(arr).all():
+        raise EnvironmentException(f"Continuous actions for behavior '{behavior}' contain NaN or inf.")
+    return arr
+
+
+def concat_vector_observations(spec: BehaviorSpec, observations: Sequence[np.ndarray]) -> np.ndarray:
+    """All vector observations of a result, concatenated in spec order: ``[n, vector_observation_size]``."""
+    idx = spec.vector_observation_indices
+    if len(idx) == 1:
+        return observations[idx[0]]
+    n = observations[0].shape[0]
+    if not idx:
+        return np.zeros((n, 0), np.float32)
+    return np.concatenate([observations[i] for i in idx], axis=1)

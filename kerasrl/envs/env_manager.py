@@ -1,0 +1,111 @@
+"""Env managers: drive environments with the current policies and hand back StepInfos (behaviour.md §5)."""
+from __future__ import annotations
+
+import abc
+from typing import Any, Mapping, NamedTuple, Optional, Protocol
+
+import numpy as np
+
+from kerasrl.envs.base import BehaviorSpec, Environment, StepResult
+from kerasrl.timers import hierarchical_timer
+
+
+class ActionInfo(NamedTuple):
+    """What a policy decided for one behavior's agents (rows in the step result's agent order).
+
+    ``outputs`` is the dict the trainer stores as experience (actions, log-probs, values, ...).
+    """
+
+    action: np.ndarray
+    memory: Optional[np.ndarray]
+    value: Optional[np.ndarray]
+    outputs: Optional[dict[str, Any]]
+
+
+class Policy(Protocol):
+    def get_action(self, step_result: StepResult) -> ActionInfo: ...
+
+
+class StepInfo(NamedTuple):
+    """One environment step: the results before it, after it, and the actions taken in between."""
+
+    previous_all_brain_info: Optional[dict[str, StepResult]]
+    current_all_brain_info: dict[str, StepResult]
+    brain_name_to_action_info: Optional[dict[str, ActionInfo]]
+
+
+class EnvManager(abc.ABC):
+    """Steps one or more environments with registered policies."""
+
+    def __init__(self) -> None:
+        self.policies: dict[str, Policy] = {}
+
+    def set_policy(self, brain_name: str, policy: Policy) -> None:
+        self.policies[brain_name] = policy
+
+    @abc.abstractmethod
+    def step(self) -> list[StepInfo]:
+        """Advance every environment one step with the current policies."""
+
+    @abc.abstractmethod
+    def reset(self, config: Optional[Mapping[str, float]] = None, train_mode: bool = True) -> list[StepInfo]:
+        """Reset every environment."""
+
+    @property
+    @abc.abstractmethod
+    def external_brains(self) -> dict[str, BehaviorSpec]:
+        """Behavior name → spec."""
+
+    @property
+    def behavior_specs(self) -> dict[str, BehaviorSpec]:
+        return self.external_brains
+
+    @property
+    def reset_parameters(self) -> dict[str, float]:
+        return {}
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close every environment."""
+
+
+class SimpleEnvManager(EnvManager):
+    """Synchronous manager of a single environment in this process."""
+
+    def __init__(self, env: Environment) -> None:
+        super().__init__()
+        self.env = env
+        self.previous_step: StepInfo = StepInfo(None, {}, None)
+
+    def step(self) -> list[StepInfo]:
+        current = self.previous_step.current_all_brain_info
+        with hierarchical_timer("SimpleEnvManager._take_step"):
+            action_infos: dict[str, ActionInfo] = {}
+            for name, result in current.items():
+                policy = self.policies.get(name)
+                if policy is None:
+                    raise KeyError(f"No policy registered for behavior '{name}'; call set_policy first.")
+                action_infos[name] = policy.get_action(result)
+        if self.env.global_done:
+            new_info = self.env.reset()
+        else:
+            with hierarchical_timer("env.step"):
+                new_info = self.env.step({name: info.action for name, info in action_infos.items()})
+        self.previous_step = StepInfo(current, new_info, action_infos)
+        return [self.previous_step]
+
+    def reset(self, config: Optional[Mapping[str, float]] = None, train_mode: bool = True) -> list[StepInfo]:
+        info = self.env.reset(config)
+        self.previous_step = StepInfo(None, info, None)
+        return [self.previous_step]
+
+    @property
+    def external_brains(self) -> dict[str, BehaviorSpec]:
+        return dict(self.env.behavior_specs)
+
+    @property
+    def reset_parameters(self) -> dict[str, float]:
+        return self.env.reset_parameters
+
+    def close(self) -> None:
+        self.env.close()

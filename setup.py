@@ -1,0 +1,44 @@
+"""Build script for kerasrl: the Python package plus the Cython buffer core."""
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, find_packages, setup
+
+extensions = [
+    Extension(
+        "kerasrl._buffer",
+        ["kerasrl/_buffer.pyx"],
+        include_dirs=[np.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    )
+]
+
+setup(
+    name="kerasrl",
+    version="0.1.0",
+    description="The Unity ML-Agents trainer stack (PPO, BC, reward signals) on TensorFlow 2 and Keras 3",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["kerasrl", "kerasrl.*"]),
+    package_data={"kerasrl": ["_buffer.pyx", "py.typed"]},
+    ext_modules=cythonize(
+        extensions,
+        compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
+    ),
+    install_requires=[
+        "tensorflow-cpu>=2.16,<2.22; platform_machine=='x86_64' or platform_machine=='AMD64'",
+        "tensorflow>=2.16,<2.22; platform_machine!='x86_64' and platform_machine!='AMD64'",
+        "keras>=3.3,<4",
+        "numpy>=1.26,<3",
+        "h5py>=3.10,<3.15",
+        "pyyaml>=6.0,<7",
+        "gymnasium>=1.0,<2",
+        "tensorboard>=2.16,<3",
+    ],
+    extras_require={
+        "test": ["pytest>=8,<10", "hypothesis>=6.100,<7"],
+        "gpu": ["tensorflow[and-cuda]>=2.16,<2.22"],
+    },
+    entry_points={"console_scripts": ["kerasrl-learn=kerasrl.cli:main"]},
+    zip_safe=False,
+)
