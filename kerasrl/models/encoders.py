@@ -1,0 +1,108 @@
+"""Observation encoders: the dense vector stack and the three visual encoders of ML-Agents (§8.1)."""
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+VIS_ENCODE_TYPES = ("simple", "nature_cnn", "resnet")
+
+
+def swish(x: tf.Tensor) -> tf.Tensor:
+    return x * tf.sigmoid(x)
+
+
+def hidden_initializer(seed: int | None, scale: float = 1.0) -> keras.initializers.Initializer:
+    """TF1 ``variance_scaling_initializer(factor)`` ≈ fan-in truncated normal (behaviour.md §18)."""
+    return keras.initializers.VarianceScaling(scale=scale, mode="fan_in", distribution="truncated_normal", seed=seed)
+
+
+class VectorEncoder(keras.layers.Layer):
+    """``num_layers`` dense layers of ``hidden_units`` with swish (values < 1 coerced to 1)."""
+
+    def __init__(self, hidden_units: int, num_layers: int, seed: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.hidden_units = int(hidden_units)
+        self.num_layers = max(int(num_layers), 1)
+        self.seed = seed
+        self.dense = [
+            keras.layers.Dense(
+                self.hidden_units,
+                activation=swish,
+                kernel_initializer=hidden_initializer(None if seed is None else seed + i),
+                name=f"hidden_{i}",
+            )
+            for i in range(self.num_layers)
+        ]
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        for layer in self.dense:
+            x = layer(x)
+        return x
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "hidden_units": self.hidden_units, "num_layers": self.num_layers, "seed": self.seed}
+
+
+def _conv(filters: int, kernel: int, stride: int, seed: int | None, padding: str = "valid", activation: Any = "elu", name: str | None = None) -> keras.layers.Conv2D:
+    return keras.layers.Conv2D(
+        filters, kernel, strides=stride, padding=padding, activation=activation,
+        kernel_initializer=keras.initializers.GlorotUniform(seed=seed), name=name,
+    )
+
+
+class VisualEncoder(keras.layers.Layer):
+    """Convolutional encoder of one camera followed by the dense stack.
+
+    ``simple``: 16@8×8/4 → 32@4×4/2 (ELU); ``nature_cnn``: 32@8×8/4 → 64@4×4/2 → 64@3×3/1 (ELU);
+    ``resnet``: per channel count in (16, 32, 32): conv 3×3 → maxpool 3×3/2 → two residual
+    blocks, then ReLU. Inputs are images in ``[0, 1]``, ``(h, w, c)``.
+    """
+
+    MIN_SIZE = {"simple": 20, "nature_cnn": 36, "resnet": 15}
+
+    def __init__(self, encode_type: str, hidden_units: int, num_layers: int, seed: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if encode_type not in VIS_ENCODE_TYPES:
+            raise ValueError(f"vis_encode_type must be one of {VIS_ENCODE_TYPES}, got '{encode_type}'.")
+        self.encode_type = encode_type
+        self.hidden_units = int(hidden_units)
+        self.num_layers = max(int(num_layers), 1)
+        self.seed = seed
+        counter = iter(range(1, 1000))
+
+        def s() -> int | None:
+            return None if seed is None else seed * 100 + next(counter)
+
+        if encode_type == "simple":
+            self.convs = [_conv(16, 8, 4, s()), _conv(32, 4, 2, s())]
+        elif encode_type == "nature_cnn":
+            self.convs = [_conv(32, 8, 4, s()), _conv(64, 4, 2, s()), _conv(64, 3, 1, s())]
+        else:
+            self.stages = []
+            for ch in (16, 32, 32):
+                blocks = [
+                    (_conv(ch, 3, 1, s(), "same", None), _conv(ch, 3, 1, s(), "same", None)) for _ in range(2)
+                ]
+                self.stages.append((_conv(ch, 3, 1, s(), "valid", None), keras.layers.MaxPooling2D(3, 2, "same"), blocks))
+        self.flatten = keras.layers.Flatten()
+        self.dense = VectorEncoder(hidden_units, num_layers, seed=seed, name="dense")
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        if self.encode_type == "resnet":
+            for conv, pool, blocks in self.stages:
+                x = pool(conv(x))
+                for c1, c2 in blocks:
+                    x = x + c2(tf.nn.relu(c1(tf.nn.relu(x))))
+            x = tf.nn.relu(x)
+        else:
+            for conv in self.convs:
+                x = conv(x)
+        return self.dense(self.flatten(x))
+
+    def get_config(self) -> dict[str, Any]:
+        return {
+            **super().get_config(), "encode_type": self.encode_type, "hidden_units": self.hidden_units,
+            "num_layers": self.num_layers, "seed": self.seed,
+        }

@@ -1,0 +1,33 @@
+"""Discounted returns and generalised advantage estimation (behaviour.md §6.3)."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def discount_rewards(r: np.ndarray, gamma: float = 0.99, value_next: float = 0.0) -> np.ndarray:
+    """``out[t] = r[t] + γ · out[t+1]`` with ``out[T] = value_next``."""
+    r = np.asarray(r, dtype=np.float32).reshape(-1)
+    out = np.empty_like(r)
+    running = np.float32(value_next)
+    g = np.float32(gamma)
+    for t in range(r.shape[0] - 1, -1, -1):
+        running = running * g + r[t]
+        out[t] = running
+    return out
+
+
+def get_gae(
+    rewards: np.ndarray,
+    value_estimates: np.ndarray,
+    value_next: float = 0.0,
+    gamma: float = 0.99,
+    lambd: float = 0.95,
+) -> np.ndarray:
+    """GAE(λ): ``δ_t = r_t + γ V_{t+1} − V_t`` (``V_{T} = value_next``), discounted by ``γλ``."""
+    rewards = np.asarray(rewards, dtype=np.float32).reshape(-1)
+    values = np.asarray(value_estimates, dtype=np.float32).reshape(-1)
+    if rewards.shape != values.shape:
+        raise ValueError(f"rewards {rewards.shape} and value_estimates {values.shape} differ in length.")
+    next_values = np.append(values[1:], np.float32(value_next))
+    deltas = rewards + np.float32(gamma) * next_values - values
+    return discount_rewards(deltas, gamma * lambd, 0.0)

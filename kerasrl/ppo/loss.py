@@ -1,0 +1,72 @@
+"""Every PPO loss detail in one readable place (behaviour.md §8.2 "Losses").
+
+``loss = policy_loss + 0.5 · value_loss − β · mean(entropy)`` where, over the rows whose
+``masks`` is 1 (padding rows of recurrent sequences have 0):
+
+* ratio ``r = exp(log π(a|s) − log π_old(a|s))``; ``policy_loss = −mean(min(r·A, clip(r, 1−ε, 1+ε)·A))``;
+* per value head ``v``: ``v_clip = v_old + clip(v − v_old, −ε, ε)``,
+  ``L = mean(max((R − v)², (R − v_clip)²))``; ``value_loss`` = mean over heads;
+* the entropy bonus uses the current policy's entropy.
+
+Means are "sum over the local rows / global row count", so that under a ``tf.distribute``
+strategy (whose Keras optimizer sums gradients across replicas) the update equals the
+single-device update on the whole batch.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import tensorflow as tf
+
+from kerasrl.models.actor_critic import ActorCritic
+
+
+def global_count(mask: tf.Tensor) -> tf.Tensor:
+    """Number of valid rows across all replicas (just ``Σ mask`` outside a strategy)."""
+    count = tf.reduce_sum(mask)
+    ctx = tf.distribute.get_replica_context()
+    if ctx is not None and ctx.num_replicas_in_sync > 1:
+        count = ctx.all_reduce(tf.distribute.ReduceOp.SUM, count)
+    return tf.maximum(count, 1.0)
+
+
+def ppo_loss(
+    model: ActorCritic,
+    batch: Mapping[str, tf.Tensor],
+    epsilon: tf.Tensor,
+    beta: tf.Tensor,
+    stream_names: Sequence[str],
+    sequence_length: int = 1,
+) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+    """PPO loss on one mini-batch; returns ``(loss, {"policy_loss", "value_loss", "entropy"})``.
+
+    ``batch`` holds the model inputs plus ``actions`` (discrete, int ``[B, branches]``) or
+    ``pre_actions`` (continuous ``[B, act]``), ``old_log_probs`` ``[B]``, ``advantages`` ``[B]``,
+    ``masks`` ``[B]`` and, per stream, ``{name}_returns`` and ``{name}_value_estimates``.
+    """
+    mask = tf.cast(batch["masks"], tf.float32)
+    n = global_count(mask)
+
+    def mean(x: tf.Tensor) -> tf.Tensor:
+        return tf.reduce_sum(x * mask) / n
+
+    actions = batch["actions"] if model.is_discrete else batch["pre_actions"]
+    log_prob, entropy, values = model.evaluate_actions(batch, actions, sequence_length=sequence_length)
+
+    value_losses = []
+    for name in stream_names:
+        v = values[name]
+        v_old = batch[f"{name}_value_estimates"]
+        ret = batch[f"{name}_returns"]
+        v_clipped = v_old + tf.clip_by_value(v - v_old, -epsilon, epsilon)
+        value_losses.append(mean(tf.maximum(tf.square(ret - v), tf.square(ret - v_clipped))))
+    value_loss = tf.add_n(value_losses) / float(len(value_losses))
+
+    advantages = batch["advantages"]
+    ratio = tf.exp(log_prob - batch["old_log_probs"])
+    surrogate = tf.minimum(ratio * advantages, tf.clip_by_value(ratio, 1.0 - epsilon, 1.0 + epsilon) * advantages)
+    policy_loss = -mean(surrogate)
+    mean_entropy = mean(entropy)
+
+    loss = policy_loss + 0.5 * value_loss - beta * mean_entropy
+    return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": mean_entropy}

@@ -1,0 +1,128 @@
+"""Acting: a compiled inference function over the batch of agents, fed with the learner's weights."""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from kerasrl.envs.base import BehaviorSpec, StepResult, concat_vector_observations
+from kerasrl.envs.env_manager import ActionInfo
+from kerasrl.models.actor_critic import ActorCritic
+from kerasrl.timers import hierarchical_timer
+
+
+class PPOPolicy:
+    """Decides actions for every agent of one behavior with one compiled call per step.
+
+    Noise comes from a seeded numpy ``Generator`` (uniform for discrete inverse-CDF sampling,
+    standard normal for continuous), so runs are reproducible. Recurrent memories and previous
+    actions are kept per agent and reset when an agent's episode ends.
+    """
+
+    def __init__(self, spec: BehaviorSpec, model: ActorCritic, seed: int = 0) -> None:
+        self.spec = spec
+        self.model = model
+        self.rng = np.random.default_rng(seed)
+        self.step = 0
+        self.learning_rate = 0.0
+        self.use_recurrent = model.use_recurrent
+        self.stream_names = list(model.stream_names)
+        self._memories: dict[int, np.ndarray] = {}
+        self._prev_actions: dict[int, np.ndarray] = {}
+        sig = model.input_signature()
+        noise_spec = tf.TensorSpec([None, spec.action_size], tf.float32, name="noise")
+        self._act_fn = tf.function(lambda inputs, noise: self.model.act(inputs, noise), input_signature=[sig, noise_spec])
+        self._value_fn = tf.function(lambda inputs: self.model.values(inputs), input_signature=[sig])
+
+    @property
+    def sequence_length(self) -> int:
+        return 1
+
+    def get_current_step(self) -> int:
+        return self.step
+
+    def increment_step(self, n: int) -> int:
+        self.step += int(n)
+        return self.step
+
+    def _agent_state(self, table: dict[int, np.ndarray], ids: np.ndarray, done: Optional[np.ndarray], width: int,
+                     dtype: Any) -> np.ndarray:
+        out = np.zeros((len(ids), width), dtype)
+        for i, a in enumerate(ids.tolist()):
+            if done is not None and done[i]:
+                table.pop(a, None)
+                continue
+            row = table.get(a)
+            if row is not None:
+                out[i] = row
+        return out
+
+    def model_inputs(self, result: StepResult, rows: Optional[np.ndarray] = None, reset_done: bool = True) -> dict[str, np.ndarray]:
+        """Model inputs for the agents of ``result`` (optionally only ``rows``)."""
+        obs = result.observations if rows is None else [o[rows] for o in result.observations]
+        ids = result.agent_ids if rows is None else result.agent_ids[rows]
+        n = len(ids)
+        inputs: dict[str, np.ndarray] = {}
+        if self.spec.vector_observation_size:
+            inputs["vector_obs"] = concat_vector_observations(self.spec, obs)
+        for j, i in enumerate(self.spec.visual_observation_indices):
+            inputs[f"visual_obs_{j}"] = obs[i]
+        if self.spec.is_discrete:
+            masks = result.action_masks if rows is None or result.action_masks is None else result.action_masks[rows]
+            inputs["action_masks"] = masks if masks is not None else np.ones((n, self.spec.action_mask_size), np.float32)
+        if self.use_recurrent:
+            done = None
+            if reset_done:
+                done = result.done if rows is None else result.done[rows]
+            inputs["memory"] = self._agent_state(self._memories, ids, done, self.model.memory_size, np.float32)
+            if self.spec.is_discrete:
+                inputs["prev_action"] = self._agent_state(self._prev_actions, ids, done, self.spec.action_size, np.int32)
+        return inputs
+
+    def draw_noise(self, n: int) -> np.ndarray:
+        if self.spec.is_discrete:
+            u = self.rng.random((n, self.spec.action_size), dtype=np.float32)
+            return np.maximum(u, np.float32(1e-7))
+        return self.rng.standard_normal((n, self.spec.action_size), dtype=np.float32)
+
+    def evaluate(self, result: StepResult) -> dict[str, Any]:
+        """Run the compiled policy on every agent of ``result``; numpy outputs."""
+        inputs = self.model_inputs(result)
+        noise = self.draw_noise(len(result))
+        with hierarchical_timer("policy.act"):
+            out = self._act_fn(inputs, noise)
+        outputs = {k: v.numpy() for k, v in out.items()}
+        if self.use_recurrent:
+            outputs["memory"] = inputs["memory"]
+            ids = result.agent_ids.tolist()
+            for i, a in enumerate(ids):
+                self._memories[a] = outputs["memory_out"][i]
+            if self.spec.is_discrete:
+                outputs["prev_action"] = inputs["prev_action"]
+                for i, a in enumerate(ids):
+                    self._prev_actions[a] = outputs["action"][i]
+        outputs["learning_rate"] = self.learning_rate
+        return outputs
+
+    def get_action(self, result: StepResult) -> ActionInfo:
+        if len(result) == 0:
+            return ActionInfo(np.zeros((0, self.spec.action_size), np.int32 if self.spec.is_discrete else np.float32),
+                              None, None, None)
+        out = self.evaluate(result)
+        value = {name: out[f"value_{name}"] for name in self.stream_names}
+        return ActionInfo(action=out["action"], memory=out.get("memory_out"), value=value, outputs=out)
+
+    def get_value_estimates(self, result: StepResult, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """Value of every head at ``rows`` of ``result`` (the agents' current memories are used)."""
+        inputs = self.model_inputs(result, rows, reset_done=False)
+        out = self._value_fn(inputs)
+        return {name: out[f"value_{name}"].numpy() for name in self.stream_names}
+
+    def update_normalization(self, vector_obs: np.ndarray) -> None:
+        if self.model.normalizer is not None and len(vector_obs):
+            self.model.normalizer.update(vector_obs)
+
+    def forget_agents(self) -> None:
+        self._memories.clear()
+        self._prev_actions.clear()

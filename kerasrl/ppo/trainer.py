@@ -1,0 +1,226 @@
+"""PPOTrainer: trajectories → GAE per reward signal → PPO updates (behaviour.md §6.3)."""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from kerasrl.envs.base import BehaviorSpec, StepResult
+from kerasrl.exception import UnityTrainerException
+from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
+from kerasrl.ppo.gae import get_gae
+from kerasrl.ppo.learner import PPOLearner
+from kerasrl.ppo.policy import PPOPolicy
+from kerasrl.rl_trainer import RLTrainer
+from kerasrl.timers import hierarchical_timer
+
+logger = logging.getLogger("kerasrl.trainers")
+
+
+class PPOTrainer(RLTrainer):
+    """Proximal Policy Optimization over one behavior's agents."""
+
+    required_keys = (
+        "batch_size", "beta", "buffer_size", "epsilon", "hidden_units", "lambd", "learning_rate", "max_steps",
+        "normalize", "num_epoch", "num_layers", "time_horizon", "sequence_length", "summary_freq",
+        "use_recurrent", "summary_path", "memory_size", "model_path", "reward_signals",
+    )
+
+    def __init__(self, brain_name: str, spec: BehaviorSpec, reward_buff_cap: int, trainer_parameters: dict[str, Any],
+                 training: bool, load: bool, seed: int, run_id: str, multi_gpu: bool = False) -> None:
+        super().__init__(brain_name, spec, trainer_parameters, training, run_id, reward_buff_cap)
+        p = trainer_parameters
+        self.seed = int(seed)
+        self.use_recurrent = bool(p["use_recurrent"])
+        self.sequence_length = int(p["sequence_length"]) if self.use_recurrent else 1
+        self.batch_size = int(p["batch_size"])
+        self.buffer_size = int(p["buffer_size"])
+        self.num_epoch = int(p["num_epoch"])
+        self.time_horizon = int(p["time_horizon"])
+        self.lambd = float(p["lambd"])
+        self.fused = bool(p.get("fused_update", True))
+        for key in ("batch_size", "buffer_size", "num_epoch", "time_horizon", "sequence_length"):
+            if int(p[key]) < 1:
+                raise UnityTrainerException(f"The hyper-parameter {key} of brain {brain_name} must be >= 1, got {p[key]}.")
+        self.model_path = str(p["model_path"])
+        self.keep_checkpoints = int(p.get("keep_checkpoints", 5))
+        tf.random.set_seed(self.seed)
+        try:
+            model = ActorCritic(
+                spec, list(self.reward_signals), hidden_units=int(p["hidden_units"]), num_layers=int(p["num_layers"]),
+                normalize=bool(p["normalize"]), vis_encode_type=str(p.get("vis_encode_type", "simple")),
+                use_recurrent=self.use_recurrent, memory_size=int(p["memory_size"]), seed=self.seed,
+                name=f"actor_critic",
+            )
+        except ModelConfigError as e:
+            raise UnityTrainerException(f"Brain {brain_name}: {e}") from e
+        self.learner = PPOLearner(
+            model, learning_rate=float(p["learning_rate"]), epsilon=float(p["epsilon"]), beta=float(p["beta"]),
+            max_steps=float(p["max_steps"]), sequence_length=self.sequence_length,
+            jit_compile=bool(p.get("jit_compile", False)),
+        )
+        self._policy = PPOPolicy(spec, model, seed=self.seed)
+        self._policy.learning_rate = self.learner.set_schedules(0)["learning_rate"]
+        self.update_count = 0
+        self._checkpoint = tf.train.Checkpoint(
+            model=model, optimizer=self.learner.optimizer, learner=self.learner,
+            step=tf.Variable(0, dtype=tf.int64), updates=tf.Variable(0, dtype=tf.int64),
+        )
+        self._manager: Optional[tf.train.CheckpointManager] = None
+        if load:
+            self.load_model()
+
+    @property
+    def policy(self) -> PPOPolicy:
+        return self._policy
+
+    # -- checkpoints -------------------------------------------------------------------
+    def _checkpoint_manager(self) -> tf.train.CheckpointManager:
+        if self._manager is None:
+            os.makedirs(self.model_path, exist_ok=True)
+            self._manager = tf.train.CheckpointManager(
+                self._checkpoint, self.model_path, max_to_keep=max(self.keep_checkpoints, 1), checkpoint_name="model"
+            )
+        return self._manager
+
+    def save_model(self) -> str:
+        """Checkpoint weights, optimizer slots, normalizer, step and schedules (index updated last)."""
+        self._checkpoint.step.assign(self.get_step)
+        self._checkpoint.updates.assign(self.update_count)
+        return self._checkpoint_manager().save(checkpoint_number=self.get_step)
+
+    def load_model(self) -> None:
+        latest = tf.train.latest_checkpoint(self.model_path)
+        if latest is None:
+            raise UnityTrainerException(
+                f"The model {self.model_path} could not be found. Make sure you specified the right --run-id."
+            )
+        self._checkpoint.restore(latest).assert_existing_objects_matched()
+        self.step = int(self._checkpoint.step.numpy())
+        self._policy.step = self.step
+        self.update_count = int(self._checkpoint.updates.numpy())
+        self._policy.learning_rate = self.learner.set_schedules(self.step)["learning_rate"]
+        logger.info("Restored %s at step %d from %s", self.brain_name, self.step, latest)
+
+    def export_model(self) -> None:
+        """Write the actor-critic weights (normalizer included) to ``{model_path}/{brain}.weights.h5`` atomically."""
+        path = os.path.join(self.model_path, f"{self.brain_name}.weights.h5")
+        tmp = path + ".tmp.weights.h5"
+        self.learner.actor_critic.save_weights(tmp)
+        os.replace(tmp, path)
+
+    # -- experiences ---------------------------------------------------------------------
+    def experience_fields(self, curr: StepResult, rows: np.ndarray, outputs: dict[str, Any],
+                          nxt: StepResult, next_rows: np.ndarray) -> dict[str, np.ndarray]:
+        fields = super().experience_fields(curr, rows, outputs, nxt, next_rows)
+        fields["actions"] = outputs["action"][rows]
+        fields["action_probs"] = outputs["log_probs"][rows]
+        if self.spec.is_discrete:
+            masks = curr.action_masks
+            fields["action_mask"] = (masks[rows] if masks is not None
+                                     else np.ones((len(rows), self.spec.action_mask_size), np.float32))
+        else:
+            fields["actions_pre"] = outputs["pre_action"][rows]
+        if self.use_recurrent:
+            fields["memory"] = outputs["memory"][rows]
+            if self.spec.is_discrete:
+                fields["prev_action"] = outputs["prev_action"][rows]
+        return fields
+
+    def process_experiences(self, current_all: dict[str, StepResult], new_all: dict[str, StepResult]) -> None:
+        """Close trajectories that ended or reached ``time_horizon``: bootstrap, GAE, move to the update buffer."""
+        nxt = new_all.get(self.brain_name) if new_all else None
+        if nxt is None or len(nxt) == 0:
+            return
+        lengths = self.trajectory_lengths
+        done = nxt.done
+        ids = nxt.agent_ids.tolist()
+        ready = [j for j, a in enumerate(ids) if lengths.get(a, 0) > 0 and (done[j] or lengths[a] > self.time_horizon)]
+        if not ready:
+            return
+        rows = np.asarray(ready, np.int64)
+        with hierarchical_timer("process_experiences"):
+            values_next = self.policy.get_value_estimates(nxt, rows)
+            for k, j in enumerate(ready):
+                agent_id = ids[j]
+                self._close_trajectory(agent_id, {n: float(v[k]) for n, v in values_next.items()},
+                                       bool(nxt.terminated[j]))
+                if done[j]:
+                    self.record_episode_end(agent_id)
+
+    def _close_trajectory(self, agent_id: int, value_next: dict[str, float], terminated: bool) -> None:
+        agent = self.training_buffer[agent_id]
+        advantages, returns = [], []
+        for name, signal in self.reward_signals.items():
+            v_next = 0.0 if (terminated and signal.use_terminal_states) else value_next[name]
+            values = agent[f"{name}_value_estimates"].get_batch()
+            adv = get_gae(agent[f"{name}_rewards"].get_batch(), values, value_next=v_next,
+                          gamma=signal.gamma, lambd=self.lambd)
+            ret = adv + values
+            agent[f"{name}_advantage"].set(adv)
+            agent[f"{name}_returns"].set(ret)
+            advantages.append(adv)
+            returns.append(ret)
+        agent["advantages"].set(np.mean(advantages, axis=0).astype(np.float32))
+        agent["discounted_returns"].set(np.mean(returns, axis=0).astype(np.float32))
+        if self.policy.model.normalizer is not None and "vector_obs" in agent:
+            self.policy.update_normalization(agent["vector_obs"].get_batch())
+        self.training_buffer.append_update_buffer(agent_id, batch_size=None, training_length=self.sequence_length)
+        agent.reset_agent()
+        self.trajectory_lengths[agent_id] = 0
+
+    # -- updates -----------------------------------------------------------------------
+    def is_ready_update(self) -> bool:
+        update = self.training_buffer.update_buffer
+        return "actions" in update and len(update["actions"]) > self.buffer_size
+
+    def learning_batch(self) -> dict[str, np.ndarray]:
+        """The update buffer as the learner's field names, advantages normalised."""
+        ub = self.training_buffer.update_buffer
+        batch: dict[str, np.ndarray] = {}
+        if self.spec.vector_observation_size:
+            batch["vector_obs"] = ub["vector_obs"].get_batch()
+        for j in range(len(self.spec.visual_observation_shapes)):
+            batch[f"visual_obs_{j}"] = ub[f"visual_obs{j}"].get_batch()
+        if self.spec.is_discrete:
+            batch["actions"] = ub["actions"].get_batch().astype(np.int32)
+            batch["action_masks"] = ub["action_mask"].get_batch().astype(np.float32)
+        else:
+            batch["pre_actions"] = ub["actions_pre"].get_batch()
+        batch["old_log_probs"] = ub["action_probs"].get_batch().sum(axis=-1).astype(np.float32)
+        adv = ub["advantages"].get_batch().astype(np.float32)
+        batch["advantages"] = (adv - adv.mean()) / (adv.std() + 1e-10)
+        batch["masks"] = ub["masks"].get_batch().astype(np.float32)
+        for name in self.reward_signals:
+            batch[f"{name}_returns"] = ub[f"{name}_returns"].get_batch()
+            batch[f"{name}_value_estimates"] = ub[f"{name}_value_estimates"].get_batch()
+        if self.use_recurrent:
+            batch["memory"] = ub["memory"].get_batch()
+            if self.spec.is_discrete:
+                batch["prev_action"] = ub["prev_action"].get_batch().astype(np.int32)
+        return batch
+
+    def update_policy(self) -> None:
+        """``num_epoch`` passes of PPO over the update buffer, then clear it (fully on-policy)."""
+        batch = self.learning_batch()
+        if not np.isfinite(batch["advantages"]).all():
+            raise UnityTrainerException(f"Brain {self.brain_name}: non-finite advantages in the update buffer.")
+        self.cumulative_returns_since_policy_update.clear()
+        self.learner.set_schedules(self.get_step)
+        seed = self.seed * 100003 + self.update_count
+        with hierarchical_timer("ppo.update"):
+            if self.fused:
+                metrics = self.learner.fused_update(batch, self.num_epoch, self.batch_size, seed)
+            else:
+                metrics = self.learner.minibatch_update(batch, self.num_epoch, self.batch_size, seed)
+        self.update_count += 1
+        if not np.isfinite(metrics["loss"]):
+            raise UnityTrainerException(f"Brain {self.brain_name}: the PPO loss became {metrics['loss']}.")
+        self.stats["Losses/Value Loss"].append(metrics["value_loss"])
+        self.stats["Losses/Policy Loss"].append(abs(metrics["policy_loss"]))
+        self.last_update_metrics = metrics
+        self.training_buffer.reset_update_buffer()
+        self._policy.learning_rate = float(self.learner.optimizer.learning_rate.numpy())

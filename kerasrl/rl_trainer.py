@@ -1,0 +1,153 @@
+"""RLTrainer: collects experiences from step results into the agent buffers (behaviour.md §6.2).
+
+Transitions are appended for all agents of a step at once (one batched buffer call). An
+agent's transition runs from the step result its policy acted on to the next result that
+reports it; a transition that starts from a done step is never stored (the environment may
+have reset the agent in between), so Gymnasium's autoreset step never becomes experience.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from kerasrl.buffer import Buffer
+from kerasrl.envs.base import BehaviorSpec, StepResult, concat_vector_observations
+from kerasrl.exception import UnityTrainerException
+from kerasrl.rewards import RewardSignal, create_reward_signal
+from kerasrl.trainer import Trainer
+
+
+class RLTrainer(Trainer):
+    """Trainer with reward signals, per-agent episode statistics and an experience buffer."""
+
+    def __init__(self, brain_name: str, spec: BehaviorSpec, trainer_parameters: dict[str, Any], training: bool,
+                 run_id: str, reward_buff_cap: int = 1) -> None:
+        super().__init__(brain_name, spec, trainer_parameters, training, run_id, reward_buff_cap)
+        signals_cfg = trainer_parameters.get("reward_signals")
+        if not signals_cfg:
+            raise UnityTrainerException(
+                f"No reward signals were defined. At least one must be used with {type(self).__name__}."
+            )
+        if not isinstance(signals_cfg, dict):
+            raise UnityTrainerException(
+                f"reward_signals for brain {brain_name} must be a mapping of signal name to parameters."
+            )
+        self.reward_signals: dict[str, RewardSignal] = {
+            name: create_reward_signal(name, dict(cfg or {})) for name, cfg in signals_cfg.items()
+        }
+        self.collected_rewards: dict[str, dict[int, float]] = {"environment": {}}
+        for name in self.reward_signals:
+            self.collected_rewards[name] = {}
+        self.training_buffer = Buffer()
+        self.episode_steps: dict[int, int] = {}
+        self.trajectory_lengths: dict[int, int] = {}
+        self._pending: dict[int, tuple[StepResult, int, dict[str, Any]]] = {}
+        self.store_next_obs = any(s.needs_next_observations for s in self.reward_signals.values())
+
+    # -- experience collection -------------------------------------------------------------
+    def _match(self, curr: StepResult, nxt: StepResult, outputs: dict[str, Any]) -> tuple[list[tuple[StepResult, np.ndarray, dict[str, Any], np.ndarray]], None]:
+        """Groups of (source result, source rows, source outputs, next rows) to append."""
+        if len(curr) == len(nxt) and np.array_equal(curr.agent_ids, nxt.agent_ids):
+            rows = np.flatnonzero(~curr.done)
+            return [(curr, rows, outputs, rows)], None
+        for i, a in enumerate(curr.agent_ids.tolist()):
+            self._pending[a] = (curr, i, outputs)
+        groups: dict[int, tuple[StepResult, list[int], dict[str, Any], list[int]]] = {}
+        for j, a in enumerate(nxt.agent_ids.tolist()):
+            src = self._pending.pop(a, None)
+            if src is None:
+                continue
+            res, i, outs = src
+            if res.done[i]:
+                continue
+            g = groups.setdefault(id(res), (res, [], outs, []))
+            g[1].append(i)
+            g[3].append(j)
+        return [(r, np.asarray(ci, np.int64), o, np.asarray(ni, np.int64)) for r, ci, o, ni in groups.values()], None
+
+    def experience_fields(self, curr: StepResult, rows: np.ndarray, outputs: dict[str, Any],
+                          nxt: StepResult, next_rows: np.ndarray) -> dict[str, np.ndarray]:
+        """The per-transition fields stored for ``rows`` of ``curr`` (subclasses add theirs)."""
+        spec = self.spec
+        fields: dict[str, np.ndarray] = {}
+        obs = [o[rows] for o in curr.observations]
+        if spec.vector_observation_size:
+            fields["vector_obs"] = concat_vector_observations(spec, obs)
+        for j, i in enumerate(spec.visual_observation_indices):
+            fields[f"visual_obs{j}"] = obs[i]
+        if self.store_next_obs:
+            nobs = [o[next_rows] for o in nxt.observations]
+            if spec.vector_observation_size:
+                fields["next_vector_in"] = concat_vector_observations(spec, nobs)
+            for j, i in enumerate(spec.visual_observation_indices):
+                fields[f"next_visual_obs{j}"] = nobs[i]
+        n = len(rows)
+        fields["masks"] = np.ones(n, np.float32)
+        fields["done"] = nxt.done[next_rows].astype(np.float32)
+        fields["terminated"] = nxt.terminated[next_rows].astype(np.float32)
+        fields["truncated"] = nxt.truncated[next_rows].astype(np.float32)
+        fields["environment_rewards"] = nxt.rewards[next_rows]
+        return fields
+
+    def add_experiences(self, curr_all: dict[str, StepResult], next_all: dict[str, StepResult],
+                        take_action_outputs: Optional[dict[str, Any]]) -> None:
+        curr = curr_all.get(self.brain_name) if curr_all else None
+        nxt = next_all.get(self.brain_name) if next_all else None
+        if curr is None or nxt is None or take_action_outputs is None or len(curr) == 0:
+            return
+        outputs = take_action_outputs
+        if "entropy" in outputs:
+            self.stats["Policy/Entropy"].append(float(np.mean(outputs["entropy"])))
+            self.stats["Policy/Learning Rate"].append(float(outputs.get("learning_rate", 0.0)))
+            for name, signal in self.reward_signals.items():
+                self.stats[signal.value_name].append(float(np.mean(outputs[f"value_{name}"])))
+        groups, _ = self._match(curr, nxt, outputs)
+        for src, rows, outs, next_rows in groups:
+            if len(rows) == 0:
+                continue
+            fields = self.experience_fields(src, rows, outs, nxt, next_rows)
+            ids = nxt.agent_ids[next_rows]
+            env_rewards = fields["environment_rewards"]
+            for name, signal in self.reward_signals.items():
+                result = signal.evaluate(src, nxt, next_rows)
+                fields[f"{name}_rewards"] = np.asarray(result.scaled_reward, np.float32)
+                fields[f"{name}_value_estimates"] = np.asarray(outs[f"value_{name}"], np.float32)[rows]
+                collected = self.collected_rewards[name]
+                for a, r in zip(ids.tolist(), result.scaled_reward.tolist()):
+                    collected[a] = collected.get(a, 0.0) + r
+            env = self.collected_rewards["environment"]
+            steps = self.episode_steps
+            lengths = self.trajectory_lengths
+            for a, r in zip(ids.tolist(), env_rewards.tolist()):
+                env[a] = env.get(a, 0.0) + r
+                steps[a] = steps.get(a, 0) + 1
+                lengths[a] = lengths.get(a, 0) + 1
+            self.training_buffer.append_batch(ids, fields, padding_values=self.padding_values)
+
+    padding_values: dict[str, float] = {"action_mask": 1.0}
+
+    def end_episode(self) -> None:
+        """An environment reset: drop unfinished trajectories and episode statistics."""
+        self.training_buffer.reset_local_buffers()
+        self._pending.clear()
+        self.trajectory_lengths.clear()
+        for agent_id in list(self.episode_steps):
+            self.episode_steps[agent_id] = 0
+        for rewards in self.collected_rewards.values():
+            for agent_id in list(rewards):
+                rewards[agent_id] = 0.0
+
+    def record_episode_end(self, agent_id: int) -> None:
+        """Move an agent's finished-episode statistics into ``stats`` and the reward buffer."""
+        self.stats["Environment/Episode Length"].append(float(self.episode_steps.get(agent_id, 0)))
+        self.episode_steps[agent_id] = 0
+        for name, rewards in self.collected_rewards.items():
+            value = float(rewards.get(agent_id, 0.0))
+            if name == "environment":
+                self.cumulative_returns_since_policy_update.append(value)
+                self.stats["Environment/Cumulative Reward"].append(value)
+                self.reward_buffer.appendleft(value)
+            else:
+                self.stats[self.reward_signals[name].stat_name].append(value)
+            rewards[agent_id] = 0.0

@@ -1,0 +1,175 @@
+"""TrainerController: runs trainers over an env manager until ``max_steps`` (behaviour.md §4)."""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Optional
+
+import numpy as np
+
+from kerasrl.envs.env_manager import EnvManager, StepInfo
+from kerasrl.exception import UnityTrainerException
+from kerasrl.timers import get_timer_tree, hierarchical_timer, timed, write_timer_tree
+from kerasrl.trainer import Trainer
+
+logger = logging.getLogger("kerasrl")
+
+
+class TrainerController:
+    """Steps the environment, feeds every trainer, updates and saves them."""
+
+    def __init__(
+        self,
+        trainers: dict[str, Trainer],
+        model_path: str,
+        summaries_dir: str,
+        run_id: str,
+        save_freq: int,
+        meta_curriculum: Optional[Any] = None,
+        train: bool = True,
+        training_seed: int = 0,
+        fast_simulation: bool = True,
+        sampler_manager: Optional[Any] = None,
+        resampling_interval: Optional[int] = None,
+    ) -> None:
+        self.trainers = trainers
+        self.model_path = model_path
+        self.summaries_dir = summaries_dir
+        self.run_id = run_id
+        self.save_freq = int(save_freq)
+        self.meta_curriculum = meta_curriculum
+        self.train_model = train
+        self.training_seed = training_seed
+        self.fast_simulation = fast_simulation
+        self.sampler_manager = sampler_manager
+        self.resampling_interval = resampling_interval
+        self.trainer_metrics: dict[str, Any] = {}
+        self.global_step = 0
+        self.interrupted = False
+        self.training_start_time = time.time()
+        np.random.seed(training_seed)
+
+    def _get_measure_vals(self) -> dict[str, float]:
+        """Per brain: the curriculum measure, or the mean of the trainer's reward buffer."""
+        out: dict[str, float] = {}
+        curricula = getattr(self.meta_curriculum, "brains_to_curriculums", {}) if self.meta_curriculum else {}
+        for name, trainer in self.trainers.items():
+            if name in curricula and curricula[name].measure == "progress":
+                out[name] = trainer.get_step / trainer.get_max_steps
+            else:
+                buf = trainer.reward_buffer
+                out[name] = float(np.mean(buf)) if len(buf) else float("nan")
+        return out
+
+    def _save_models(self) -> None:
+        for trainer in self.trainers.values():
+            trainer.save_model()
+        logger.info("Saved models at step %d.", self.global_step)
+
+    def _export_models(self) -> None:
+        for trainer in self.trainers.values():
+            trainer.export_model()
+
+    def _reset_env(self, env: EnvManager) -> list[StepInfo]:
+        config: dict[str, float] = {}
+        if self.sampler_manager is not None and not self.sampler_manager.is_empty():
+            config.update(self.sampler_manager.sample_all())
+        if self.meta_curriculum is not None:
+            config.update(self.meta_curriculum.get_config())
+        return env.reset(config=config or None, train_mode=self.fast_simulation)
+
+    def reset_env_if_ready(self, env: EnvManager, steps: int) -> None:
+        lessons_changed: dict[str, bool] = {}
+        if self.meta_curriculum is not None:
+            sizes = {name: len(t.reward_buffer) for name, t in self.trainers.items()}
+            lessons_changed = self.meta_curriculum.increment_lessons(self._get_measure_vals(), reward_buff_sizes=sizes)
+        resample = (
+            self.sampler_manager is not None and not self.sampler_manager.is_empty() and steps != 0
+            and bool(self.resampling_interval) and steps % int(self.resampling_interval) == 0
+        )
+        if any(lessons_changed.values()) or resample:
+            self._reset_env(env)
+            for name, trainer in self.trainers.items():
+                trainer.end_episode()
+                if lessons_changed.get(name):
+                    trainer.reward_buffer.clear()
+
+    def _should_continue(self) -> bool:
+        return any(t.get_step <= t.get_max_steps for t in self.trainers.values()) or not self.train_model
+
+    @timed
+    def advance(self, env: EnvManager) -> int:
+        with hierarchical_timer("env_step"):
+            new_step_infos = env.step()
+        with hierarchical_timer("process_step"):
+            for step_info in new_step_infos:
+                for name, trainer in self.trainers.items():
+                    infos = step_info.brain_name_to_action_info or {}
+                    action_info = infos.get(name)
+                    trainer.add_experiences(step_info.previous_all_brain_info or {}, step_info.current_all_brain_info,
+                                            action_info.outputs if action_info is not None else None)
+                    trainer.process_experiences(step_info.previous_all_brain_info or {}, step_info.current_all_brain_info)
+        for name, trainer in self.trainers.items():
+            if self.train_model and trainer.get_step <= trainer.get_max_steps:
+                trainer.increment_step(len(new_step_infos))
+                if trainer.is_ready_update():
+                    with hierarchical_timer("update_policy"):
+                        trainer.update_policy()
+                    env.set_policy(name, trainer.policy)
+        return len(new_step_infos)
+
+    def write_to_tensorboard(self, global_step: int) -> None:
+        lessons = self.meta_curriculum.lesson_nums if self.meta_curriculum is not None else {}
+        for name, trainer in self.trainers.items():
+            trainer.write_summary(global_step, time.time() - self.training_start_time, lesson_num=lessons.get(name, 0))
+
+    def start_learning(self, env_manager: EnvManager) -> None:
+        """Train until every trainer reaches ``max_steps``; Ctrl-C saves and exits cleanly."""
+        try:
+            os.makedirs(self.model_path, exist_ok=True)
+        except OSError as e:
+            raise UnityTrainerException(
+                f"The folder {self.model_path} containing the generated model could not be accessed. "
+                "Please make sure the permissions are set correctly."
+            ) from e
+        for trainer in self.trainers.values():
+            logger.info("%s", trainer)
+            if self.train_model:
+                trainer.write_hyperparameters()
+        self.training_start_time = time.time()
+        self.global_step = 0
+        try:
+            for name, trainer in self.trainers.items():
+                env_manager.set_policy(name, trainer.policy)
+            self._reset_env(env_manager)
+            while self._should_continue():
+                n_steps = self.advance(env_manager)
+                for _ in range(n_steps):
+                    self.global_step += 1
+                    self.reset_env_if_ready(env_manager, self.global_step)
+                    if self.train_model and self.global_step % self.save_freq == 0 and self.global_step != 0:
+                        self._save_models()
+                    self.write_to_tensorboard(self.global_step)
+            if self.global_step != 0 and self.train_model:
+                self._save_models()
+        except KeyboardInterrupt:
+            self.interrupted = True
+            if self.train_model:
+                logger.info("Learning was interrupted. Please wait while the graph is generated.")
+                self._save_models()
+        finally:
+            if self.train_model and self.global_step != 0:
+                self._export_models()
+            self._write_timing_tree()
+            for trainer in self.trainers.values():
+                trainer.close()
+            env_manager.close()
+
+    def _write_timing_tree(self) -> None:
+        path = os.path.join(self.summaries_dir, f"{self.run_id}_timers.json")
+        try:
+            os.makedirs(self.summaries_dir, exist_ok=True)
+            write_timer_tree(path)
+        except (FileNotFoundError, OSError):
+            logger.warning("Unable to save to %s. Make sure the directory exists", path)

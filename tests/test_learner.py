@@ -1,0 +1,122 @@
+"""The PPO learner: both drivers agree, the loss matches a hand computation, the model builds right."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kerasrl.envs.base import BehaviorSpec
+from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
+from kerasrl.ppo.learner import PPOLearner
+from kerasrl.ppo.loss import ppo_loss
+
+DISCRETE = BehaviorSpec(((4,),), "discrete", (3, 2))
+CONTINUOUS = BehaviorSpec(((4,),), "continuous", (2,))
+
+
+def make_batch(learner: PPOLearner, n: int, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    batch = {}
+    for key, spec in learner.batch_signature().items():
+        shape = [n if d is None else d for d in spec.shape]
+        if key == "actions":
+            batch[key] = np.stack([rng.integers(0, b, n) for b in learner.actor_critic.branches], 1).astype(np.int32)
+        elif key == "prev_action":
+            batch[key] = np.zeros(shape, np.int32)
+        elif key in ("masks", "action_masks"):
+            batch[key] = np.ones(shape, np.float32)
+        else:
+            batch[key] = rng.normal(size=shape).astype(np.float32)
+    return batch
+
+
+def make_learner(spec: BehaviorSpec, recurrent: bool = False, seed: int = 3) -> PPOLearner:
+    model = ActorCritic(spec, ["extrinsic", "curiosity"], hidden_units=16, num_layers=2, normalize=True,
+                        use_recurrent=recurrent, memory_size=8, seed=seed)
+    return PPOLearner(model, learning_rate=1e-3, epsilon=0.2, beta=1e-2, max_steps=1000,
+                      sequence_length=4 if recurrent else 1)
+
+
+@pytest.mark.parametrize("spec,recurrent", [(DISCRETE, False), (CONTINUOUS, False), (DISCRETE, True), (CONTINUOUS, True)])
+def test_fused_and_minibatch_drivers_agree(spec, recurrent):
+    a, b = make_learner(spec, recurrent), make_learner(spec, recurrent)
+    for wa, wb in zip(a.actor_critic.weights, b.actor_critic.weights):
+        np.testing.assert_array_equal(wa.numpy(), wb.numpy())
+    batch = make_batch(a, 96)
+    ma = a.fused_update(batch, num_epoch=3, batch_size=32, seed=7)
+    mb = b.minibatch_update(batch, num_epoch=3, batch_size=32, seed=7)
+    for k in ma:
+        assert ma[k] == pytest.approx(mb[k], rel=1e-4, abs=1e-5)
+    for wa, wb in zip(a.actor_critic.trainable_weights, b.actor_critic.trainable_weights):
+        np.testing.assert_allclose(wa.numpy(), wb.numpy(), rtol=1e-4, atol=1e-5)
+    assert int(a.optimizer.iterations.numpy()) == int(b.optimizer.iterations.numpy()) == 9
+    changed = any(not np.allclose(w.numpy(), w0) for w, w0 in zip(a.actor_critic.trainable_weights,
+                                                                    [x.numpy() for x in make_learner(spec, recurrent).actor_critic.trainable_weights]))
+    assert changed
+
+
+def test_loss_matches_hand_computation():
+    learner = make_learner(DISCRETE)
+    batch = make_batch(learner, 10, seed=1)
+    tensors = {k: tf.constant(v) for k, v in batch.items()}
+    model = learner.actor_critic
+    loss, metrics = ppo_loss(model, tensors, tf.constant(0.2), tf.constant(0.01), ["extrinsic", "curiosity"])
+    log_prob, entropy, values = model.evaluate_actions(tensors, tensors["actions"])
+    lp, ent = log_prob.numpy(), entropy.numpy()
+    r = np.exp(lp - batch["old_log_probs"])
+    adv = batch["advantages"]
+    pl = -np.mean(np.minimum(r * adv, np.clip(r, 0.8, 1.2) * adv))
+    vls = []
+    for name in ("extrinsic", "curiosity"):
+        v, old, ret = values[name].numpy(), batch[f"{name}_value_estimates"], batch[f"{name}_returns"]
+        vc = old + np.clip(v - old, -0.2, 0.2)
+        vls.append(np.mean(np.maximum((ret - v) ** 2, (ret - vc) ** 2)))
+    vl = np.mean(vls)
+    assert metrics["policy_loss"].numpy() == pytest.approx(pl, rel=1e-5)
+    assert metrics["value_loss"].numpy() == pytest.approx(vl, rel=1e-5)
+    assert loss.numpy() == pytest.approx(pl + 0.5 * vl - 0.01 * ent.mean(), rel=1e-5)
+
+
+def test_padding_rows_are_masked_out():
+    learner = make_learner(CONTINUOUS)
+    batch = make_batch(learner, 8, seed=2)
+    t = {k: tf.constant(v) for k, v in batch.items()}
+    loss_a, _ = ppo_loss(learner.actor_critic, t, tf.constant(0.2), tf.constant(0.0), ["extrinsic", "curiosity"])
+    padded = {k: np.concatenate([v, v[:3] * 0 + 50]) for k, v in batch.items()}
+    padded["masks"] = np.concatenate([np.ones(8, np.float32), np.zeros(3, np.float32)])
+    t2 = {k: tf.constant(v) for k, v in padded.items()}
+    loss_b, _ = ppo_loss(learner.actor_critic, t2, tf.constant(0.2), tf.constant(0.0), ["extrinsic", "curiosity"])
+    assert loss_a.numpy() == pytest.approx(loss_b.numpy(), rel=1e-5)
+
+
+def test_schedules_drive_optimizer_and_clip():
+    learner = make_learner(DISCRETE)
+    values = learner.set_schedules(500)
+    assert float(learner.optimizer.learning_rate.numpy()) == pytest.approx(values["learning_rate"], rel=1e-6)
+    assert float(learner.clip_epsilon.numpy()) == pytest.approx(0.15)
+
+
+def test_model_config_errors_name_the_key():
+    with pytest.raises(ModelConfigError, match="memory_size"):
+        ActorCritic(DISCRETE, ["extrinsic"], use_recurrent=True, memory_size=6)
+    with pytest.raises(ModelConfigError, match="memory_size"):
+        ActorCritic(DISCRETE, ["extrinsic"], use_recurrent=True, memory_size=0)
+    with pytest.raises(ModelConfigError, match="vis_encode_type"):
+        ActorCritic(DISCRETE, ["extrinsic"], vis_encode_type="vgg")
+    with pytest.raises(ModelConfigError, match="too small"):
+        ActorCritic(BehaviorSpec(((10, 10, 3),), "discrete", (2,)), ["extrinsic"], vis_encode_type="nature_cnn")
+
+
+@pytest.mark.parametrize("encoder", ["simple", "nature_cnn", "resnet"])
+def test_visual_and_vector_observations_build(encoder):
+    spec = BehaviorSpec(((36, 36, 3), (40, 40, 1), (5,)), "continuous", (3,))
+    model = ActorCritic(spec, ["extrinsic"], hidden_units=8, num_layers=1, vis_encode_type=encoder, seed=0)
+    out = model.act(model.dummy_inputs(2), tf.zeros([2, 3]))
+    assert out["action"].shape == (2, 3)
+    assert np.all(np.abs(out["action"].numpy()) <= 1.0)
+
+
+def test_same_seed_same_weights():
+    a, b = make_learner(DISCRETE, seed=11), make_learner(DISCRETE, seed=11)
+    c = make_learner(DISCRETE, seed=12)
+    wa = [w.numpy() for w in a.actor_critic.trainable_weights]
+    assert all(np.array_equal(x, w.numpy()) for x, w in zip(wa, b.actor_critic.trainable_weights))
+    assert not all(np.array_equal(x, w.numpy()) for x, w in zip(wa, c.actor_critic.trainable_weights))

@@ -1,0 +1,143 @@
+"""PPO maths against hand-computed values: returns, GAE, decays, distributions, normalizer."""
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kerasrl.models.distributions import EPSILON, ClippedGaussian, MaskedMultiCategorical
+from kerasrl.models.normalizer import Normalizer
+from kerasrl.ppo.gae import discount_rewards, get_gae
+from kerasrl.ppo.schedules import BETA_END, EPSILON_END, LR_END, linear_decay, ppo_schedules
+
+
+def test_discount_rewards_by_hand():
+    out = discount_rewards(np.array([1.0, 2.0, 3.0]), gamma=0.5, value_next=4.0)
+    # t=2: 3 + 0.5*4 = 5; t=1: 2 + 0.5*5 = 4.5; t=0: 1 + 0.5*4.5 = 3.25
+    np.testing.assert_allclose(out, [3.25, 4.5, 5.0])
+
+
+def test_gae_by_hand():
+    r = np.array([1.0, 0.0, 2.0])
+    v = np.array([0.5, 1.0, 1.5])
+    gamma, lam, v_next = 0.9, 0.8, 2.0
+    d0 = 1.0 + 0.9 * 1.0 - 0.5  # 1.4
+    d1 = 0.0 + 0.9 * 1.5 - 1.0  # 0.35
+    d2 = 2.0 + 0.9 * 2.0 - 1.5  # 2.3
+    a2 = d2
+    a1 = d1 + 0.72 * a2
+    a0 = d0 + 0.72 * a1
+    np.testing.assert_allclose(get_gae(r, v, v_next, gamma, lam), [a0, a1, a2], rtol=1e-6)
+
+
+def test_gae_lambda_one_equals_returns_minus_values():
+    rng = np.random.default_rng(0)
+    r, v = rng.normal(size=20), rng.normal(size=20)
+    adv = get_gae(r, v, value_next=0.7, gamma=0.97, lambd=1.0)
+    np.testing.assert_allclose(adv, discount_rewards(r, 0.97, 0.7) - v, rtol=1e-5, atol=1e-5)
+
+
+def test_gae_rejects_length_mismatch():
+    with pytest.raises(ValueError, match="differ"):
+        get_gae(np.zeros(3), np.zeros(4))
+
+
+def test_linear_decays():
+    assert linear_decay(1.0, 0.0, 0, 100) == 1.0
+    assert linear_decay(1.0, 0.0, 50, 100) == pytest.approx(0.5)
+    assert linear_decay(1.0, 0.0, 500, 100) == 0.0
+    s = ppo_schedules(3e-4, 0.2, 5e-3, step=25, max_steps=100)
+    assert s["learning_rate"] == pytest.approx((3e-4 - LR_END) * 0.75 + LR_END)
+    assert s["epsilon"] == pytest.approx((0.2 - EPSILON_END) * 0.75 + EPSILON_END)
+    assert s["beta"] == pytest.approx((5e-3 - BETA_END) * 0.75 + BETA_END)
+    end = ppo_schedules(3e-4, 0.2, 5e-3, step=1000, max_steps=100)
+    assert end == pytest.approx({"learning_rate": LR_END, "epsilon": 0.1, "beta": 1e-5})
+
+
+def test_masked_multicategorical_probabilities_and_log_probs():
+    logits = tf.constant([[0.0, 1.0, 2.0, 0.5, -0.5]])
+    masks = tf.constant([[1.0, 0.0, 1.0, 1.0, 1.0]])
+    dist = MaskedMultiCategorical(logits, masks, [3, 2])
+    p = tf.nn.softmax(logits[0, :3]).numpy()
+    raw = (p + EPSILON) * np.array([1.0, 0.0, 1.0])
+    expected0 = raw / raw.sum()
+    np.testing.assert_allclose(dist.branch_probs[0].numpy()[0], expected0, rtol=1e-6)
+    assert dist.branch_probs[0].numpy()[0, 1] == 0.0
+    lp = dist.branch_log_prob(tf.constant([[1, 0]])).numpy()[0]
+    assert lp[0] == pytest.approx(math.log(EPSILON), rel=1e-5)
+    q = tf.nn.softmax(logits[0, 3:]).numpy()
+    assert lp[1] == pytest.approx(math.log((q[0] + EPSILON) / (q + EPSILON).sum() + EPSILON), rel=1e-5)
+    assert dist.log_prob(tf.constant([[2, 1]])).numpy()[0] == pytest.approx(
+        math.log(expected0[2] + EPSILON) + math.log((q[1] + EPSILON) / (q + EPSILON).sum() + EPSILON), rel=1e-5
+    )
+    ent = -(expected0 * np.log(expected0 + EPSILON)).sum()
+    qn = (q + EPSILON) / (q + EPSILON).sum()
+    ent += -(qn * np.log(qn + EPSILON)).sum()
+    assert dist.entropy().numpy()[0] == pytest.approx(ent, rel=1e-5)
+
+
+def test_masked_sampling_never_takes_masked_actions():
+    rng = np.random.default_rng(1)
+    logits = tf.constant(rng.normal(size=(2000, 4)).astype(np.float32) * 3)
+    masks = np.ones((2000, 4), np.float32)
+    masks[:, 0] = 0
+    masks[::2, 3] = 0
+    dist = MaskedMultiCategorical(logits, tf.constant(masks), [4])
+    u = np.maximum(rng.random((2000, 1), dtype=np.float32), 1e-7)
+    a = dist.sample(tf.constant(u)).numpy()[:, 0]
+    assert (masks[np.arange(2000), a] == 1).all()
+    # extreme draws close to 0 and 1 stay within the allowed set
+    edge = dist.sample(tf.constant(np.full((2000, 1), 1 - 1e-7, np.float32))).numpy()[:, 0]
+    assert (masks[np.arange(2000), edge] == 1).all()
+
+
+def test_sampling_follows_the_probabilities():
+    logits = tf.constant([[0.0, math.log(3.0)]] * 20000)
+    dist = MaskedMultiCategorical(logits, tf.ones([20000, 2]), [2])
+    u = np.random.default_rng(0).random((20000, 1)).astype(np.float32)
+    a = dist.sample(tf.constant(u)).numpy()
+    assert a.mean() == pytest.approx(0.75, abs=0.015)
+
+
+def test_clipped_gaussian_log_prob_and_entropy():
+    mu = tf.constant([[0.5, -1.0]])
+    log_sigma_sq = tf.constant([0.2, -0.4])
+    dist = ClippedGaussian(mu, log_sigma_sq)
+    pre = tf.constant([[1.0, 5.0]])
+    sigma = np.sqrt(np.exp([0.2, -0.4]))
+    expected = [
+        -0.5 * ((1.0 - 0.5) / sigma[0]) ** 2 - 0.5 * math.log(2 * math.pi) - math.log(sigma[0]),
+        -0.5 * ((5.0 + 1.0) / sigma[1]) ** 2 - 0.5 * math.log(2 * math.pi) - math.log(sigma[1]),
+    ]
+    np.testing.assert_allclose(dist.dim_log_prob(pre).numpy()[0], expected, rtol=1e-5)
+    assert dist.log_prob(pre).numpy()[0] == pytest.approx(sum(expected), rel=1e-5)
+    ent = 0.5 * np.mean(np.log(2 * math.pi * math.e) + np.array([0.2, -0.4]))
+    assert dist.entropy().numpy()[0] == pytest.approx(ent, rel=1e-6)
+    np.testing.assert_allclose(ClippedGaussian.squash(pre).numpy(), [[1.0 / 3.0, 1.0]])
+    noise = tf.constant([[1.0, -2.0]])
+    np.testing.assert_allclose(dist.sample_pre(noise).numpy(), [[0.5 + sigma[0], -1.0 - 2 * sigma[1]]], rtol=1e-6)
+
+
+def test_normalizer_matches_numpy_statistics():
+    rng = np.random.default_rng(3)
+    data = rng.normal(loc=[1.0, -2.0, 10.0], scale=[0.5, 2.0, 3.0], size=(999, 3))
+    norm = Normalizer(3)
+    for chunk in np.array_split(data, [1, 7, 300, 301, 650]):
+        norm.update(chunk)
+    np.testing.assert_allclose(norm.running_mean.numpy(), data.mean(0), rtol=1e-9)
+    np.testing.assert_allclose(norm.variance, data.var(0), rtol=1e-9)
+    assert float(norm.count.numpy()) == 999
+    x = data[:5].astype(np.float32)
+    expected = np.clip((x - data.mean(0)) / np.sqrt(data.var(0) + 1e-8), -5, 5)
+    np.testing.assert_allclose(norm(tf.constant(x)).numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_normalizer_clips_and_inference_does_not_update():
+    norm = Normalizer(1)
+    norm.update(np.array([[0.0], [1.0], [2.0]]))
+    before = norm.running_mean.numpy().copy()
+    out = norm(tf.constant([[1000.0], [-1000.0]])).numpy()
+    np.testing.assert_allclose(out, [[5.0], [-5.0]])
+    np.testing.assert_array_equal(norm.running_mean.numpy(), before)
+    with pytest.raises(ValueError, match="NaN"):
+        norm.update(np.array([[np.nan]]))

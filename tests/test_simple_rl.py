@@ -1,0 +1,66 @@
+"""The seed's acceptance test (behaviour.md §16): PPO solves Simple1D in 2500 steps."""
+import math
+
+import numpy as np
+import pytest
+
+from kerasrl.envs import SimpleEnvManager
+from kerasrl.envs.simple import MultiBranchMaskedEnvironment, Simple1DEnvironment
+from kerasrl.trainer_controller import TrainerController
+from kerasrl.trainer_util import initialize_trainers
+
+CONFIG = {
+    "default": {
+        "trainer": "ppo",
+        "batch_size": 16,
+        "beta": 5.0e-3,
+        "buffer_size": 64,
+        "epsilon": 0.2,
+        "hidden_units": 128,
+        "lambd": 0.95,
+        "learning_rate": 5.0e-3,
+        "max_steps": 2500,
+        "memory_size": 256,
+        "normalize": False,
+        "num_epoch": 3,
+        "num_layers": 2,
+        "time_horizon": 64,
+        "sequence_length": 64,
+        "summary_freq": 500,
+        "use_recurrent": False,
+        "reward_signals": {"extrinsic": {"strength": 1.0, "gamma": 0.99}},
+    }
+}
+
+
+def run_training(env, tmp_path, config=CONFIG, seed=1337):
+    manager = SimpleEnvManager(env)
+    trainers = initialize_trainers(
+        config, manager.external_brains, summaries_dir=str(tmp_path / "summaries"), run_id="id",
+        model_path=str(tmp_path / "models"), keep_checkpoints=1, train_model=True, load_model=False,
+        seed=seed, meta_curriculum=None, multi_gpu=False,
+    )
+    tc = TrainerController(trainers, str(tmp_path / "models"), str(tmp_path / "summaries"), "id", save_freq=99999,
+                           meta_curriculum=None, train=True, training_seed=seed, fast_simulation=True,
+                           sampler_manager=None, resampling_interval=None)
+    tc.start_learning(manager)
+    return tc
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("use_discrete", [True, False], ids=["discrete", "continuous"])
+def test_simple_rl(use_discrete, tmp_path):
+    tc = run_training(Simple1DEnvironment(use_discrete=use_discrete, seed=1337), tmp_path)
+    for name, value in tc._get_measure_vals().items():
+        assert not math.isnan(value), name
+        assert value > 0.99, f"{name}: last episode return {value}"
+
+
+@pytest.mark.slow
+def test_multi_branch_masked_is_learned_and_never_takes_masked_actions(tmp_path):
+    env = MultiBranchMaskedEnvironment(seed=3)
+    tc = run_training(env, tmp_path)
+    assert env.masked_actions_taken == 0
+    trainer = next(iter(tc.trainers.values()))
+    recent = list(trainer.reward_buffer)
+    assert recent and np.mean(recent) > 0.9
