@@ -23,6 +23,13 @@ class EnvironmentException(Exception):
     """Raised for a malformed spec, step result or action."""
 
 
+def _as_1d(x: Any, dtype: type) -> np.ndarray:
+    """``x`` as a 1-D array of ``dtype``; an array that already is one is returned as is (hot path)."""
+    if type(x) is np.ndarray and x.dtype == dtype and x.ndim == 1:
+        return x
+    return np.asarray(x, dtype=dtype).reshape(-1)
+
+
 class ActionType(str, enum.Enum):
     DISCRETE = "discrete"
     CONTINUOUS = "continuous"
@@ -119,20 +126,23 @@ class StepResult:
     _index: Optional[dict[int, int]] = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self.agent_ids = np.asarray(self.agent_ids, dtype=np.int64).reshape(-1)
+        self.agent_ids = _as_1d(self.agent_ids, np.int64)
         n = self.agent_ids.shape[0]
-        self.rewards = np.asarray(self.rewards, dtype=np.float32).reshape(-1)
-        self.terminated = np.asarray(self.terminated, dtype=bool).reshape(-1)
-        self.truncated = np.asarray(self.truncated, dtype=bool).reshape(-1)
-        for name in ("rewards", "terminated", "truncated"):
-            if getattr(self, name).shape[0] != n:
-                raise EnvironmentException(
-                    f"StepResult.{name} has {getattr(self, name).shape[0]} rows for {n} agents."
-                )
-        self.observations = [np.asarray(o, dtype=np.float32) for o in self.observations]
-        for i, o in enumerate(self.observations):
-            if o.shape[0] != n:
-                raise EnvironmentException(f"StepResult.observations[{i}] has {o.shape[0]} rows for {n} agents.")
+        self.rewards = _as_1d(self.rewards, np.float32)
+        self.terminated = _as_1d(self.terminated, np.bool_)
+        self.truncated = _as_1d(self.truncated, np.bool_)
+        if not (self.rewards.shape[0] == self.terminated.shape[0] == self.truncated.shape[0] == n):
+            for name in ("rewards", "terminated", "truncated"):
+                if getattr(self, name).shape[0] != n:
+                    raise EnvironmentException(
+                        f"StepResult.{name} has {getattr(self, name).shape[0]} rows for {n} agents."
+                    )
+        observations = self.observations = list(self.observations)
+        for i, o in enumerate(observations):
+            if type(o) is not np.ndarray or o.dtype != np.float32:
+                o = observations[i] = np.asarray(o, dtype=np.float32)
+            if o.ndim == 0 or o.shape[0] != n:
+                raise EnvironmentException(f"StepResult.observations[{i}] has shape {o.shape} for {n} agents.")
         if self.action_masks is not None:
             self.action_masks = np.asarray(self.action_masks, dtype=np.float32)
             if self.action_masks.ndim != 2 or self.action_masks.shape[0] != n:
