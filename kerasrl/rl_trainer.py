@@ -7,6 +7,7 @@ have reset the agent in between), so Gymnasium's autoreset step never becomes ex
 """
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, Optional
 
 import numpy as np
@@ -43,6 +44,8 @@ class RLTrainer(Trainer):
         self.episode_steps: dict[int, int] = {}
         self.trajectory_lengths: dict[int, int] = {}
         self._pending: dict[int, tuple[StepResult, int, dict[str, Any]]] = {}
+        self.recent_returns: deque[float] = deque(maxlen=100)
+        self.episodes_completed = 0
         self.store_next_obs = any(s.needs_next_observations for s in self.reward_signals.values())
 
     # -- experience collection -------------------------------------------------------------
@@ -148,6 +151,8 @@ class RLTrainer(Trainer):
                 self.cumulative_returns_since_policy_update.append(value)
                 self.stats["Environment/Cumulative Reward"].append(value)
                 self.reward_buffer.appendleft(value)
+                self.recent_returns.append(value)
+                self.episodes_completed += 1
             else:
                 self.stats[self.reward_signals[name].stat_name].append(value)
             rewards[agent_id] = 0.0

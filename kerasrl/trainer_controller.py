@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -32,6 +32,8 @@ class TrainerController:
         fast_simulation: bool = True,
         sampler_manager: Optional[Any] = None,
         resampling_interval: Optional[int] = None,
+        progress: Optional[Callable[["TrainerController"], None]] = None,
+        progress_freq: int = 0,
     ) -> None:
         self.trainers = trainers
         self.model_path = model_path
@@ -44,6 +46,8 @@ class TrainerController:
         self.fast_simulation = fast_simulation
         self.sampler_manager = sampler_manager
         self.resampling_interval = resampling_interval
+        self.progress = progress
+        self.progress_freq = int(progress_freq)
         self.trainer_metrics: dict[str, Any] = {}
         self.global_step = 0
         self.interrupted = False
@@ -151,6 +155,8 @@ class TrainerController:
                     if self.train_model and self.global_step % self.save_freq == 0 and self.global_step != 0:
                         self._save_models()
                     self.write_to_tensorboard(self.global_step)
+                    if self.progress is not None and self.progress_freq and self.global_step % self.progress_freq == 0:
+                        self.progress(self)
             if self.global_step != 0 and self.train_model:
                 self._save_models()
         except KeyboardInterrupt:

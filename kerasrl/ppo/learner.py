@@ -11,6 +11,7 @@ With the same permutations (``epoch_permutation``) both give the same weights.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Mapping, Optional, Sequence
 
 import keras
@@ -24,9 +25,27 @@ from kerasrl.ppo.schedules import ppo_schedules
 METRIC_NAMES = ("loss", "policy_loss", "value_loss", "entropy")
 
 
-def epoch_permutation(num_sequences: int, seed: int, epoch: int) -> np.ndarray:
-    """The sequence permutation the fused driver uses for ``epoch`` (for tests and replay)."""
-    return tf.argsort(tf.random.stateless_uniform([num_sequences], seed=[seed, epoch])).numpy()
+def padded_sequences(num_sequences: int, sequences_per_batch: int) -> int:
+    """Sequence slots the fused driver compiles for: ``spb · 2^k ≥ num_sequences``.
+
+    Padding the update buffer to a few bucket sizes keeps XLA from recompiling for every
+    buffer length (trajectories end at varying times, so the length varies from update to update).
+    """
+    batches = max(-(-num_sequences // max(sequences_per_batch, 1)), 1)
+    return max(sequences_per_batch, 1) * (1 << (batches - 1).bit_length())
+
+
+def _permutation(n_valid: tf.Tensor, n_slots: Any, seed: tf.Tensor, epoch: tf.Tensor) -> tf.Tensor:
+    keys = tf.random.stateless_uniform([n_slots], seed=tf.stack([seed, epoch]))
+    keys = tf.where(tf.range(n_slots) < n_valid, keys, 2.0)
+    return tf.argsort(keys)
+
+
+def epoch_permutation(num_sequences: int, seed: int, epoch: int, sequences_per_batch: int = 1) -> np.ndarray:
+    """The sequence permutation the fused driver uses for ``epoch`` (for the other driver, tests, replay)."""
+    slots = padded_sequences(num_sequences, sequences_per_batch)
+    perm = _permutation(tf.constant(num_sequences), slots, tf.constant(seed), tf.constant(epoch)).numpy()
+    return perm[:num_sequences]
 
 
 class PPOLearner(keras.Model):
@@ -55,6 +74,7 @@ class PPOLearner(keras.Model):
         self.compile(optimizer=keras.optimizers.Adam(learning_rate=learning_rate), jit_compile=self.use_xla)
         self.optimizer.build(self.actor_critic.trainable_variables)
         self._fused: Optional[tf.types.experimental.GenericFunction] = None
+        self.trace_seconds = 0.0
         self._minibatch_fn: Optional[tf.types.experimental.GenericFunction] = None
 
     def batch_signature(self) -> dict[str, tf.TensorSpec]:
@@ -120,17 +140,22 @@ class PPOLearner(keras.Model):
         recurrent = self.actor_critic.use_recurrent
 
         def fused(buffer: dict[str, tf.Tensor], num_epoch: tf.Tensor, sequences_per_batch: tf.Tensor,
-                  seed: tf.Tensor) -> dict[str, tf.Tensor]:
-            n_rows = tf.shape(buffer["advantages"])[0]
-            n_seq = n_rows // seq_len
-            spb = tf.minimum(sequences_per_batch, n_seq)
-            n_batches = tf.maximum(n_seq // spb, 1)
+                  seed: tf.Tensor, n_valid_seq: tf.Tensor) -> dict[str, tf.Tensor]:
+            n_slots = tf.shape(buffer["advantages"])[0] // seq_len
+            spb = sequences_per_batch
+            n_batches = tf.maximum(n_valid_seq // spb, 1)
             offsets = tf.range(seq_len)
             totals = {k: tf.constant(0.0) for k in METRIC_NAMES}
-            for epoch in tf.range(num_epoch):
-                perm = tf.argsort(tf.random.stateless_uniform([n_seq], seed=tf.stack([seed, epoch])))
-                for b in tf.range(n_batches):
+            # ``while`` rather than ``for … in tf.range``: autograph gives the latter a
+            # ``maximum_iterations``, which XLA must know at compile time (one compile per length).
+            epoch = tf.constant(0)
+            while epoch < num_epoch:
+                perm = _permutation(n_valid_seq, n_slots, seed, epoch)
+                epoch += 1
+                b = tf.constant(0)
+                while b < n_batches:
                     seq_idx = perm[b * spb : (b + 1) * spb]
+                    b += 1
                     starts = seq_idx * seq_len
                     rows = tf.reshape(starts[:, None] + offsets[None, :], [-1])
                     batch = {k: tf.gather(buffer[k], rows) for k in names if k != "memory"}
@@ -141,7 +166,7 @@ class PPOLearner(keras.Model):
             count = tf.cast(num_epoch * n_batches, tf.float32)
             return {k: v / count for k, v in totals.items()}
 
-        signature = [self.batch_signature(), tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32)]
+        signature = [self.batch_signature()] + [tf.TensorSpec([], tf.int32)] * 4
         if recurrent:
             mem = signature[0]["memory"]
             signature[0]["memory"] = tf.TensorSpec([None, mem.shape[-1]], tf.float32, name="memory")
@@ -153,12 +178,26 @@ class PPOLearner(keras.Model):
         ``buffer['memory']`` holds every row's memory (the start of each sequence is used).
         Each epoch permutes whole sequences; the trailing partial mini-batch is dropped.
         """
-        if self._fused is None:
+        first = self._fused is None
+        if first:
             self._fused = self._build_fused()
-        spb = max(int(batch_size) // self.sequence_length, 1)
-        out = self._fused(self._to_tensors(buffer), tf.constant(int(num_epoch), tf.int32),
-                          tf.constant(spb, tf.int32), tf.constant(int(seed) % (2**31 - 1), tf.int32))
-        return {k: float(v) for k, v in out.items()}
+        seq_len = self.sequence_length
+        spb = max(int(batch_size) // seq_len, 1)
+        tensors = self._to_tensors(buffer)
+        n_seq = int(tensors["advantages"].shape[0]) // seq_len
+        spb = min(spb, max(n_seq, 1))
+        slots = padded_sequences(n_seq, spb)
+        if slots > n_seq:
+            pad = (slots - n_seq) * seq_len
+            tensors = {k: tf.concat([v[: n_seq * seq_len], tf.zeros([pad, *v.shape[1:]], v.dtype)], axis=0)
+                       for k, v in tensors.items()}
+        start = time.perf_counter()
+        out = self._fused(tensors, tf.constant(int(num_epoch), tf.int32), tf.constant(spb, tf.int32),
+                          tf.constant(int(seed) % (2**31 - 1), tf.int32), tf.constant(n_seq, tf.int32))
+        result = {k: float(v) for k, v in out.items()}
+        if first:
+            self.trace_seconds += time.perf_counter() - start
+        return result
 
     def minibatch_update(self, buffer: Mapping[str, np.ndarray], num_epoch: int, batch_size: int, seed: int) -> dict[str, float]:
         """The same update as ``fused_update``, one compiled call per mini-batch."""
@@ -169,7 +208,7 @@ class PPOLearner(keras.Model):
         n_batches = max(n_seq // spb, 1)
         totals = {k: 0.0 for k in METRIC_NAMES}
         for epoch in range(int(num_epoch)):
-            perm = epoch_permutation(n_seq, int(seed) % (2**31 - 1), epoch)
+            perm = epoch_permutation(n_seq, int(seed) % (2**31 - 1), epoch, spb)
             for b in range(n_batches):
                 starts = perm[b * spb : (b + 1) * spb] * seq_len
                 rows = (starts[:, None] + np.arange(seq_len)[None, :]).reshape(-1)

@@ -1,6 +1,7 @@
 """Acting: a compiled inference function over the batch of agents, fed with the learner's weights."""
 from __future__ import annotations
 
+import time
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -9,7 +10,26 @@ import tensorflow as tf
 from kerasrl.envs.base import BehaviorSpec, StepResult, concat_vector_observations
 from kerasrl.envs.env_manager import ActionInfo
 from kerasrl.models.actor_critic import ActorCritic
+from kerasrl.models.numpy_policy import NumpyActorCritic
 from kerasrl.timers import hierarchical_timer
+
+
+class _timed_first_call:  # noqa: N801 - a function wrapper
+    """Calls ``fn``; adds the duration of the first call (tracing included) to ``owner.trace_seconds``."""
+
+    def __init__(self, fn: Any, owner: Any) -> None:
+        self.fn = fn
+        self.owner = owner
+        self.first = True
+
+    def __call__(self, *args: Any) -> Any:
+        if not self.first:
+            return self.fn(*args)
+        start = time.perf_counter()
+        out = self.fn(*args)
+        self.owner.trace_seconds += time.perf_counter() - start
+        self.first = False
+        return out
 
 
 class PPOPolicy:
@@ -20,9 +40,15 @@ class PPOPolicy:
     actions are kept per agent and reset when an agent's episode ends.
     """
 
-    def __init__(self, spec: BehaviorSpec, model: ActorCritic, seed: int = 0) -> None:
+    def __init__(self, spec: BehaviorSpec, model: ActorCritic, seed: int = 0, inference: str = "auto") -> None:
+        if inference not in ("auto", "tf", "numpy"):
+            raise ValueError(f"inference must be 'auto', 'tf' or 'numpy', got '{inference}'.")
         self.spec = spec
         self.model = model
+        if inference == "auto":
+            inference = "numpy" if NumpyActorCritic.supports(model) else "tf"
+        self.inference = inference
+        self.numpy_model = NumpyActorCritic(model) if inference == "numpy" else None
         self.rng = np.random.default_rng(seed)
         self.step = 0
         self.learning_rate = 0.0
@@ -32,8 +58,13 @@ class PPOPolicy:
         self._prev_actions: dict[int, np.ndarray] = {}
         sig = model.input_signature()
         noise_spec = tf.TensorSpec([None, spec.action_size], tf.float32, name="noise")
-        self._act_fn = tf.function(lambda inputs, noise: self.model.act(inputs, noise), input_signature=[sig, noise_spec])
-        self._value_fn = tf.function(lambda inputs: self.model.values(inputs), input_signature=[sig])
+        self._act_fn = _timed_first_call(
+            tf.function(lambda inputs, noise: self.model.act(inputs, noise), input_signature=[sig, noise_spec]), self
+        )
+        self._value_fn = _timed_first_call(
+            tf.function(lambda inputs: self.model.values(inputs), input_signature=[sig]), self
+        )
+        self.trace_seconds = 0.0
 
     @property
     def sequence_length(self) -> int:
@@ -91,8 +122,10 @@ class PPOPolicy:
         inputs = self.model_inputs(result)
         noise = self.draw_noise(len(result))
         with hierarchical_timer("policy.act"):
-            out = self._act_fn(inputs, noise)
-        outputs = {k: v.numpy() for k, v in out.items()}
+            if self.numpy_model is not None:
+                outputs = self.numpy_model.act(inputs, noise)
+            else:
+                outputs = {k: v.numpy() for k, v in self._act_fn(inputs, noise).items()}
         if self.use_recurrent:
             outputs["memory"] = inputs["memory"]
             ids = result.agent_ids.tolist()
@@ -116,12 +149,22 @@ class PPOPolicy:
     def get_value_estimates(self, result: StepResult, rows: np.ndarray) -> dict[str, np.ndarray]:
         """Value of every head at ``rows`` of ``result`` (the agents' current memories are used)."""
         inputs = self.model_inputs(result, rows, reset_done=False)
+        if self.numpy_model is not None:
+            out = self.numpy_model.values(inputs)
+            return {name: out[f"value_{name}"] for name in self.stream_names}
         out = self._value_fn(inputs)
         return {name: out[f"value_{name}"].numpy() for name in self.stream_names}
+
+    def refresh(self) -> None:
+        """Pick up the learner's new weights (the numpy mirror re-reads them; TF shares them)."""
+        if self.numpy_model is not None:
+            self.numpy_model.refresh()
 
     def update_normalization(self, vector_obs: np.ndarray) -> None:
         if self.model.normalizer is not None and len(vector_obs):
             self.model.normalizer.update(vector_obs)
+            if self.numpy_model is not None:
+                self.numpy_model.norm = (*self.model.normalizer.numpy_stats(), self.numpy_model.norm[2])
 
     def forget_agents(self) -> None:
         self._memories.clear()

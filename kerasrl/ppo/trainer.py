@@ -62,7 +62,7 @@ class PPOTrainer(RLTrainer):
             max_steps=float(p["max_steps"]), sequence_length=self.sequence_length,
             jit_compile=bool(p.get("jit_compile", False)),
         )
-        self._policy = PPOPolicy(spec, model, seed=self.seed)
+        self._policy = PPOPolicy(spec, model, seed=self.seed, inference=str(p.get("inference", "auto")))
         self._policy.learning_rate = self.learner.set_schedules(0)["learning_rate"]
         self.update_count = 0
         self._checkpoint = tf.train.Checkpoint(
@@ -103,6 +103,7 @@ class PPOTrainer(RLTrainer):
         self._policy.step = self.step
         self.update_count = int(self._checkpoint.updates.numpy())
         self._policy.learning_rate = self.learner.set_schedules(self.step)["learning_rate"]
+        self._policy.refresh()
         logger.info("Restored %s at step %d from %s", self.brain_name, self.step, latest)
 
     def export_model(self) -> None:
@@ -223,4 +224,5 @@ class PPOTrainer(RLTrainer):
         self.stats["Losses/Policy Loss"].append(abs(metrics["policy_loss"]))
         self.last_update_metrics = metrics
         self.training_buffer.reset_update_buffer()
+        self._policy.refresh()
         self._policy.learning_rate = float(self.learner.optimizer.learning_rate.numpy())

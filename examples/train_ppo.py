@@ -1,0 +1,37 @@
+"""The main job: PPO on CartPole-v1 (8 Gymnasium envs) with the RL-Zoo hyper-parameters.
+
+    python examples/train_ppo.py                      # 100k env steps, seed 0
+    python examples/train_ppo.py --env LunarLander-v3 --steps 500000 --config my.yaml
+
+The last line is machine-readable:
+``final steps=<int> mean_return=<float> steps_per_sec=<float> wall_s=<float>``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from kerasrl.cli import build_parser, run_training  # noqa: E402
+from kerasrl.exception import TrainerError  # noqa: E402
+
+DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "config", "cartpole_zoo.yaml")
+
+
+def main() -> int:
+    parser = build_parser(prog="train_ppo.py", config_required=False)
+    parser.set_defaults(steps=100_000, seed=0, run_id="cartpole_ppo")
+    args = parser.parse_args()
+    try:
+        run_training(args, default_config=DEFAULT_CONFIG if args.env == "CartPole-v1" else None)
+    except TrainerError as e:
+        print(f"train_ppo.py: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The numpy acting path computes what the compiled TF path computes, and is chosen automatically."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kerasrl.envs.base import BehaviorSpec, StepResult
+from kerasrl.models.actor_critic import ActorCritic
+from kerasrl.models.numpy_policy import NumpyActorCritic
+from kerasrl.ppo.policy import PPOPolicy
+
+SPECS = {
+    "discrete": BehaviorSpec(((3,), (2,)), "discrete", (3, 4, 2)),
+    "continuous": BehaviorSpec(((5,),), "continuous", (3,)),
+}
+
+
+def trained_like(spec, normalize=True, seed=0):
+    model = ActorCritic(spec, ["extrinsic", "gail"], hidden_units=32, num_layers=2, normalize=normalize, seed=seed)
+    rng = np.random.default_rng(seed)
+    for w in model.trainable_weights:  # move weights away from their small initial values
+        w.assign(w.numpy() + rng.normal(scale=0.3, size=w.shape).astype(np.float32))
+    if normalize:
+        model.normalizer.update(rng.normal(loc=2.0, scale=3.0, size=(50, spec.vector_observation_size)))
+    return model
+
+
+@pytest.mark.parametrize("kind", ["discrete", "continuous"])
+def test_numpy_forward_equals_tf(kind):
+    spec = SPECS[kind]
+    model = trained_like(spec)
+    mirror = NumpyActorCritic(model)
+    rng = np.random.default_rng(1)
+    n = 256
+    inputs = {"vector_obs": rng.normal(scale=4.0, size=(n, spec.vector_observation_size)).astype(np.float32)}
+    if spec.is_discrete:
+        masks = (rng.random((n, spec.action_mask_size)) < 0.7).astype(np.float32)
+        start = 0
+        for b in spec.discrete_branches:  # keep at least one action allowed per branch
+            masks[np.arange(n), start + rng.integers(0, b, n)] = 1.0
+            start += b
+        inputs["action_masks"] = masks
+        noise = np.maximum(rng.random((n, spec.action_size), dtype=np.float32), 1e-7)
+    else:
+        noise = rng.standard_normal((n, spec.action_size), dtype=np.float32)
+    tf_out = {k: v.numpy() for k, v in model.act({k: tf.constant(v) for k, v in inputs.items()}, tf.constant(noise)).items()}
+    np_out = mirror.act(inputs, noise)
+    assert set(tf_out) == set(np_out)
+    agree = (tf_out["action"] == np_out["action"]).all(axis=1) if spec.is_discrete else None
+    if spec.is_discrete:
+        assert agree.mean() > 0.99  # a draw exactly at a CDF boundary may round differently
+        np.testing.assert_allclose(np_out["log_probs"][agree], tf_out["log_probs"][agree], rtol=1e-4, atol=1e-4)
+        masked = np.concatenate([inputs["action_masks"][:, sum(spec.discrete_branches[:k]):][np.arange(n), np_out["action"][:, k]][:, None]
+                                 for k in range(spec.action_size)], axis=1)
+        assert (masked == 1).all()
+    else:
+        np.testing.assert_allclose(np_out["action"], tf_out["action"], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(np_out["pre_action"], tf_out["pre_action"], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(np_out["log_probs"], tf_out["log_probs"], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np_out["entropy"], tf_out["entropy"], rtol=1e-4, atol=1e-5)
+    for name in ("extrinsic", "gail"):
+        np.testing.assert_allclose(np_out[f"value_{name}"], tf_out[f"value_{name}"], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(mirror.values(inputs)[f"value_{name}"], tf_out[f"value_{name}"], rtol=1e-4, atol=1e-4)
+
+
+def test_policy_chooses_numpy_for_vector_mlps_and_tf_otherwise():
+    vec = ActorCritic(SPECS["discrete"], ["extrinsic"], hidden_units=8, seed=0)
+    assert PPOPolicy(SPECS["discrete"], vec).inference == "numpy"
+    rec = ActorCritic(SPECS["discrete"], ["extrinsic"], hidden_units=8, use_recurrent=True, memory_size=8, seed=0)
+    assert PPOPolicy(SPECS["discrete"], rec).inference == "tf"
+    vis_spec = BehaviorSpec(((20, 20, 1),), "discrete", (2,))
+    vis = ActorCritic(vis_spec, ["extrinsic"], hidden_units=8, seed=0)
+    assert PPOPolicy(vis_spec, vis).inference == "tf"
+    with pytest.raises(ValueError, match="inference"):
+        PPOPolicy(SPECS["discrete"], vec, inference="gpu")
+
+
+@pytest.mark.parametrize("kind", ["discrete", "continuous"])
+def test_numpy_and_tf_policies_give_same_actions_under_same_seed(kind):
+    spec = SPECS[kind]
+    model = trained_like(spec, seed=4)
+    rng = np.random.default_rng(2)
+    n = 64
+    obs = [rng.normal(size=(n, s[0])).astype(np.float32) for s in spec.observation_shapes]
+    result = StepResult(np.arange(n), obs, np.zeros(n), np.zeros(n, bool), np.zeros(n, bool))
+    a = PPOPolicy(spec, model, seed=3, inference="numpy").get_action(result)
+    b = PPOPolicy(spec, model, seed=3, inference="tf").get_action(result)
+    if spec.is_discrete:
+        assert (a.action == b.action).mean() > 0.99
+    else:
+        np.testing.assert_allclose(a.action, b.action, rtol=1e-4, atol=1e-5)
+    for name in ("extrinsic", "gail"):
+        np.testing.assert_allclose(a.value[name], b.value[name], rtol=1e-4, atol=1e-4)
+
+
+def test_refresh_picks_up_new_weights():
+    model = trained_like(SPECS["continuous"], seed=5)
+    mirror = NumpyActorCritic(model)
+    x = {"vector_obs": np.ones((2, 5), np.float32)}
+    before = mirror.values(x)["value_extrinsic"].copy()
+    head = model.value_heads["extrinsic"]
+    head.weights[1].assign(head.weights[1].numpy() + 1.0)
+    np.testing.assert_array_equal(mirror.values(x)["value_extrinsic"], before)
+    mirror.refresh()
+    np.testing.assert_allclose(mirror.values(x)["value_extrinsic"], before + 1.0, rtol=1e-5)
