@@ -219,6 +219,15 @@ cdef inline Py_ssize_t _spec_rows(const Spec* s) noexcept nogil:
     return s.nwin * s.L
 
 
+def batch_rows(Py_ssize_t n, batch_size=None, training_length=1, bint sequential=True) -> int:
+    """Rows ``get_batch(batch_size, training_length, sequential)`` returns for ``n`` rows."""
+    cdef Spec s
+    if n < 0:
+        raise BufferException(f"the number of rows must be non-negative, got {n}")
+    _make_spec(n, batch_size, training_length, sequential, &s)
+    return _spec_rows(&s)
+
+
 cdef void _write_spec(const char* src, Py_ssize_t rb, const Spec* s, const char* pad,
                       char* dst) noexcept nogil:
     """Write the rows selected by ``s`` (plus padding) from ``src`` to ``dst``."""
@@ -308,14 +317,25 @@ cdef inline void _copy_row(char* dst, const char* src, Py_ssize_t rb) noexcept n
         memcpy(dst, src, rb)
 
 
+# Incremented by every structural change of a VersionCell's dict that a BatchAppender
+# watches, so that appenders can check in O(1) that nothing they depend on changed.
+cdef Py_ssize_t _STRUCT_EPOCH = 0
+# Incremented whenever any field's (dtype, row shape) is set or cleared.
+cdef Py_ssize_t _SIG_EPOCH = 0
+
+
 cdef class VersionCell:
     """Counter bumped on structural changes of a dict (keys added, removed or replaced)."""
 
     cdef public Py_ssize_t value
+    cdef public bint watched
 
     def bump(self) -> None:
         """Record a structural change."""
+        global _STRUCT_EPOCH
         self.value += 1
+        if self.watched:
+            _STRUCT_EPOCH += 1
 
 
 cdef class AgentBufferField:
@@ -376,7 +396,9 @@ cdef class AgentBufferField:
         return "<unnamed>" if self.name is None else repr(self.name)
 
     cdef int _init(self, object dtype, tuple shape) except -1:
+        global _SIG_EPOCH
         cdef Py_ssize_t rb, i
+        _SIG_EPOCH += 1
         self._dtype = dtype
         self._row_shape = shape
         self._cat = _cat_of(dtype)
@@ -408,6 +430,8 @@ cdef class AgentBufferField:
         return 0
 
     cdef void _reset(self):
+        global _SIG_EPOCH
+        _SIG_EPOCH += 1
         self._data = None
         self.st.ptr = NULL
         self.st.n = 0
@@ -975,6 +999,8 @@ cdef class BatchAppender:
     cdef VersionCell bcell
     cdef Py_ssize_t bval
     cdef Py_ssize_t* cvals
+    cdef Py_ssize_t struct_epoch   # _STRUCT_EPOCH when last found valid
+    cdef Py_ssize_t sig_epoch      # _SIG_EPOCH when every column last matched its array
     cdef list descrs        # per field: dtype of the last array seen (fast-path check)
     cdef list rowshapes
     cdef Py_ssize_t* sigs
@@ -996,10 +1022,20 @@ cdef class BatchAppender:
         self.na = len(ids)
         self.nf = len(keys)
         agents = [buffer[a] for a in ids]
+        for ab in agents:
+            if not isinstance(ab, dict):
+                raise BufferException(f"append_batch: {type(ab).__name__} is not an AgentBuffer")
+            missing = [k for k in keys if k not in ab]
+            if missing:
+                for k in missing:
+                    f = AgentBufferField.__new__(AgentBufferField)
+                    f.name = k
+                    dict.__setitem__(ab, k, f)
+                ab._changed()
         self.cols = []
         for j in range(self.nf):
             for i in range(self.na):
-                self.cols.append(<AgentBufferField?>agents[i][keys[j]])
+                self.cols.append(<AgentBufferField?>dict.__getitem__(agents[i], keys[j]))
         self.cells = [<VersionCell?>ab._vc for ab in agents]
         self.bcell = <VersionCell?>buffer._vc
         self.bval = self.bcell.value
@@ -1016,6 +1052,10 @@ cdef class BatchAppender:
             self.states[i] = &f.st
         for i in range(self.na):
             self.cvals[i] = (<VersionCell>self.cells[i]).value
+            (<VersionCell>self.cells[i]).watched = True
+        self.bcell.watched = True
+        self.struct_epoch = _STRUCT_EPOCH
+        self.sig_epoch = -1
         self.descrs = [None] * self.nf
         self.rowshapes = [None] * self.nf
         for j in range(self.nf):
@@ -1032,11 +1072,14 @@ cdef class BatchAppender:
     cpdef bint valid(self):
         """False once the Buffer or one of the AgentBuffers changed structure."""
         cdef Py_ssize_t i
+        if self.struct_epoch == _STRUCT_EPOCH:
+            return True
         if self.bcell.value != self.bval:
             return False
         for i in range(self.na):
             if (<VersionCell>self.cells[i]).value != self.cvals[i]:
                 return False
+        self.struct_epoch = _STRUCT_EPOCH
         return True
 
     cdef inline bint _matches(self, Py_ssize_t j, cnp.ndarray arr):
@@ -1125,26 +1168,33 @@ cdef class BatchAppender:
         cdef FieldState* st
         cdef FieldState** states = self.states
         cdef PyObject* pvp
-        cdef bint slow = False
+        cdef bint slow = False, prepared = False
+        cdef bint fdict = type(fields) is dict, pdict = type(padding_values) is dict
         for j in range(self.nf):
-            x = fields[self.keys[j]]
+            x = (<dict>fields)[self.keys[j]] if fdict else fields[self.keys[j]]
             if cnp.PyArray_CheckExact(x) and self._matches(j, <cnp.ndarray>x):
                 arrs[j] = x
             else:
                 arrs[j] = self._prepare(j, x)
-        for j in range(self.nf):
-            sig = self.sigs[j]
-            for i in range(na):
-                if states[j * na + i].sig != sig:
-                    slow = True
+                prepared = True
+        if prepared or self.sig_epoch != _SIG_EPOCH:
+            for j in range(self.nf):
+                sig = self.sigs[j]
+                for i in range(na):
+                    if states[j * na + i].sig != sig:
+                        slow = True
+                        break
+                if slow:
                     break
             if slow:
-                break
-        if slow:
-            self._check_columns(arrs)
+                self._check_columns(arrs)
+            else:
+                self.sig_epoch = _SIG_EPOCH
         for j in range(self.nf):
             if padding_values is None:
                 pv = _ZERO
+            elif pdict:
+                pv = (<dict>padding_values).get(self.keys[j], _ZERO)
             else:
                 pv = padding_values.get(self.keys[j], _ZERO)
             pvp = <PyObject*>pv
@@ -1164,9 +1214,51 @@ cdef class BatchAppender:
                     _set_pv(st, pv)
 
 
+cdef bint _same_ids(object agent_ids, tuple ids):
+    """True if ``agent_ids`` (a list or tuple) holds the same ids as ``ids``."""
+    cdef Py_ssize_t i, n = len(ids)
+    cdef list lst
+    cdef tuple tup
+    if type(agent_ids) is list:
+        lst = <list>agent_ids
+        if len(lst) != n:
+            return False
+        for i in range(n):
+            a = lst[i]
+            b = ids[i]
+            if a is not b and not (a == b):
+                return False
+        return True
+    if type(agent_ids) is tuple:
+        tup = <tuple>agent_ids
+        if tup is ids:
+            return True
+        if len(tup) != n:
+            return False
+        for i in range(n):
+            a = tup[i]
+            b = ids[i]
+            if a is not b and not (a == b):
+                return False
+        return True
+    return False
+
+
 def buffer_append_batch(object buffer, object agent_ids, object fields, object padding_values) -> None:
-    """Implementation of :meth:`kerasrl.buffer.Buffer.append_batch`."""
+    """Implementation of :meth:`kerasrl.buffer.Buffer.append_batch`.
+
+    The BatchAppender used last is tried first (ids compared in place); otherwise appenders
+    are cached per (agent ids, field names) until the buffer's structure changes.
+    """
     cdef BatchAppender app
+    keys = tuple(fields)
+    last = buffer._last_appender
+    if last is not None:
+        app = <BatchAppender>last
+        ids_seq = agent_ids.tolist() if isinstance(agent_ids, np.ndarray) else agent_ids
+        if app.keys == keys and _same_ids(ids_seq, app.ids) and app.valid():
+            app.append(fields, padding_values)
+            return
     if type(agent_ids) is tuple:
         ids = agent_ids
     elif type(agent_ids) is list:
@@ -1175,12 +1267,12 @@ def buffer_append_batch(object buffer, object agent_ids, object fields, object p
         ids = tuple(agent_ids.tolist())
     else:
         ids = tuple(agent_ids)
-    keys = tuple(fields)
     cache = buffer._appenders
     ck = (ids, keys)
     app = cache.get(ck)
     if app is not None and app.valid():
         app.append(fields, padding_values)
+        buffer._last_appender = app
         return
     new_agents = [a for a in dict.fromkeys(ids) if a not in buffer]
     new_fields = [(a, k) for a in dict.fromkeys(ids) if a in buffer
@@ -1198,3 +1290,4 @@ def buffer_append_batch(object buffer, object agent_ids, object fields, object p
     if len(cache) >= 64:
         cache.clear()
     cache[ck] = app
+    buffer._last_appender = app

@@ -25,16 +25,19 @@ or an int seed); without it they use a module generator reseeded by :func:`seed`
 """
 from __future__ import annotations
 
+import json
 import operator
 import os
 import secrets
-from typing import Any, Hashable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Hashable, Iterable, Mapping, Sequence
 
-import h5py
 import numpy as np
 
 from kerasrl import _buffer as _core
 from kerasrl._buffer import AgentBufferField, BufferException, VersionCell
+
+if TYPE_CHECKING:
+    import h5py
 
 __all__ = ["AgentBuffer", "AgentBufferField", "Buffer", "BufferException", "seed"]
 
@@ -86,7 +89,7 @@ class _VersionedDict(dict):
         self._vc = VersionCell()
 
     def _changed(self) -> None:
-        self._vc.value += 1
+        self._vc.bump()
 
     def _wrap(self, key: Any, value: Any) -> Any:
         return value
@@ -127,7 +130,8 @@ class _VersionedDict(dict):
         return self
 
     def __reduce__(self) -> tuple:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_vc", "_appenders")}
+        skip = ("_vc", "_appenders", "_last_appender")
+        state = {k: v for k, v in self.__dict__.items() if k not in skip}
         return (_restore, (type(self), list(self.items()), state))
 
 
@@ -273,6 +277,8 @@ class AgentBuffer(_VersionedDict):
         written as ``path + ".tmp-XXXX"`` first and renamed into place, so a failed save
         leaves no (partial) file behind and an existing file untouched.
         """
+        import h5py
+
         items = list(self.items())
         for key, _ in items:
             if not isinstance(key, str):
@@ -311,6 +317,8 @@ class AgentBuffer(_VersionedDict):
         Fields not in the file are kept.  A missing, truncated or non-HDF5 file raises a
         BufferException naming the file and leaves the buffer unchanged.
         """
+        import h5py
+
         if isinstance(file, h5py.Group):
             name = file.file.filename
         elif isinstance(file, (str, os.PathLike)):
@@ -331,21 +339,31 @@ class AgentBuffer(_VersionedDict):
             self[key] = field
 
 
+_META = "kerasrl_buffer_fields"
+
+
 def _write_fields(group: h5py.Group, items: list[tuple[str, AgentBufferField]]) -> None:
+    """One gzip dataset per field; padding values and empty fields in one JSON attribute."""
+    meta: dict[str, dict[str, Any]] = {}
     for key, field in items:
         arr = field.array
-        if arr.size:
-            ds = group.create_dataset(key, data=arr, compression="gzip")
-        else:
-            ds = group.create_dataset(key, data=arr)
+        group.create_dataset(key, data=arr, compression="gzip" if arr.size else None)
+        entry: dict[str, Any] = {}
         if field.dtype is None:
-            ds.attrs["uninitialised"] = True
+            entry["uninitialised"] = True
         pv = field.padding_value
-        if isinstance(pv, (bool, int, float, np.bool_, np.number)) and np.ndim(pv) == 0:
-            ds.attrs["padding_value"] = pv
+        if isinstance(pv, (np.bool_, np.number)):
+            pv = pv.item()
+        if isinstance(pv, (bool, int, float)):
+            entry["padding_value"] = pv
+        meta[key] = entry
+    group.attrs[_META] = json.dumps(meta)
 
 
 def _read_fields(group: h5py.Group) -> dict[str, AgentBufferField]:
+    """Every dataset (nested groups give 'a/b' keys) as a new field."""
+    import h5py
+
     datasets: dict[str, h5py.Dataset] = {}
 
     def visit(name: str, obj: Any) -> None:
@@ -353,15 +371,16 @@ def _read_fields(group: h5py.Group) -> dict[str, AgentBufferField]:
             datasets[name] = obj
 
     group.visititems(visit)
+    raw = group.attrs.get(_META)
+    meta = json.loads(raw) if raw is not None else {}
     loaded: dict[str, AgentBufferField] = {}
     for key, ds in datasets.items():
         data = ds[()]
         if not isinstance(data, np.ndarray) or data.ndim == 0:
             raise BufferException(f"dataset {key!r} is not an array of rows")
-        pv = ds.attrs.get("padding_value", 0)
-        if isinstance(pv, np.generic):
-            pv = pv.item()
-        if ds.attrs.get("uninitialised", False):
+        entry = meta.get(key, {})
+        pv = entry.get("padding_value", 0)
+        if entry.get("uninitialised", False):
             field = AgentBufferField(padding_value=pv)
         else:
             field = AgentBufferField.from_array(data, padding_value=pv)
@@ -376,6 +395,7 @@ class Buffer(_VersionedDict):
         super().__init__()
         self.update_buffer: AgentBuffer = AgentBuffer()
         self._appenders: dict = {}
+        self._last_appender: Any = None
 
     def __missing__(self, agent_id: Hashable) -> AgentBuffer:
         agent = AgentBuffer()
@@ -388,8 +408,9 @@ class Buffer(_VersionedDict):
         return value
 
     def _changed(self) -> None:
-        self._vc.value += 1
+        self._vc.bump()
         self._appenders.clear()
+        self._last_appender = None
 
     def __str__(self) -> str:
         return "update buffer :\n\t{0}\nlocal_buffers :\n{1}".format(
@@ -435,12 +456,31 @@ class Buffer(_VersionedDict):
     def append_all_agent_batch_to_update_buffer(self, key_list: Iterable[Any] | None = None,
                                                 batch_size: int | None = None,
                                                 training_length: int | None = None) -> None:
-        """:meth:`append_update_buffer` for every agent."""
+        """:meth:`append_update_buffer` for every agent (in order; stops at the first error)."""
         keys = None if key_list is None else list(key_list)
         update = self.update_buffer
-        for agent_id, agent in list(self.items()):
-            _core.append_update(update, agent, list(agent.keys()) if keys is None else keys,
-                                agent_id, batch_size, training_length)
+        agents = list(self.items())
+        for index, (agent_id, agent) in enumerate(agents):
+            agent_keys = list(agent.keys()) if keys is None else keys
+            _core.append_update(update, agent, agent_keys, agent_id, batch_size, training_length)
+            if index == 0 and len(agents) > 1:
+                self._reserve_update(agents[1:], keys, batch_size, training_length)
+
+    def _reserve_update(self, agents: list, keys: list | None, batch_size: int | None,
+                        training_length: int | None) -> None:
+        """Grow the update buffer's fields once for the rows the remaining agents will add."""
+        total = 0
+        for _, agent in agents:
+            first = next(iter(agent), None) if keys is None else (keys[0] if keys else None)
+            if first is None or first not in agent:
+                continue
+            try:
+                total += _core.batch_rows(len(dict.__getitem__(agent, first)), batch_size,
+                                          training_length)
+            except BufferException:
+                return
+        for field in self.update_buffer.values():
+            field.reserve(total)
 
     def truncate_update_buffer(self, max_length: int, sequence_length: int = 1) -> None:
         """Keep the newest ``max_length - max_length % sequence_length`` rows of every field."""

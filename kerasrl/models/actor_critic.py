@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from kerasrl.envs.base import BehaviorSpec
 from kerasrl.models.distributions import ClippedGaussian, MaskedMultiCategorical
-from kerasrl.models.encoders import VIS_ENCODE_TYPES, VectorEncoder, VisualEncoder, hidden_initializer
+from kerasrl.models.encoders import ACTIVATIONS, VIS_ENCODE_TYPES, VectorEncoder, VisualEncoder, hidden_initializer
 from kerasrl.models.normalizer import Normalizer
 
 
@@ -29,14 +29,15 @@ class _Stream(keras.layers.Layer):
     optionally followed by an LSTM over sequences."""
 
     def __init__(self, spec: BehaviorSpec, hidden_units: int, num_layers: int, vis_encode_type: str,
-                 lstm_units: int, seed: int | None, **kwargs: Any) -> None:
+                 lstm_units: int, seed: int | None, activation: str = "swish", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.visual = [
             VisualEncoder(vis_encode_type, hidden_units, num_layers, seed=seed, name=f"encoder{j}")
             for j, _ in enumerate(spec.visual_observation_shapes)
         ]
         self.vector = (
-            VectorEncoder(hidden_units, num_layers, seed=seed, name="vector") if spec.vector_observation_size else None
+            VectorEncoder(hidden_units, num_layers, seed=seed, activation=activation, name="vector")
+            if spec.vector_observation_size else None
         )
         self.lstm_units = lstm_units
         self.lstm = (
@@ -71,6 +72,8 @@ class ActorCritic(keras.Model):
     Continuous: separate policy and value streams; ``μ`` from a dense layer (init scale 0.01),
     a trainable state-independent ``log σ²``. Discrete: one shared stream, per-branch logits
     (no bias, init scale 0.01), masked. Value heads ``{name}_value`` on the value stream.
+    ``separate_value_network`` overrides the ML-Agents choice of streams (e.g. ``True`` for
+    discrete actions, as Stable-Baselines3's default MLP policy).
     """
 
     def __init__(
@@ -84,9 +87,14 @@ class ActorCritic(keras.Model):
         use_recurrent: bool = False,
         memory_size: int = 0,
         seed: int | None = None,
+        activation: str = "swish",
+        separate_value_network: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if activation not in ACTIVATIONS:
+            raise ModelConfigError(f"activation must be one of {sorted(ACTIVATIONS)}, got '{activation}'.")
+        self.activation = activation
         if not stream_names:
             raise ModelConfigError("ActorCritic needs at least one reward signal (value head).")
         if vis_encode_type not in VIS_ENCODE_TYPES:
@@ -125,20 +133,22 @@ class ActorCritic(keras.Model):
         def seed_of(k: int) -> int | None:
             return None if seed is None else seed * 1000 + k
 
+        self.separate_value_network = (not self.is_discrete) if separate_value_network is None else bool(separate_value_network)
+        lstm_units = self.memory_size // 4 if self.separate_value_network else self.memory_size // 2
+        self.body = _Stream(spec, hidden_units, num_layers, vis_encode_type, lstm_units, seed_of(1), activation,
+                            name="main_graph_0")
+        self.value_body = (
+            _Stream(spec, hidden_units, num_layers, vis_encode_type, lstm_units, seed_of(2), activation,
+                    name="main_graph_1")
+            if self.separate_value_network else None
+        )
         if self.is_discrete:
-            self.body = _Stream(spec, hidden_units, num_layers, vis_encode_type,
-                                self.memory_size // 2, seed_of(1), name="main_graph_0")
-            self.value_body = None
             self.branch_logits = [
                 keras.layers.Dense(b, use_bias=False, kernel_initializer=hidden_initializer(seed_of(10 + k), 0.01),
                                    name=f"branch_{k}")
                 for k, b in enumerate(self.branches)
             ]
         else:
-            self.body = _Stream(spec, hidden_units, num_layers, vis_encode_type,
-                                self.memory_size // 4, seed_of(1), name="main_graph_0")
-            self.value_body = _Stream(spec, hidden_units, num_layers, vis_encode_type,
-                                      self.memory_size // 4, seed_of(2), name="main_graph_1")
             self.mu = keras.layers.Dense(spec.action_size, kernel_initializer=hidden_initializer(seed_of(3), 0.01),
                                          name="mu")
             self.log_sigma_sq = self.add_weight(name="log_sigma_squared", shape=(spec.action_size,),
@@ -175,23 +185,28 @@ class ActorCritic(keras.Model):
         visual = [inputs[f"visual_obs_{j}"] for j in range(self.num_visual)]
         memory = inputs.get("memory")
         out: dict[str, Any] = {}
-        if self.is_discrete:
-            extra = None
-            if self.use_recurrent:
-                prev = tf.cast(inputs["prev_action"], tf.int32)
-                extra = tf.concat([tf.one_hot(prev[:, k], b) for k, b in enumerate(self.branches)], axis=-1)
-            hidden, mem_out = self.body(vector=vector, visual=visual, extra=extra, memory=memory, sequence_length=sequence_length)
-            out["logits"] = tf.concat([layer(hidden) for layer in self.branch_logits], axis=-1)
+        extra = None
+        if self.is_discrete and self.use_recurrent:
+            prev = tf.cast(inputs["prev_action"], tf.int32)
+            extra = tf.concat([tf.one_hot(prev[:, k], b) for k, b in enumerate(self.branches)], axis=-1)
+        if self.value_body is None:
+            hidden, mem_out = self.body(vector=vector, visual=visual, extra=extra, memory=memory,
+                                        sequence_length=sequence_length)
             value_hidden = hidden
         else:
             half = self.memory_size // 2
             mem_p = memory[:, :half] if memory is not None else None
             mem_v = memory[:, half:] if memory is not None else None
-            hidden, mem_p_out = self.body(vector=vector, visual=visual, memory=mem_p, sequence_length=sequence_length)
-            value_hidden, mem_v_out = self.value_body(vector=vector, visual=visual, memory=mem_v, sequence_length=sequence_length)
+            hidden, mem_p_out = self.body(vector=vector, visual=visual, extra=extra, memory=mem_p,
+                                          sequence_length=sequence_length)
+            value_hidden, mem_v_out = self.value_body(vector=vector, visual=visual, extra=extra, memory=mem_v,
+                                                      sequence_length=sequence_length)
+            mem_out = tf.concat([mem_p_out, mem_v_out], axis=-1) if self.use_recurrent else None
+        if self.is_discrete:
+            out["logits"] = tf.concat([layer(hidden) for layer in self.branch_logits], axis=-1)
+        else:
             out["mu"] = self.mu(hidden)
             out["log_sigma_sq"] = self.log_sigma_sq
-            mem_out = tf.concat([mem_p_out, mem_v_out], axis=-1) if self.use_recurrent else None
         out["values"] = {name: tf.squeeze(head(value_hidden), -1) for name, head in self.value_heads.items()}
         if mem_out is not None:
             out["memory_out"] = mem_out

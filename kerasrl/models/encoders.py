@@ -13,23 +13,34 @@ def swish(x: tf.Tensor) -> tf.Tensor:
     return x * tf.sigmoid(x)
 
 
+ACTIVATIONS = {"swish": swish, "tanh": tf.tanh, "relu": tf.nn.relu}
+
+
+def get_activation(name: str) -> Any:
+    if name not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got '{name}'.")
+    return ACTIVATIONS[name]
+
+
 def hidden_initializer(seed: int | None, scale: float = 1.0) -> keras.initializers.Initializer:
     """TF1 ``variance_scaling_initializer(factor)`` ≈ fan-in truncated normal (behaviour.md §18)."""
     return keras.initializers.VarianceScaling(scale=scale, mode="fan_in", distribution="truncated_normal", seed=seed)
 
 
 class VectorEncoder(keras.layers.Layer):
-    """``num_layers`` dense layers of ``hidden_units`` with swish (values < 1 coerced to 1)."""
+    """``num_layers`` dense layers of ``hidden_units`` (swish, as ML-Agents; values < 1 coerced to 1)."""
 
-    def __init__(self, hidden_units: int, num_layers: int, seed: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, hidden_units: int, num_layers: int, seed: int | None = None, activation: str = "swish",
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.hidden_units = int(hidden_units)
         self.num_layers = max(int(num_layers), 1)
         self.seed = seed
+        self.activation = activation
         self.dense = [
             keras.layers.Dense(
                 self.hidden_units,
-                activation=swish,
+                activation=get_activation(activation),
                 kernel_initializer=hidden_initializer(None if seed is None else seed + i),
                 name=f"hidden_{i}",
             )
@@ -42,7 +53,8 @@ class VectorEncoder(keras.layers.Layer):
         return x
 
     def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "hidden_units": self.hidden_units, "num_layers": self.num_layers, "seed": self.seed}
+        return {**super().get_config(), "hidden_units": self.hidden_units, "num_layers": self.num_layers,
+                "seed": self.seed, "activation": self.activation}
 
 
 def _conv(filters: int, kernel: int, stride: int, seed: int | None, padding: str = "valid", activation: Any = "elu", name: str | None = None) -> keras.layers.Conv2D:

@@ -25,6 +25,17 @@ def _swish(x: np.ndarray) -> np.ndarray:
         return x / (np.float32(1.0) + np.exp(-x))
 
 
+def _tanh(x: np.ndarray) -> np.ndarray:
+    return np.tanh(x)
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, np.float32(0.0))
+
+
+_ACTIVATIONS = {"swish": _swish, "tanh": _tanh, "relu": _relu}
+
+
 class NumpyActorCritic:
     """Numpy mirror of a feed-forward, vector-observation ``ActorCritic``."""
 
@@ -35,6 +46,7 @@ class NumpyActorCritic:
         self.is_discrete = model.is_discrete
         self.branches = list(model.branches)
         self.stream_names = list(model.stream_names)
+        self.activation = _ACTIVATIONS[model.activation]
         self.refresh()
 
     @staticmethod
@@ -67,7 +79,7 @@ class NumpyActorCritic:
 
     def _encode(self, x: np.ndarray, layers: list[list[np.ndarray]]) -> np.ndarray:
         for kernel, bias in layers:
-            x = _swish(x @ kernel + bias)
+            x = self.activation(x @ kernel + bias)
         return x
 
     def _hidden(self, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

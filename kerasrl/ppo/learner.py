@@ -60,9 +60,13 @@ class PPOLearner(keras.Model):
         max_steps: float = 5e4,
         sequence_length: int = 1,
         jit_compile: bool = False,
+        clip_value_loss: bool = True,
+        max_grad_norm: Optional[float] = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.clip_value_loss = bool(clip_value_loss)
+        self.max_grad_norm = None if max_grad_norm is None else float(max_grad_norm)
         self.actor_critic = actor_critic
         self.stream_names = list(actor_critic.stream_names)
         self.initial = {"learning_rate": float(learning_rate), "epsilon": float(epsilon), "beta": float(beta)}
@@ -107,9 +111,12 @@ class PPOLearner(keras.Model):
         variables = self.actor_critic.trainable_variables
         with tf.GradientTape() as tape:
             loss, metrics = ppo_loss(
-                self.actor_critic, batch, self.clip_epsilon, self.beta, self.stream_names, self.sequence_length
+                self.actor_critic, batch, self.clip_epsilon, self.beta, self.stream_names, self.sequence_length,
+                self.clip_value_loss,
             )
         grads = tape.gradient(loss, variables)
+        if self.max_grad_norm is not None:
+            grads, _ = tf.clip_by_global_norm(grads, self.max_grad_norm)
         self.optimizer.apply_gradients(zip(grads, variables))
         return {"loss": loss, **metrics}
 

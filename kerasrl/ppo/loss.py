@@ -5,7 +5,8 @@
 
 * ratio ``r = exp(log π(a|s) − log π_old(a|s))``; ``policy_loss = −mean(min(r·A, clip(r, 1−ε, 1+ε)·A))``;
 * per value head ``v``: ``v_clip = v_old + clip(v − v_old, −ε, ε)``,
-  ``L = mean(max((R − v)², (R − v_clip)²))``; ``value_loss`` = mean over heads;
+  ``L = mean(max((R − v)², (R − v_clip)²))`` (``clip_value_loss=False``: ``mean((R − v)²)``,
+  as Stable-Baselines3 by default); ``value_loss`` = mean over heads;
 * the entropy bonus uses the current policy's entropy.
 
 Means are "sum over the local rows / global row count", so that under a ``tf.distribute``
@@ -37,6 +38,7 @@ def ppo_loss(
     beta: tf.Tensor,
     stream_names: Sequence[str],
     sequence_length: int = 1,
+    clip_value_loss: bool = True,
 ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
     """PPO loss on one mini-batch; returns ``(loss, {"policy_loss", "value_loss", "entropy"})``.
 
@@ -58,8 +60,11 @@ def ppo_loss(
         v = values[name]
         v_old = batch[f"{name}_value_estimates"]
         ret = batch[f"{name}_returns"]
-        v_clipped = v_old + tf.clip_by_value(v - v_old, -epsilon, epsilon)
-        value_losses.append(mean(tf.maximum(tf.square(ret - v), tf.square(ret - v_clipped))))
+        if clip_value_loss:
+            v_clipped = v_old + tf.clip_by_value(v - v_old, -epsilon, epsilon)
+            value_losses.append(mean(tf.maximum(tf.square(ret - v), tf.square(ret - v_clipped))))
+        else:
+            value_losses.append(mean(tf.square(ret - v)))
     value_loss = tf.add_n(value_losses) / float(len(value_losses))
 
     advantages = batch["advantages"]

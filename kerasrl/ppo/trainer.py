@@ -53,6 +53,8 @@ class PPOTrainer(RLTrainer):
                 spec, list(self.reward_signals), hidden_units=int(p["hidden_units"]), num_layers=int(p["num_layers"]),
                 normalize=bool(p["normalize"]), vis_encode_type=str(p.get("vis_encode_type", "simple")),
                 use_recurrent=self.use_recurrent, memory_size=int(p["memory_size"]), seed=self.seed,
+                activation=str(p.get("activation", "swish")),
+                separate_value_network=p.get("separate_value_network"),
                 name=f"actor_critic",
             )
         except ModelConfigError as e:
@@ -61,6 +63,8 @@ class PPOTrainer(RLTrainer):
             model, learning_rate=float(p["learning_rate"]), epsilon=float(p["epsilon"]), beta=float(p["beta"]),
             max_steps=float(p["max_steps"]), sequence_length=self.sequence_length,
             jit_compile=bool(p.get("jit_compile", False)),
+            clip_value_loss=bool(p.get("clip_value_loss", True)),
+            max_grad_norm=None if p.get("max_grad_norm") is None else float(p["max_grad_norm"]),
         )
         self._policy = PPOPolicy(spec, model, seed=self.seed, inference=str(p.get("inference", "auto")))
         self._policy.learning_rate = self.learner.set_schedules(0)["learning_rate"]

@@ -1,0 +1,208 @@
+"""Whole-loop PPO throughput and sample efficiency on CartPole-v1 against Stable-Baselines3.
+
+Both libraries train PPO with the RL-Zoo hyper-parameters (8 envs × 32 steps, batch 256,
+20 epochs, gae_lambda 0.8, gamma 0.98, lr 1e-3 linear, clip 0.2 linear, 64×64, no entropy
+bonus), alternating runs in this process, one seed after the other. Printed per library:
+
+* env steps/s without the one-time tracing/compilation, and counting it;
+* env steps until the rolling mean return (last ≤100 episodes) first reaches 475;
+* kerasrl's timer breakdown (inference, env, experience bookkeeping + buffer, update);
+* the start-up costs (imports, tracing/compilation).
+
+Medians over the seeds; ratios are kerasrl / SB3 from the same run.
+
+    python benchmarks/bench_ppo.py                 # 3 seeds × 100k steps
+    python benchmarks/bench_ppo.py --seeds 1 --steps 50000 --no-sb3
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from typing import Any, Optional
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+TARGET = 475.0
+
+
+def run_kerasrl(steps: int, seed: int, workdir: str) -> dict[str, Any]:
+    import numpy as np
+
+    from kerasrl.config import load_config, with_defaults
+    from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
+    from kerasrl.timers import get_timer_tree, reset_timers
+    from kerasrl.trainer_controller import TrainerController
+    from kerasrl.trainer_util import initialize_trainers
+
+    num_envs = 8
+    config = with_defaults(load_config(os.path.join(ROOT, "config", "cartpole_zoo.yaml")))
+    config["default"]["max_steps"] = steps // num_envs
+    config["default"]["summary_freq"] = 10**9
+    reset_timers()
+    t0 = time.perf_counter()
+    env = GymnasiumEnv("CartPole-v1", num_envs=num_envs, seed=seed)
+    manager = SimpleEnvManager(env)
+    trainers = initialize_trainers(config, manager.external_brains, os.path.join(workdir, "s"), f"bench{seed}",
+                                   os.path.join(workdir, "m"), 1, True, False, seed)
+    trainer = next(iter(trainers.values()))
+    setup = time.perf_counter() - t0
+    reached: list[Optional[int]] = [None]
+    seen = [0]
+
+    def progress(tc: TrainerController) -> None:
+        if reached[0] is None and trainer.episodes_completed != seen[0]:
+            seen[0] = trainer.episodes_completed
+            if np.mean(trainer.recent_returns) >= TARGET:
+                reached[0] = trainer.get_step * num_envs
+
+    tc = TrainerController(trainers, os.path.join(workdir, "m"), os.path.join(workdir, "s"), f"bench{seed}",
+                           save_freq=10**9, train=True, training_seed=seed, progress=progress, progress_freq=1)
+    start = time.perf_counter()
+    tc.start_learning(manager)
+    wall = time.perf_counter() - start
+    trace = trainer.policy.trace_seconds + trainer.learner.trace_seconds
+    done = trainer.get_step * num_envs
+    tree = get_timer_tree()
+
+    def total(node: dict[str, Any], name: str) -> float:
+        if node.get("name") == name:
+            return float(node["total"])
+        return sum(total(c, name) for c in node.get("children", []))
+
+    update = total(tree, "update_policy")
+    breakdown = {
+        "inference": total(tree, "policy.act"),
+        "env": total(tree, "env.step"),
+        "bookkeeping+buffer": total(tree, "process_step"),
+        "update (incl. compile)": update,
+    }
+    breakdown["other"] = wall - sum(breakdown.values())
+    return {
+        "sps": done / (wall - trace), "sps_all": done / (wall + setup), "reach": reached[0],
+        "final": float(np.mean(trainer.recent_returns)) if trainer.recent_returns else float("nan"),
+        "trace": trace, "setup": setup, "breakdown": breakdown, "wall": wall,
+    }
+
+
+def run_sb3(steps: int, seed: int) -> dict[str, Any]:
+    import numpy as np
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    torch.set_num_threads(1)
+
+    class Reach(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.reached: Optional[int] = None
+
+        def _on_step(self) -> bool:
+            if self.reached is None and any("episode" in info for info in self.locals.get("infos", [])):
+                buf = self.model.ep_info_buffer
+                if buf and np.mean([e["r"] for e in buf]) >= TARGET:
+                    self.reached = self.num_timesteps
+            return True
+
+    def linear(v: float) -> Any:
+        return lambda progress: progress * v
+
+    t0 = time.perf_counter()
+    env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
+    model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
+                ent_coef=0.0, learning_rate=linear(1e-3), clip_range=linear(0.2), seed=seed, verbose=0, device="cpu")
+    setup = time.perf_counter() - t0
+    cb = Reach()
+    start = time.perf_counter()
+    model.learn(total_timesteps=steps, callback=cb)
+    wall = time.perf_counter() - start
+    final = float(np.mean([e["r"] for e in model.ep_info_buffer])) if model.ep_info_buffer else float("nan")
+    return {"sps": model.num_timesteps / wall, "sps_all": model.num_timesteps / (wall + setup), "reach": cb.reached,
+            "final": final, "setup": setup, "wall": wall}
+
+
+def median(values: list[Optional[float]]) -> float:
+    vals = [v if v is not None else float("inf") for v in values]
+    return statistics.median(vals) if vals else float("nan")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--no-sb3", action="store_true", help="time kerasrl alone")
+    args = parser.parse_args()
+    import tempfile
+
+    t = time.perf_counter()
+    import tensorflow  # noqa: F401
+
+    import kerasrl.ppo.trainer  # noqa: F401
+
+    import_tf = time.perf_counter() - t
+    have_sb3 = False
+    if not args.no_sb3:
+        try:
+            t = time.perf_counter()
+            import stable_baselines3  # noqa: F401
+            import torch  # noqa: F401
+
+            import_sb3 = time.perf_counter() - t
+            have_sb3 = True
+        except ImportError:
+            print("stable_baselines3 is not installed; to compare, run: pip install torch==2.13.0 stable-baselines3")
+    ours: list[dict[str, Any]] = []
+    theirs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in range(args.seeds):
+            r = run_kerasrl(args.steps, seed, os.path.join(tmp, str(seed)))
+            ours.append(r)
+            print(f"kerasrl seed {seed}: {r['sps']:.0f} steps/s ({r['sps_all']:.0f} with compile), "
+                  f"475 reached at {r['reach']}, final mean {r['final']:.1f}", flush=True)
+            if have_sb3:
+                s = run_sb3(args.steps, seed)
+                theirs.append(s)
+                print(f"sb3     seed {seed}: {s['sps']:.0f} steps/s ({s['sps_all']:.0f} with set-up), "
+                      f"475 reached at {s['reach']}, final mean {s['final']:.1f}", flush=True)
+    print()
+    print(f"CartPole-v1, Zoo hyper-parameters, {args.steps} steps, {args.seeds} seeds (medians)")
+    header = f"{'':34s}{'kerasrl':>12s}" + (f"{'SB3':>12s}{'ratio':>10s}" if have_sb3 else "")
+    print(header)
+    rows = [
+        ("env steps/s (no compile)", "sps", "{:.0f}", False),
+        ("env steps/s (compile counted)", "sps_all", "{:.0f}", False),
+        ("steps to rolling-100 mean >= 475", "reach", "{:.0f}", True),
+        ("final rolling mean return", "final", "{:.1f}", False),
+    ]
+    for label, key, fmt, lower_better in rows:
+        a = median([r[key] for r in ours])
+        line = f"{label:34s}{fmt.format(a):>12s}"
+        if have_sb3:
+            b = median([r[key] for r in theirs])
+            ratio = (b / a if lower_better else a / b) if b and a else float("nan")
+            line += f"{fmt.format(b):>12s}{ratio:>9.2f}x"
+        print(line)
+    print()
+    print("kerasrl time breakdown (median seconds per run):")
+    for key in ours[0]["breakdown"]:
+        print(f"  {key:26s}{median([r['breakdown'][key] for r in ours]):8.2f}")
+    print("start-up costs:")
+    print(f"  import tensorflow + kerasrl    {import_tf:6.2f} s")
+    print(f"  kerasrl env + model set-up     {median([r['setup'] for r in ours]):6.2f} s")
+    print(f"  kerasrl tracing/compilation    {median([r['trace'] for r in ours]):6.2f} s")
+    if have_sb3:
+        print(f"  import torch + SB3             {import_sb3:6.2f} s")
+        print(f"  SB3 env + model set-up         {median([r['setup'] for r in theirs]):6.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
