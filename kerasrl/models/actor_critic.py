@@ -32,7 +32,8 @@ class _Stream(keras.layers.Layer):
                  lstm_units: int, seed: int | None, activation: str = "swish", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.visual = [
-            VisualEncoder(vis_encode_type, hidden_units, num_layers, seed=seed, name=f"encoder{j}")
+            VisualEncoder(vis_encode_type, hidden_units, num_layers,
+                          seed=None if seed is None else seed + 7919 * (j + 1), name=f"encoder{j}")
             for j, _ in enumerate(spec.visual_observation_shapes)
         ]
         self.vector = (
