@@ -146,6 +146,9 @@ def main() -> int:
     import tensorflow  # noqa: F401
 
     import kerasrl.ppo.trainer  # noqa: F401
+    from kerasrl.cli import set_tf_threads
+
+    set_tf_threads(1)
 
     import_tf = time.perf_counter() - t
     have_sb3 = False

@@ -64,3 +64,14 @@ def test_multi_branch_masked_is_learned_and_never_takes_masked_actions(tmp_path)
     trainer = next(iter(tc.trainers.values()))
     recent = list(trainer.reward_buffer)
     assert recent and np.mean(recent) > 0.9
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("use_discrete", [True, False], ids=["discrete", "continuous"])
+def test_simple_rl_recurrent(use_discrete, tmp_path):
+    config = {"default": dict(CONFIG["default"], use_recurrent=True, sequence_length=8, memory_size=16)}
+    tc = run_training(Simple1DEnvironment(use_discrete=use_discrete, seed=1337), tmp_path, config=config)
+    trainer = next(iter(tc.trainers.values()))
+    assert trainer.policy.model.use_recurrent
+    for name, value in tc._get_measure_vals().items():
+        assert value > 0.99, f"{name}: last episode return {value}"

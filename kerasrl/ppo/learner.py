@@ -7,7 +7,7 @@ Two drivers share the same loss (``kerasrl.ppo.loss.ppo_loss``) and the same gra
 * ``fused_update`` — every epoch and mini-batch of an update, shuffling included, in one
   compiled call (optionally XLA-compiled), which removes the per-call overhead.
 
-With the same permutations (``epoch_permutation``) both give the same weights.
+Both follow the same seeded ``minibatch_plan``, so they give the same weights.
 """
 from __future__ import annotations
 
@@ -25,27 +25,22 @@ from kerasrl.ppo.schedules import ppo_schedules
 METRIC_NAMES = ("loss", "policy_loss", "value_loss", "entropy")
 
 
-def padded_sequences(num_sequences: int, sequences_per_batch: int) -> int:
-    """Sequence slots the fused driver compiles for: ``spb · 2^k ≥ num_sequences``.
+MAX_STACKED_BYTES = 256 * 2**20
 
-    Padding the update buffer to a few bucket sizes keeps XLA from recompiling for every
-    buffer length (trajectories end at varying times, so the length varies from update to update).
+
+def minibatch_plan(num_sequences: int, sequences_per_batch: int, num_epoch: int, seed: int) -> np.ndarray:
+    """Sequence indices of every mini-batch of an update: ``[num_epoch, n_batches, sequences_per_batch]``.
+
+    Each epoch is a fresh permutation of the whole sequences (seeded); the trailing partial
+    mini-batch is dropped (ML-Agents after #2362). Both drivers follow the same plan.
     """
-    batches = max(-(-num_sequences // max(sequences_per_batch, 1)), 1)
-    return max(sequences_per_batch, 1) * (1 << (batches - 1).bit_length())
-
-
-def _permutation(n_valid: tf.Tensor, n_slots: Any, seed: tf.Tensor, epoch: tf.Tensor) -> tf.Tensor:
-    keys = tf.random.stateless_uniform([n_slots], seed=tf.stack([seed, epoch]))
-    keys = tf.where(tf.range(n_slots) < n_valid, keys, 2.0)
-    return tf.argsort(keys)
-
-
-def epoch_permutation(num_sequences: int, seed: int, epoch: int, sequences_per_batch: int = 1) -> np.ndarray:
-    """The sequence permutation the fused driver uses for ``epoch`` (for the other driver, tests, replay)."""
-    slots = padded_sequences(num_sequences, sequences_per_batch)
-    perm = _permutation(tf.constant(num_sequences), slots, tf.constant(seed), tf.constant(epoch)).numpy()
-    return perm[:num_sequences]
+    spb = min(max(int(sequences_per_batch), 1), max(int(num_sequences), 1))
+    n_batches = max(int(num_sequences) // spb, 1)
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 0x5EED])
+    plan = np.empty((int(num_epoch), n_batches, spb), np.int64)
+    for e in range(int(num_epoch)):
+        plan[e] = rng.permutation(int(num_sequences))[: n_batches * spb].reshape(n_batches, spb)
+    return plan
 
 
 class PPOLearner(keras.Model):
@@ -142,87 +137,74 @@ class PPOLearner(keras.Model):
         return {k: tf.convert_to_tensor(np.asarray(batch[k]), dtype=spec.dtype) for k, spec in sig.items()}
 
     def _build_fused(self) -> tf.types.experimental.GenericFunction:
-        seq_len = self.sequence_length
         names = list(self.batch_signature())
-        recurrent = self.actor_critic.use_recurrent
 
-        def fused(buffer: dict[str, tf.Tensor], num_epoch: tf.Tensor, sequences_per_batch: tf.Tensor,
-                  seed: tf.Tensor, n_valid_seq: tf.Tensor) -> dict[str, tf.Tensor]:
-            n_slots = tf.shape(buffer["advantages"])[0] // seq_len
-            spb = sequences_per_batch
-            n_batches = tf.maximum(n_valid_seq // spb, 1)
-            offsets = tf.range(seq_len)
-            totals = {k: tf.constant(0.0) for k in METRIC_NAMES}
+        def fused(stacked: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
             # ``while`` rather than ``for … in tf.range``: autograph gives the latter a
-            # ``maximum_iterations``, which XLA must know at compile time (one compile per length).
-            epoch = tf.constant(0)
-            while epoch < num_epoch:
-                perm = _permutation(n_valid_seq, n_slots, seed, epoch)
-                epoch += 1
-                b = tf.constant(0)
-                while b < n_batches:
-                    seq_idx = perm[b * spb : (b + 1) * spb]
-                    b += 1
-                    starts = seq_idx * seq_len
-                    rows = tf.reshape(starts[:, None] + offsets[None, :], [-1])
-                    batch = {k: tf.gather(buffer[k], rows) for k in names if k != "memory"}
-                    if recurrent:
-                        batch["memory"] = tf.gather(buffer["memory"], starts)
-                    metrics = self._gradient_step(batch)
-                    totals = {k: totals[k] + metrics[k] for k in METRIC_NAMES}
-            count = tf.cast(num_epoch * n_batches, tf.float32)
-            return {k: v / count for k, v in totals.items()}
+            # ``maximum_iterations``, which XLA must know at compile time.
+            n = tf.shape(stacked["advantages"])[0]
+            totals = {k: tf.constant(0.0) for k in METRIC_NAMES}
+            i = tf.constant(0)
+            while i < n:
+                metrics = self._gradient_step({k: stacked[k][i] for k in names})
+                totals = {k: totals[k] + metrics[k] for k in METRIC_NAMES}
+                i += 1
+            return totals
 
-        signature = [self.batch_signature()] + [tf.TensorSpec([], tf.int32)] * 4
-        if recurrent:
-            mem = signature[0]["memory"]
-            signature[0]["memory"] = tf.TensorSpec([None, mem.shape[-1]], tf.float32, name="memory")
-        return tf.function(fused, input_signature=signature, jit_compile=self.use_xla)
+        signature = {k: tf.TensorSpec([None, *spec.shape], spec.dtype, name=k) for k, spec in self.batch_signature().items()}
+        return tf.function(fused, input_signature=[signature], jit_compile=self.use_xla)
+
+    def _plan_rows(self, n_rows: int, num_epoch: int, batch_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """Row indices ``[E·B, spb·L]`` and sequence starts ``[E·B, spb]`` of every mini-batch."""
+        seq_len = self.sequence_length
+        plan = minibatch_plan(n_rows // seq_len, max(int(batch_size) // seq_len, 1), num_epoch, seed)
+        starts = plan.reshape(-1, plan.shape[-1]) * seq_len
+        rows = (starts[:, :, None] + np.arange(seq_len)[None, None, :]).reshape(starts.shape[0], -1)
+        return rows, starts
+
+    def _arrays(self, buffer: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        sig = self.batch_signature()
+        missing = [k for k in sig if k not in buffer]
+        if missing:
+            raise KeyError(f"Learning batch lacks fields {missing}.")
+        return {k: np.asarray(buffer[k], dtype=spec.dtype.as_numpy_dtype) for k, spec in sig.items()}
 
     def fused_update(self, buffer: Mapping[str, np.ndarray], num_epoch: int, batch_size: int, seed: int) -> dict[str, float]:
         """All ``num_epoch`` epochs of mini-batches of ``batch_size`` rows in one compiled call.
 
+        The mini-batches (``minibatch_plan``) are gathered here into one stacked array per
+        field and the compiled loop walks its leading axis: gathering inside the loop makes
+        XLA carry the whole buffer through every iteration. Updates whose stacked batches
+        exceed ``MAX_STACKED_BYTES`` (large images) run in several calls, whole epochs each.
         ``buffer['memory']`` holds every row's memory (the start of each sequence is used).
-        Each epoch permutes whole sequences; the trailing partial mini-batch is dropped.
         """
         first = self._fused is None
         if first:
             self._fused = self._build_fused()
-        seq_len = self.sequence_length
-        spb = max(int(batch_size) // seq_len, 1)
-        tensors = self._to_tensors(buffer)
-        n_seq = int(tensors["advantages"].shape[0]) // seq_len
-        spb = min(spb, max(n_seq, 1))
-        slots = padded_sequences(n_seq, spb)
-        if slots > n_seq:
-            pad = (slots - n_seq) * seq_len
-            tensors = {k: tf.concat([v[: n_seq * seq_len], tf.zeros([pad, *v.shape[1:]], v.dtype)], axis=0)
-                       for k, v in tensors.items()}
+        arrays = self._arrays(buffer)
+        rows, starts = self._plan_rows(len(arrays["advantages"]), num_epoch, batch_size, seed)
+        row_bytes = sum(v[:1].nbytes for k, v in arrays.items() if k != "memory") * rows.shape[1]
+        per_call = max(1, min(rows.shape[0], MAX_STACKED_BYTES // max(row_bytes, 1)))
         start = time.perf_counter()
-        out = self._fused(tensors, tf.constant(int(num_epoch), tf.int32), tf.constant(spb, tf.int32),
-                          tf.constant(int(seed) % (2**31 - 1), tf.int32), tf.constant(n_seq, tf.int32))
-        result = {k: float(v) for k, v in out.items()}
-        if first:
-            self.trace_seconds += time.perf_counter() - start
-        return result
+        totals = {k: 0.0 for k in METRIC_NAMES}
+        for lo in range(0, rows.shape[0], per_call):
+            r, st = rows[lo : lo + per_call], starts[lo : lo + per_call]
+            stacked = {k: (v[st] if k == "memory" else v[r]) for k, v in arrays.items()}
+            out = self._fused(stacked)
+            for k in METRIC_NAMES:
+                totals[k] += float(out[k])
+            if first:
+                self.trace_seconds += time.perf_counter() - start
+                first = False
+        return {k: v / rows.shape[0] for k, v in totals.items()}
 
     def minibatch_update(self, buffer: Mapping[str, np.ndarray], num_epoch: int, batch_size: int, seed: int) -> dict[str, float]:
         """The same update as ``fused_update``, one compiled call per mini-batch."""
-        arrays = {k: np.asarray(v) for k, v in buffer.items()}
-        seq_len = self.sequence_length
-        n_seq = arrays["advantages"].shape[0] // seq_len
-        spb = min(max(int(batch_size) // seq_len, 1), n_seq)
-        n_batches = max(n_seq // spb, 1)
+        arrays = self._arrays(buffer)
+        rows, starts = self._plan_rows(len(arrays["advantages"]), num_epoch, batch_size, seed)
         totals = {k: 0.0 for k in METRIC_NAMES}
-        for epoch in range(int(num_epoch)):
-            perm = epoch_permutation(n_seq, int(seed) % (2**31 - 1), epoch, spb)
-            for b in range(n_batches):
-                starts = perm[b * spb : (b + 1) * spb] * seq_len
-                rows = (starts[:, None] + np.arange(seq_len)[None, :]).reshape(-1)
-                batch = {k: v[rows] for k, v in arrays.items() if k != "memory"}
-                if "memory" in arrays:
-                    batch["memory"] = arrays["memory"][starts]
-                metrics = self.train_minibatch(batch)
-                for k in METRIC_NAMES:
-                    totals[k] += metrics[k]
-        return {k: v / (num_epoch * n_batches) for k, v in totals.items()}
+        for r, st in zip(rows, starts):
+            metrics = self.train_minibatch({k: (v[st] if k == "memory" else v[r]) for k, v in arrays.items()})
+            for k in METRIC_NAMES:
+                totals[k] += metrics[k]
+        return {k: v / rows.shape[0] for k, v in totals.items()}
