@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasrl.models.actor_critic import ActorCritic
-from kerasrl.ppo.loss import ppo_loss
+from kerasrl.ppo.loss import global_count, ppo_loss
 from kerasrl.ppo.schedules import ppo_schedules
 
 METRIC_NAMES = ("loss", "policy_loss", "value_loss", "entropy")
@@ -104,10 +104,11 @@ class PPOLearner(keras.Model):
 
     def _gradient_step(self, batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         variables = self.actor_critic.trainable_variables
+        count = global_count(tf.cast(batch["masks"], tf.float32))
         with tf.GradientTape() as tape:
             loss, metrics = ppo_loss(
                 self.actor_critic, batch, self.clip_epsilon, self.beta, self.stream_names, self.sequence_length,
-                self.clip_value_loss,
+                self.clip_value_loss, row_count=count,
             )
         grads = tape.gradient(loss, variables)
         if self.max_grad_norm is not None:

@@ -39,15 +39,18 @@ def ppo_loss(
     stream_names: Sequence[str],
     sequence_length: int = 1,
     clip_value_loss: bool = True,
+    row_count: tf.Tensor | None = None,
 ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
     """PPO loss on one mini-batch; returns ``(loss, {"policy_loss", "value_loss", "entropy"})``.
 
     ``batch`` holds the model inputs plus ``actions`` (discrete, int ``[B, branches]``) or
     ``pre_actions`` (continuous ``[B, act]``), ``old_log_probs`` ``[B]``, ``advantages`` ``[B]``,
     ``masks`` ``[B]`` and, per stream, ``{name}_returns`` and ``{name}_value_estimates``.
+    ``row_count``: the number of valid rows across replicas, when the caller has it (compute
+    it outside any gradient tape: a collective recorded on the tape can desynchronise replicas).
     """
     mask = tf.cast(batch["masks"], tf.float32)
-    n = global_count(mask)
+    n = global_count(mask) if row_count is None else row_count
 
     def mean(x: tf.Tensor) -> tf.Tensor:
         return tf.reduce_sum(x * mask) / n
