@@ -49,11 +49,17 @@ class RLTrainer(Trainer):
         self.store_next_obs = any(s.needs_next_observations for s in self.reward_signals.values())
 
     # -- experience collection -------------------------------------------------------------
-    def _match(self, curr: StepResult, nxt: StepResult, outputs: dict[str, Any]) -> tuple[list[tuple[StepResult, np.ndarray, dict[str, Any], np.ndarray]], None]:
-        """Groups of (source result, source rows, source outputs, next rows) to append."""
+    def _match(self, curr: StepResult, nxt: StepResult, outputs: dict[str, Any]) -> list[tuple[StepResult, Any, dict[str, Any], Any]]:
+        """Groups of (source result, source rows, source outputs, next rows) to append.
+
+        Rows are a ``slice`` when every agent of an unchanged agent set continues (the common case).
+        """
         if len(curr) == len(nxt) and np.array_equal(curr.agent_ids, nxt.agent_ids):
+            if not curr.done.any():
+                everyone = slice(None)
+                return [(curr, everyone, outputs, everyone)]
             rows = np.flatnonzero(~curr.done)
-            return [(curr, rows, outputs, rows)], None
+            return [(curr, rows, outputs, rows)]
         for i, a in enumerate(curr.agent_ids.tolist()):
             self._pending[a] = (curr, i, outputs)
         groups: dict[int, tuple[StepResult, list[int], dict[str, Any], list[int]]] = {}
@@ -67,7 +73,7 @@ class RLTrainer(Trainer):
             g = groups.setdefault(id(res), (res, [], outs, []))
             g[1].append(i)
             g[3].append(j)
-        return [(r, np.asarray(ci, np.int64), o, np.asarray(ni, np.int64)) for r, ci, o, ni in groups.values()], None
+        return [(r, np.asarray(ci, np.int64), o, np.asarray(ni, np.int64)) for r, ci, o, ni in groups.values()]
 
     def experience_fields(self, curr: StepResult, rows: np.ndarray, outputs: dict[str, Any],
                           nxt: StepResult, next_rows: np.ndarray) -> dict[str, np.ndarray]:
@@ -85,7 +91,7 @@ class RLTrainer(Trainer):
                 fields["next_vector_in"] = concat_vector_observations(spec, nobs)
             for j, i in enumerate(spec.visual_observation_indices):
                 fields[f"next_visual_obs{j}"] = nobs[i]
-        n = len(rows)
+        n = len(nxt.rewards[next_rows])
         fields["masks"] = np.ones(n, np.float32)
         fields["done"] = nxt.done[next_rows].astype(np.float32)
         fields["terminated"] = nxt.terminated[next_rows].astype(np.float32)
@@ -100,29 +106,29 @@ class RLTrainer(Trainer):
         if curr is None or nxt is None or take_action_outputs is None or len(curr) == 0:
             return
         outputs = take_action_outputs
+        stats = self.stats
         if "entropy" in outputs:
-            self.stats["Policy/Entropy"].append(float(np.mean(outputs["entropy"])))
-            self.stats["Policy/Learning Rate"].append(float(outputs.get("learning_rate", 0.0)))
+            stats["Policy/Entropy"].append(float(outputs["entropy"].mean()))
+            stats["Policy/Learning Rate"].append(float(outputs.get("learning_rate", 0.0)))
             for name, signal in self.reward_signals.items():
-                self.stats[signal.value_name].append(float(np.mean(outputs[f"value_{name}"])))
-        groups, _ = self._match(curr, nxt, outputs)
-        for src, rows, outs, next_rows in groups:
-            if len(rows) == 0:
+                stats[signal.value_name].append(float(outputs[f"value_{name}"].mean()))
+        for src, rows, outs, next_rows in self._match(curr, nxt, outputs):
+            ids = nxt.agent_ids[next_rows]
+            if len(ids) == 0:
                 continue
             fields = self.experience_fields(src, rows, outs, nxt, next_rows)
-            ids = nxt.agent_ids[next_rows]
-            env_rewards = fields["environment_rewards"]
+            id_list = ids.tolist()
             for name, signal in self.reward_signals.items():
                 result = signal.evaluate(src, nxt, next_rows)
                 fields[f"{name}_rewards"] = np.asarray(result.scaled_reward, np.float32)
                 fields[f"{name}_value_estimates"] = np.asarray(outs[f"value_{name}"], np.float32)[rows]
                 collected = self.collected_rewards[name]
-                for a, r in zip(ids.tolist(), result.scaled_reward.tolist()):
+                for a, r in zip(id_list, result.scaled_reward.tolist()):
                     collected[a] = collected.get(a, 0.0) + r
             env = self.collected_rewards["environment"]
             steps = self.episode_steps
             lengths = self.trajectory_lengths
-            for a, r in zip(ids.tolist(), env_rewards.tolist()):
+            for a, r in zip(id_list, fields["environment_rewards"].tolist()):
                 env[a] = env.get(a, 0.0) + r
                 steps[a] = steps.get(a, 0) + 1
                 lengths[a] = lengths.get(a, 0) + 1

@@ -36,6 +36,13 @@ def _relu(x: np.ndarray) -> np.ndarray:
 _ACTIVATIONS = {"swish": _swish, "tanh": _tanh, "relu": _relu}
 
 
+def _block_diag(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    out = np.zeros((a.shape[0] + b.shape[0], a.shape[1] + b.shape[1]), np.float32)
+    out[: a.shape[0], : a.shape[1]] = a
+    out[a.shape[0] :, a.shape[1] :] = b
+    return out
+
+
 class NumpyActorCritic:
     """Numpy mirror of a feed-forward, vector-observation ``ActorCritic``."""
 
@@ -54,7 +61,11 @@ class NumpyActorCritic:
         return not model.use_recurrent and model.num_visual == 0 and model.vector_size > 0
 
     def refresh(self) -> None:
-        """Re-read every weight from the Keras model (call after each update)."""
+        """Re-read every weight from the Keras model (call after each update).
+
+        Policy and value streams are fused into one stack of block-diagonal layers, so that
+        both networks cost one matmul per layer (numpy's per-call overhead dominates here).
+        """
         m = self.model
 
         def dense(layer: object) -> list[np.ndarray]:
@@ -64,51 +75,60 @@ class NumpyActorCritic:
         if m.normalizer is not None:
             mean, inv_std = m.normalizer.numpy_stats()
             self.norm = (mean, inv_std, np.float32(m.normalizer.clip))
-        self.body = [dense(layer) for layer in m.body.vector.dense]
-        self.value_body = [dense(layer) for layer in m.value_body.vector.dense] if m.value_body is not None else None
+        body = [dense(layer) for layer in m.body.vector.dense]
+        heads = [dense(m.value_heads[name]) for name in self.stream_names]
+        value_kernel = np.concatenate([k for k, _ in heads], axis=1)
+        value_bias = np.concatenate([b for _, b in heads])
         if self.is_discrete:
-            self.logit_kernel = np.concatenate([dense(layer)[0] for layer in m.branch_logits], axis=1)
+            action_kernel = np.concatenate([dense(layer)[0] for layer in m.branch_logits], axis=1)
+            action_bias = np.zeros(action_kernel.shape[1], np.float32)
         else:
-            self.mu = dense(m.mu)
+            action_kernel, action_bias = dense(m.mu)
             self.log_sigma_sq = m.log_sigma_sq.numpy().astype(np.float32)
             self.sigma = np.exp(np.float32(0.5) * self.log_sigma_sq)
+            self.inv_var = np.exp(-self.log_sigma_sq)
             self.entropy_value = np.float32(0.5) * np.mean(_LOG_2PIE + self.log_sigma_sq, dtype=np.float32)
-        heads = [dense(m.value_heads[name]) for name in self.stream_names]
-        self.value_kernel = np.concatenate([k for k, _ in heads], axis=1)
-        self.value_bias = np.concatenate([b for _, b in heads])
+        self.n_actions = action_kernel.shape[1]
+        if m.value_body is None:
+            self.layers = body
+            self.head = (np.concatenate([action_kernel, value_kernel], axis=1),
+                         np.concatenate([action_bias, value_bias]))
+        else:
+            value_body = [dense(layer) for layer in m.value_body.vector.dense]
+            self.layers = [(np.concatenate([body[0][0], value_body[0][0]], axis=1),
+                            np.concatenate([body[0][1], value_body[0][1]]))]
+            self.layers += [(_block_diag(p[0], v[0]), np.concatenate([p[1], v[1]]))
+                            for p, v in zip(body[1:], value_body[1:])]
+            self.head = (_block_diag(action_kernel, value_kernel), np.concatenate([action_bias, value_bias]))
 
-    def _encode(self, x: np.ndarray, layers: list[list[np.ndarray]]) -> np.ndarray:
-        for kernel, bias in layers:
-            x = self.activation(x @ kernel + bias)
-        return x
-
-    def _hidden(self, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    def _forward(self, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Action outputs (logits or μ) and value heads."""
         x = np.asarray(inputs["vector_obs"], np.float32)
         if self.norm is not None:
             mean, inv_std, clip = self.norm
             x = np.clip((x - mean) * inv_std, -clip, clip)
-        hidden = self._encode(x, self.body)
-        value_hidden = self._encode(x, self.value_body) if self.value_body is not None else hidden
-        return hidden, value_hidden
+        for kernel, bias in self.layers:
+            x = self.activation(x @ kernel + bias)
+        out = x @ self.head[0] + self.head[1]
+        return out[:, : self.n_actions], out[:, self.n_actions :]
 
-    def _values(self, value_hidden: np.ndarray, out: dict[str, np.ndarray]) -> None:
-        v = value_hidden @ self.value_kernel + self.value_bias
+    def _values(self, v: np.ndarray, out: dict[str, np.ndarray]) -> None:
         for i, name in enumerate(self.stream_names):
             out[f"value_{name}"] = v[:, i]
 
     def values(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        _, value_hidden = self._hidden(inputs)
+        _, v = self._forward(inputs)
         out: dict[str, np.ndarray] = {}
-        self._values(value_hidden, out)
+        self._values(v, out)
         return out
 
     def act(self, inputs: Mapping[str, np.ndarray], noise: np.ndarray) -> dict[str, np.ndarray]:
         """Same outputs as ``ActorCritic.act`` for the same inputs and noise."""
-        hidden, value_hidden = self._hidden(inputs)
+        action_out, v = self._forward(inputs)
         out: dict[str, np.ndarray] = {}
-        n = hidden.shape[0]
+        n = action_out.shape[0]
         if self.is_discrete:
-            logits = hidden @ self.logit_kernel
+            logits = action_out
             masks = np.asarray(inputs["action_masks"], np.float32)
             actions = np.empty((n, len(self.branches)), np.int32)
             log_probs = np.empty((n, len(self.branches)), np.float32)
@@ -133,15 +153,14 @@ class NumpyActorCritic:
             out["log_probs"] = log_probs
             out["entropy"] = entropy
         else:
-            kernel, bias = self.mu
-            mu = hidden @ kernel + bias
+            mu = action_out
             pre = mu + self.sigma * noise
             out["action"] = np.clip(pre, -3.0, 3.0) / np.float32(3.0)
             out["pre_action"] = pre
             out["log_probs"] = (
-                np.float32(-0.5) * np.square(pre - mu) / np.exp(self.log_sigma_sq)
+                np.float32(-0.5) * np.square(pre - mu) * self.inv_var
                 - np.float32(0.5) * _LOG_2PI - np.float32(0.5) * self.log_sigma_sq
             ).astype(np.float32)
             out["entropy"] = np.full(n, self.entropy_value, np.float32)
-        self._values(value_hidden, out)
+        self._values(v, out)
         return out

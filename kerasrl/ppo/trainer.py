@@ -126,7 +126,7 @@ class PPOTrainer(RLTrainer):
         if self.spec.is_discrete:
             masks = curr.action_masks
             fields["action_mask"] = (masks[rows] if masks is not None
-                                     else np.ones((len(rows), self.spec.action_mask_size), np.float32))
+                                     else np.ones((len(fields["masks"]), self.spec.action_mask_size), np.float32))
         else:
             fields["actions_pre"] = outputs["pre_action"][rows]
         if self.use_recurrent:
