@@ -1,5 +1,5 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-# cython: embedsignature=True, annotation_typing=False
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: initializedcheck=False, embedsignature=True, annotation_typing=False
 """Cython core of :mod:`kerasrl.buffer`.
 
 Every field is one contiguous, C-ordered numpy array ``[capacity, *row_shape]`` that grows by
@@ -8,15 +8,24 @@ numeric dtype.  Rows ``[0, len)`` of a storage array are never written again onc
 operations that reorder or drop rows (``set``, ``shuffle``, truncation, ``reset_field``) switch
 the field to a fresh array.  Views handed out by ``.array`` / slicing therefore never change
 under the caller's feet (they are read-only so that the caller cannot change the buffer).
+The one reuse: ``reset_field`` keeps the old storage for the next rows when nothing else
+references it (no view is alive), as a list keeps its capacity.
+
+``Buffer.append_batch`` goes through a ``BatchAppender`` that holds pointers to the hot state
+(``FieldState``) of every target field, so one step for N agents × F fields costs F dict
+lookups and one C loop of N × F row copies.  Version cells on the dicts tell it when the
+agent/field structure changed; a global counter of (dtype, shape) changes tells it when the
+fields must be re-checked against the incoming arrays.
 
 ``cdivision`` is on: every ``//`` and ``%`` here has a non-negative dividend and a positive
 divisor (checked beforehand), where C and Python semantics agree.
 """
 cimport numpy as cnp
 from cpython.float cimport PyFloat_AS_DOUBLE
-from cpython.ref cimport Py_INCREF, Py_XDECREF, PyObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF, PyObject, _Py_REFCNT
 from cpython.long cimport PyLong_AsLongLongAndOverflow
-from libc.math cimport isfinite
+from libc.float cimport FLT_MAX
+from libc.math cimport fabs, isfinite, isinf
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
@@ -123,7 +132,9 @@ cdef object _asarray(object x, object label):
     try:
         return np.asarray(x)
     except (ValueError, TypeError) as e:
-        raise BufferException(f"Field {label}: cannot convert {type(x).__name__} to rows: {e}") from e
+        raise BufferException(
+            f"Field {label}: cannot convert {type(x).__name__} to rows: {e}"
+        ) from e
 
 
 cdef object _index(object v, str what):
@@ -348,6 +359,7 @@ cdef class AgentBufferField:
     """
 
     cdef cnp.ndarray _data
+    cdef cnp.ndarray _spare     # storage kept by reset_field for reuse (nobody else sees it)
     cdef FieldState st
     cdef Py_ssize_t _itemsize
     cdef object _dtype
@@ -361,6 +373,7 @@ cdef class AgentBufferField:
 
     def __cinit__(self):
         self._data = None
+        self._spare = None
         self.st.ptr = NULL
         self.st.n = 0
         self.st.cap = 0
@@ -427,11 +440,52 @@ cdef class AgentBufferField:
         self.st.ptr = NULL
         self.st.n = 0
         self.st.cap = 0
+        self._take_spare()
         return 0
 
-    cdef void _reset(self):
+    cdef void _take_spare(self):
+        """Reuse the storage kept by the last reset if it has this field's layout."""
+        cdef cnp.ndarray spare = self._spare
+        cdef int i
+        if spare is None:
+            return
+        self._spare = None
+        if (cnp.PyArray_TYPE(spare) != self._type_num
+                or cnp.PyArray_NDIM(spare) != self._ndim + 1):
+            return
+        for i in range(self._ndim):
+            if cnp.PyArray_DIMS(spare)[i + 1] != self._row_shape[i]:
+                return
+        self._data = spare
+        self.st.ptr = <char*>cnp.PyArray_DATA(spare)
+        self.st.cap = cnp.PyArray_DIMS(spare)[0]
+
+    cdef void _init_like(self, AgentBufferField proto):
+        """``_init`` with the dtype and row shape of the initialised field ``proto``."""
         global _SIG_EPOCH
         _SIG_EPOCH += 1
+        self._dtype = proto._dtype
+        self._row_shape = proto._row_shape
+        self._cat = proto._cat
+        self._type_num = proto._type_num
+        self._itemsize = proto._itemsize
+        self._ndim = proto._ndim
+        self._dims = proto._dims
+        self._fast = proto._fast
+        self.st.rb = proto.st.rb
+        self.st.sig = proto.st.sig
+        self._data = None
+        self.st.ptr = NULL
+        self.st.n = 0
+        self.st.cap = 0
+        self._take_spare()
+
+    cdef void _reset(self):
+        """Forget rows, dtype and shape; storage nobody else references is kept for reuse."""
+        global _SIG_EPOCH
+        _SIG_EPOCH += 1
+        if self._data is not None and _Py_REFCNT(<PyObject*>self._data) == 1:
+            self._spare = self._data
         self._data = None
         self.st.ptr = NULL
         self.st.n = 0
@@ -568,7 +622,8 @@ cdef class AgentBufferField:
         cdef int mode = _pv_mode(pv, &d)
         cnt = self.st.rb // self._itemsize if self._itemsize > 0 else 0
         if mode != 0:
-            if self._type_num == cnp.NPY_FLOAT and <double>(<float>d) == d:
+            if (self._type_num == cnp.NPY_FLOAT and (isinf(d) or fabs(d) <= FLT_MAX)
+                    and <double>(<float>d) == d):
                 out = self._alloc(1)
                 o = <char*>cnp.PyArray_DATA(out)
                 for k in range(cnt):
@@ -661,8 +716,9 @@ cdef class AgentBufferField:
         return iter(self._view(0, self.st.n))
 
     def __repr__(self) -> str:
-        return (f"AgentBufferField(name={self.name!r}, len={self.st.n}, row_shape={self._row_shape}, "
-                f"dtype={self._dtype}, padding_value={self.padding_value!r})")
+        return (f"AgentBufferField(name={self.name!r}, len={self.st.n}, "
+                f"row_shape={self._row_shape}, dtype={self._dtype}, "
+                f"padding_value={self.padding_value!r})")
 
     def __reduce__(self):
         data = None if self.st.sig == 0 else np.array(self._view(0, self.st.n))
@@ -775,7 +831,8 @@ cdef class AgentBufferField:
         if self.st.n <= m:
             return
         new = self._alloc(m)
-        memcpy(cnp.PyArray_DATA(new), self.st.ptr + (self.st.n - m) * self.st.rb, m * self.st.rb)
+        memcpy(cnp.PyArray_DATA(new), self.st.ptr + (self.st.n - m) * self.st.rb,
+               m * self.st.rb)
         self._replace(new, m)
 
     @staticmethod
@@ -790,7 +847,9 @@ cdef class AgentBufferField:
     cdef int _adopt(self, object arr) except -1:
         cdef cnp.ndarray a = np.asarray(arr)
         if a.ndim == 0:
-            raise BufferException(f"Field {self._label()}: expected a sequence of rows, got a scalar")
+            raise BufferException(
+                f"Field {self._label()}: expected a sequence of rows, got a scalar"
+            )
         canon = _canonical(a.dtype)
         if canon is None:
             raise BufferException(f"Field {self._label()}: unsupported dtype {a.dtype}")
@@ -819,7 +878,8 @@ def _rebuild_field(data, dtype, row_shape, padding_value, name) -> AgentBufferFi
 
 
 # ---------------------------------------------------------------------- multi-field operations
-def append_fields(list fields, list values, list padding_values, bint single, str context="") -> None:
+def append_fields(list fields, list values, list padding_values, bint single,
+                  str context="") -> None:
     """Append ``values[k]`` (one row if ``single`` else rows) to ``fields[k]`` for every k.
 
     All values are converted and checked first, so an error leaves every field unchanged.
@@ -904,6 +964,10 @@ def gather_sequences(list fields, seq_index, Py_ssize_t sequence_length) -> list
     return result
 
 
+cdef str _unequal(list keys, object agent_id):
+    return f"The length of the fields {keys} for agent {agent_id} where not of same length"
+
+
 def append_update(object dst, object src, object keys, object agent_id, object batch_size,
                   object training_length) -> None:
     """Extend ``dst[key]`` with ``src[key].get_batch(batch_size, training_length)`` for each key.
@@ -920,9 +984,7 @@ def append_update(object dst, object src, object keys, object agent_id, object b
     if nk >= 2:
         for key in klist:
             if key not in src:
-                raise BufferException(
-                    f"The length of the fields {klist} for agent {agent_id} where not of same length"
-                )
+                raise BufferException(_unequal(klist, agent_id))
     if nk == 0:
         return
     srcs = [src[key] for key in klist]
@@ -930,9 +992,7 @@ def append_update(object dst, object src, object keys, object agent_id, object b
     for j in range(nk):
         sf = <AgentBufferField?>srcs[j]
         if sf.st.n != n:
-            raise BufferException(
-                f"The length of the fields {klist} for agent {agent_id} where not of same length"
-            )
+            raise BufferException(_unequal(klist, agent_id))
     _make_spec(n, batch_size, training_length, True, &s)
     total = _spec_rows(&s)
     casts = [False] * nk
@@ -1021,6 +1081,9 @@ cdef class BatchAppender:
         self.keys = keys
         self.na = len(ids)
         self.nf = len(keys)
+        missing_ids = [a for a in dict.fromkeys(ids) if a not in buffer]
+        if missing_ids:
+            buffer._create_agents(missing_ids)
         agents = [buffer[a] for a in ids]
         for ab in agents:
             if not isinstance(ab, dict):
@@ -1119,6 +1182,7 @@ cdef class BatchAppender:
         if <void*>cnp.PyArray_DESCR(arr) != <void*>canon:
             arr = arr.view(canon)
         rowshape = arr.shape[1:]
+        self.sig_epoch = -1
         self.descrs[j] = canon
         self.rowshapes[j] = rowshape
         self.sigs[j] = _sig_of(canon, rowshape)
@@ -1151,8 +1215,13 @@ cdef class BatchAppender:
                           object pv) except -1:
         """Append row ``i`` of ``arr`` to column ``k``: initialise, grow or cast as needed."""
         cdef AgentBufferField c = <AgentBufferField>self.cols[k]
+        cdef AgentBufferField proto
         if c.st.sig == 0:
-            c._init(self.descrs[j], self.rowshapes[j])
+            proto = <AgentBufferField>self.cols[j * self.na]
+            if proto.st.sig == self.sigs[j] and proto is not c:
+                c._init_like(proto)
+            else:
+                c._init(self.descrs[j], self.rowshapes[j])
         if c.st.sig != self.sigs[j]:
             c._commit(_contig(arr[i:i + 1].astype(c._dtype)), False)
         else:
@@ -1168,7 +1237,7 @@ cdef class BatchAppender:
         cdef FieldState* st
         cdef FieldState** states = self.states
         cdef PyObject* pvp
-        cdef bint slow = False, prepared = False
+        cdef bint slow = False
         cdef bint fdict = type(fields) is dict, pdict = type(padding_values) is dict
         for j in range(self.nf):
             x = (<dict>fields)[self.keys[j]] if fdict else fields[self.keys[j]]
@@ -1176,8 +1245,7 @@ cdef class BatchAppender:
                 arrs[j] = x
             else:
                 arrs[j] = self._prepare(j, x)
-                prepared = True
-        if prepared or self.sig_epoch != _SIG_EPOCH:
+        if self.sig_epoch != _SIG_EPOCH:
             for j in range(self.nf):
                 sig = self.sigs[j]
                 for i in range(na):
@@ -1244,7 +1312,8 @@ cdef bint _same_ids(object agent_ids, tuple ids):
     return False
 
 
-def buffer_append_batch(object buffer, object agent_ids, object fields, object padding_values) -> None:
+def buffer_append_batch(object buffer, object agent_ids, object fields,
+                        object padding_values) -> None:
     """Implementation of :meth:`kerasrl.buffer.Buffer.append_batch`.
 
     The BatchAppender used last is tried first (ids compared in place); otherwise appenders

@@ -14,8 +14,12 @@ Differences from the 2019 seed (fixed behaviours, see §17):
 * Files are HDF5 opened with explicit modes ("w"/"r"; bug 15); every dtype is preserved
   exactly; saving to a path writes ``path + ".tmp-XXXX"`` and renames it into place.
 * ``make_mini_batch`` returns numpy arrays (#2371); sampling uses a seedable numpy RNG (#2524).
-* A field's dtype and row shape are fixed by its first row; a row of another shape or of
-  another dtype category (bool / integer / float / complex) raises ``BufferException``.
+* A field's dtype and row shape are fixed by its first row (Python floats → float32, Python
+  ints/bools and numpy data keep their dtype); a row of another shape or of another dtype
+  category (bool / integer / float / complex — so also an int into a float field) raises
+  ``BufferException``; within a category rows are cast to the field's dtype.
+* ``Buffer.append_batch(agent_ids, fields, padding_values)`` appends one env step for many
+  agents with a few calls into the core.
 
 Views returned by ``AgentBufferField.array`` / ``as_arrays`` are read-only and never change
 afterwards: operations that reorder or drop rows move the field to new storage.
@@ -412,6 +416,12 @@ class Buffer(_VersionedDict):
         self._appenders.clear()
         self._last_appender = None
 
+    def _create_agents(self, agent_ids: list) -> None:
+        """Add empty AgentBuffers for ``agent_ids`` (one structural change for all)."""
+        for agent_id in agent_ids:
+            dict.__setitem__(self, agent_id, AgentBuffer())
+        self._changed()
+
     def __str__(self) -> str:
         return "update buffer :\n\t{0}\nlocal_buffers :\n{1}".format(
             str(self.update_buffer),
@@ -426,8 +436,10 @@ class Buffer(_VersionedDict):
 
         Every array has one row per agent along its first axis.  ``padding_values`` gives the
         padding value per key (default 0, like ``AgentBufferField.append``).  The field lookups
-        are cached per (agent ids, keys) and the rows are copied by one C loop per key.  A
-        row that does not fit its field raises BufferException before anything is appended.
+        are cached per (agent ids, keys) and the rows are copied by one C loop per key.
+        Plain Python data (lists of floats) becomes float32 like single appends.  A row that
+        does not fit its field raises BufferException before anything is appended (and no
+        agent or field is created by the failed call).
         """
         _core.buffer_append_batch(self, agent_ids, fields, padding_values)
 
