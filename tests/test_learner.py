@@ -120,3 +120,13 @@ def test_same_seed_same_weights():
     wa = [w.numpy() for w in a.actor_critic.trainable_weights]
     assert all(np.array_equal(x, w.numpy()) for x, w in zip(wa, b.actor_critic.trainable_weights))
     assert not all(np.array_equal(x, w.numpy()) for x, w in zip(wa, c.actor_critic.trainable_weights))
+
+
+def test_orthogonal_initializer_option():
+    model = ActorCritic(CONTINUOUS, ["extrinsic"], hidden_units=16, num_layers=2, seed=0, initializer="orthogonal")
+    kernel = model.body.vector.dense[1].weights[0].numpy()  # 16 × 16 hidden layer, gain √2
+    np.testing.assert_allclose(kernel.T @ kernel, 2.0 * np.eye(16), atol=1e-4)
+    mu = model.mu.weights[0].numpy()
+    assert np.abs(mu).max() < 0.05
+    with pytest.raises(ModelConfigError, match="initializer"):
+        ActorCritic(CONTINUOUS, ["extrinsic"], initializer="glorot")

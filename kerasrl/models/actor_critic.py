@@ -16,7 +16,9 @@ import tensorflow as tf
 
 from kerasrl.envs.base import BehaviorSpec
 from kerasrl.models.distributions import ClippedGaussian, MaskedMultiCategorical
-from kerasrl.models.encoders import ACTIVATIONS, VIS_ENCODE_TYPES, VectorEncoder, VisualEncoder, hidden_initializer
+from kerasrl.models.encoders import (
+    ACTIVATIONS, INITIALIZERS, VIS_ENCODE_TYPES, VectorEncoder, VisualEncoder, kernel_initializer,
+)
 from kerasrl.models.normalizer import Normalizer
 
 
@@ -29,7 +31,8 @@ class _Stream(keras.layers.Layer):
     optionally followed by an LSTM over sequences."""
 
     def __init__(self, spec: BehaviorSpec, hidden_units: int, num_layers: int, vis_encode_type: str,
-                 lstm_units: int, seed: int | None, activation: str = "swish", **kwargs: Any) -> None:
+                 lstm_units: int, seed: int | None, activation: str = "swish",
+                 initializer: str = "variance_scaling", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.visual = [
             VisualEncoder(vis_encode_type, hidden_units, num_layers,
@@ -37,7 +40,8 @@ class _Stream(keras.layers.Layer):
             for j, _ in enumerate(spec.visual_observation_shapes)
         ]
         self.vector = (
-            VectorEncoder(hidden_units, num_layers, seed=seed, activation=activation, name="vector")
+            VectorEncoder(hidden_units, num_layers, seed=seed, activation=activation, initializer=initializer,
+                          name="vector")
             if spec.vector_observation_size else None
         )
         self.lstm_units = lstm_units
@@ -90,9 +94,13 @@ class ActorCritic(keras.Model):
         seed: int | None = None,
         activation: str = "swish",
         separate_value_network: bool | None = None,
+        initializer: str = "variance_scaling",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if initializer not in INITIALIZERS:
+            raise ModelConfigError(f"initializer must be one of {INITIALIZERS}, got '{initializer}'.")
+        self.initializer = initializer
         if activation not in ACTIVATIONS:
             raise ModelConfigError(f"activation must be one of {sorted(ACTIVATIONS)}, got '{activation}'.")
         self.activation = activation
@@ -137,25 +145,26 @@ class ActorCritic(keras.Model):
         self.separate_value_network = (not self.is_discrete) if separate_value_network is None else bool(separate_value_network)
         lstm_units = self.memory_size // 4 if self.separate_value_network else self.memory_size // 2
         self.body = _Stream(spec, hidden_units, num_layers, vis_encode_type, lstm_units, seed_of(1), activation,
-                            name="main_graph_0")
+                            initializer, name="main_graph_0")
         self.value_body = (
             _Stream(spec, hidden_units, num_layers, vis_encode_type, lstm_units, seed_of(2), activation,
-                    name="main_graph_1")
+                    initializer, name="main_graph_1")
             if self.separate_value_network else None
         )
         if self.is_discrete:
             self.branch_logits = [
-                keras.layers.Dense(b, use_bias=False, kernel_initializer=hidden_initializer(seed_of(10 + k), 0.01),
+                keras.layers.Dense(b, use_bias=False, kernel_initializer=kernel_initializer(initializer, "action", seed_of(10 + k)),
                                    name=f"branch_{k}")
                 for k, b in enumerate(self.branches)
             ]
         else:
-            self.mu = keras.layers.Dense(spec.action_size, kernel_initializer=hidden_initializer(seed_of(3), 0.01),
+            self.mu = keras.layers.Dense(spec.action_size, kernel_initializer=kernel_initializer(initializer, "action", seed_of(3)),
                                          name="mu")
             self.log_sigma_sq = self.add_weight(name="log_sigma_squared", shape=(spec.action_size,),
                                                 initializer="zeros", trainable=True)
         self.value_heads = {
-            name: keras.layers.Dense(1, kernel_initializer=hidden_initializer(seed_of(20 + i)), name=f"{name}_value")
+            name: keras.layers.Dense(1, kernel_initializer=kernel_initializer(initializer, "value", seed_of(20 + i)),
+                                     name=f"{name}_value")
             for i, name in enumerate(self.stream_names)
         }
         self(self.dummy_inputs(1))

@@ -22,17 +22,36 @@ def get_activation(name: str) -> Any:
     return ACTIVATIONS[name]
 
 
+INITIALIZERS = ("variance_scaling", "orthogonal")
+_ORTHOGONAL_GAIN = {"hidden": 2.0**0.5, "action": 0.01, "value": 1.0}
+_VARIANCE_SCALE = {"hidden": 1.0, "action": 0.01, "value": 1.0}
+
+
 def hidden_initializer(seed: int | None, scale: float = 1.0) -> keras.initializers.Initializer:
     """TF1 ``variance_scaling_initializer(factor)`` ≈ fan-in truncated normal (behaviour.md §18)."""
     return keras.initializers.VarianceScaling(scale=scale, mode="fan_in", distribution="truncated_normal", seed=seed)
+
+
+def kernel_initializer(kind: str, role: str, seed: int | None) -> keras.initializers.Initializer:
+    """Kernel initializer for a ``role`` ("hidden", "action" or "value") layer.
+
+    ``variance_scaling`` is ML-Agents' choice; ``orthogonal`` is Stable-Baselines3's (gains
+    √2 for hidden layers, 0.01 for the action layer, 1 for value heads).
+    """
+    if kind == "orthogonal":
+        return keras.initializers.Orthogonal(gain=_ORTHOGONAL_GAIN[role], seed=seed)
+    if kind == "variance_scaling":
+        return hidden_initializer(seed, _VARIANCE_SCALE[role])
+    raise ValueError(f"initializer must be one of {INITIALIZERS}, got '{kind}'.")
 
 
 class VectorEncoder(keras.layers.Layer):
     """``num_layers`` dense layers of ``hidden_units`` (swish, as ML-Agents; values < 1 coerced to 1)."""
 
     def __init__(self, hidden_units: int, num_layers: int, seed: int | None = None, activation: str = "swish",
-                 **kwargs: Any) -> None:
+                 initializer: str = "variance_scaling", **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.initializer = initializer
         self.hidden_units = int(hidden_units)
         self.num_layers = max(int(num_layers), 1)
         self.seed = seed
@@ -41,7 +60,7 @@ class VectorEncoder(keras.layers.Layer):
             keras.layers.Dense(
                 self.hidden_units,
                 activation=get_activation(activation),
-                kernel_initializer=hidden_initializer(None if seed is None else seed + i),
+                kernel_initializer=kernel_initializer(initializer, "hidden", None if seed is None else seed + i),
                 name=f"hidden_{i}",
             )
             for i in range(self.num_layers)
@@ -54,7 +73,7 @@ class VectorEncoder(keras.layers.Layer):
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "hidden_units": self.hidden_units, "num_layers": self.num_layers,
-                "seed": self.seed, "activation": self.activation}
+                "seed": self.seed, "activation": self.activation, "initializer": self.initializer}
 
 
 def _conv(filters: int, kernel: int, stride: int, seed: int | None, padding: str = "valid", activation: Any = "elu", name: str | None = None) -> keras.layers.Conv2D:

@@ -55,6 +55,7 @@ class PPOTrainer(RLTrainer):
                 use_recurrent=self.use_recurrent, memory_size=int(p["memory_size"]), seed=self.seed,
                 activation=str(p.get("activation", "swish")),
                 separate_value_network=p.get("separate_value_network"),
+                initializer=str(p.get("initializer", "variance_scaling")),
                 name=f"actor_critic",
             )
         except ModelConfigError as e:
