@@ -74,6 +74,7 @@ class PPOLearner(keras.Model):
         self.optimizer.build(self.actor_critic.trainable_variables)
         self._fused: Optional[tf.types.experimental.GenericFunction] = None
         self.trace_seconds = 0.0
+        self._traced_shapes: set[tuple[int, ...]] = set()
         self._minibatch_fn: Optional[tf.types.experimental.GenericFunction] = None
 
     def batch_signature(self) -> dict[str, tf.TensorSpec]:
@@ -152,8 +153,9 @@ class PPOLearner(keras.Model):
                 i += 1
             return totals
 
-        signature = {k: tf.TensorSpec([None, *spec.shape], spec.dtype, name=k) for k, spec in self.batch_signature().items()}
-        return tf.function(fused, input_signature=[signature], jit_compile=self.use_xla)
+        # No input signature: static shapes compile to faster code (~10% here), and the stacked
+        # shape only changes with the number of mini-batches, so there are few traces.
+        return tf.function(fused, jit_compile=self.use_xla)
 
     def _plan_rows(self, n_rows: int, num_epoch: int, batch_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         """Row indices ``[E·B, spb·L]`` and sequence starts ``[E·B, spb]`` of every mini-batch."""
@@ -179,24 +181,24 @@ class PPOLearner(keras.Model):
         exceed ``MAX_STACKED_BYTES`` (large images) run in several calls, whole epochs each.
         ``buffer['memory']`` holds every row's memory (the start of each sequence is used).
         """
-        first = self._fused is None
-        if first:
+        if self._fused is None:
             self._fused = self._build_fused()
         arrays = self._arrays(buffer)
         rows, starts = self._plan_rows(len(arrays["advantages"]), num_epoch, batch_size, seed)
         row_bytes = sum(v[:1].nbytes for k, v in arrays.items() if k != "memory") * rows.shape[1]
         per_call = max(1, min(rows.shape[0], MAX_STACKED_BYTES // max(row_bytes, 1)))
-        start = time.perf_counter()
         totals = {k: 0.0 for k in METRIC_NAMES}
         for lo in range(0, rows.shape[0], per_call):
             r, st = rows[lo : lo + per_call], starts[lo : lo + per_call]
             stacked = {k: (v[st] if k == "memory" else v[r]) for k, v in arrays.items()}
+            first = r.shape not in self._traced_shapes
+            start = time.perf_counter()
             out = self._fused(stacked)
             for k in METRIC_NAMES:
                 totals[k] += float(out[k])
             if first:
+                self._traced_shapes.add(r.shape)
                 self.trace_seconds += time.perf_counter() - start
-                first = False
         return {k: v / rows.shape[0] for k, v in totals.items()}
 
     def minibatch_update(self, buffer: Mapping[str, np.ndarray], num_epoch: int, batch_size: int, seed: int) -> dict[str, float]:
