@@ -377,3 +377,28 @@ def test_simple_env_manager_needs_policy_and_resets_on_global_done() -> None:
     assert GlobalDoneEnv.resets == 2
     assert info.current_all_brain_info["Simple1D"].rewards[0] == 0.0
     assert info.brain_name_to_action_info is not None
+
+
+def test_simple_env_manager_catches_nan_and_bad_shapes_where_they_enter() -> None:
+    from kerasrl.envs import BehaviorSpec, Environment, EnvironmentException, SimpleEnvManager, StepResult
+
+    class Broken(Environment):
+        def __init__(self, obs: np.ndarray, reward: float) -> None:
+            self.obs, self.reward = obs, reward
+
+        @property
+        def behavior_specs(self):
+            return {"B": BehaviorSpec(((2,),), "discrete", (2,))}
+
+        def reset(self, config=None):
+            return {"B": StepResult([0], [self.obs], [self.reward], [False], [False])}
+
+        def step(self, actions):
+            return self.reset()
+
+    with pytest.raises(EnvironmentException, match="Observation 0 of behavior 'B' contains NaN"):
+        SimpleEnvManager(Broken(np.array([[np.nan, 0.0]], np.float32), 0.0)).reset()
+    with pytest.raises(EnvironmentException, match="Rewards of behavior 'B' contain NaN or inf"):
+        SimpleEnvManager(Broken(np.zeros((1, 2), np.float32), float("inf"))).reset()
+    with pytest.raises(EnvironmentException, match=r"Observation 0 of behavior 'B' has shape \(3,\)"):
+        SimpleEnvManager(Broken(np.zeros((1, 3), np.float32), 0.0)).reset()

@@ -6,7 +6,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Protocol
 
 import numpy as np
 
-from kerasrl.envs.base import BehaviorSpec, Environment, StepResult
+from kerasrl.envs.base import BehaviorSpec, Environment, EnvironmentException, StepResult
 from kerasrl.timers import hierarchical_timer
 
 
@@ -72,9 +72,10 @@ class EnvManager(abc.ABC):
 class SimpleEnvManager(EnvManager):
     """Synchronous manager of a single environment in this process."""
 
-    def __init__(self, env: Environment) -> None:
+    def __init__(self, env: Environment, validate: bool = True) -> None:
         super().__init__()
         self.env = env
+        self.validate = validate
         self.previous_step: StepInfo = StepInfo(None, {}, None)
 
     def step(self) -> list[StepInfo]:
@@ -91,11 +92,24 @@ class SimpleEnvManager(EnvManager):
         else:
             with hierarchical_timer("env.step"):
                 new_info = self.env.step({name: info.action for name, info in action_infos.items()})
+        self._validate(new_info)
         self.previous_step = StepInfo(current, new_info, action_infos)
         return [self.previous_step]
 
+    def _validate(self, info: Mapping[str, StepResult]) -> None:
+        """Shapes against the specs, NaN/inf in observations and rewards: caught where they enter."""
+        if not self.validate:
+            return
+        specs = self.env.behavior_specs
+        for name, result in info.items():
+            spec = specs.get(name)
+            if spec is None:
+                raise EnvironmentException(f"The environment returned a step for unknown behavior '{name}'.")
+            result.validate(spec, name)
+
     def reset(self, config: Optional[Mapping[str, float]] = None, train_mode: bool = True) -> list[StepInfo]:
         info = self.env.reset(config)
+        self._validate(info)
         self.previous_step = StepInfo(None, info, None)
         return [self.previous_step]
 
