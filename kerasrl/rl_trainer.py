@@ -108,10 +108,12 @@ class RLTrainer(Trainer):
         outputs = take_action_outputs
         stats = self.stats
         if "entropy" in outputs:
-            stats["Policy/Entropy"].append(float(outputs["entropy"].mean()))
+            entropy = outputs["entropy"]
+            n = entropy.shape[0] or 1
+            stats["Policy/Entropy"].append(float(np.add.reduce(entropy)) / n)
             stats["Policy/Learning Rate"].append(float(outputs.get("learning_rate", 0.0)))
             for name, signal in self.reward_signals.items():
-                stats[signal.value_name].append(float(outputs[f"value_{name}"].mean()))
+                stats[signal.value_name].append(float(np.add.reduce(outputs[f"value_{name}"])) / n)
         for src, rows, outs, next_rows in self._match(curr, nxt, outputs):
             ids = nxt.agent_ids[next_rows]
             if len(ids) == 0:

@@ -141,3 +141,8 @@ def test_normalizer_clips_and_inference_does_not_update():
     np.testing.assert_array_equal(norm.running_mean.numpy(), before)
     with pytest.raises(ValueError, match="NaN"):
         norm.update(np.array([[np.nan]]))
+
+
+def test_epsilon_end_is_configurable():
+    assert ppo_schedules(1e-3, 0.2, 0.0, step=50, max_steps=100, epsilon_end=0.0)["epsilon"] == pytest.approx(0.1)
+    assert ppo_schedules(1e-3, 0.2, 0.0, step=100, max_steps=100, epsilon_end=0.0)["epsilon"] == 0.0

@@ -5,15 +5,19 @@ import numpy as np
 
 
 def discount_rewards(r: np.ndarray, gamma: float = 0.99, value_next: float = 0.0) -> np.ndarray:
-    """``out[t] = r[t] + γ · out[t+1]`` with ``out[T] = value_next``."""
-    r = np.asarray(r, dtype=np.float32).reshape(-1)
-    out = np.empty_like(r)
-    running = np.float32(value_next)
-    g = np.float32(gamma)
-    for t in range(r.shape[0] - 1, -1, -1):
-        running = running * g + r[t]
+    """``out[t] = r[t] + γ · out[t+1]`` with ``out[T] = value_next``.
+
+    The recurrence runs on Python floats (a trajectory is at most ``time_horizon`` long), which
+    is several times faster than indexing numpy scalars; the result is float32.
+    """
+    values = np.asarray(r, dtype=np.float64).reshape(-1).tolist()
+    running = float(value_next)
+    g = float(gamma)
+    out = [0.0] * len(values)
+    for t in range(len(values) - 1, -1, -1):
+        running = running * g + values[t]
         out[t] = running
-    return out
+    return np.asarray(out, dtype=np.float32)
 
 
 def get_gae(

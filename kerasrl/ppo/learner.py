@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.ppo.loss import global_count, ppo_loss
-from kerasrl.ppo.schedules import ppo_schedules
+from kerasrl.ppo.schedules import EPSILON_END, ppo_schedules
 
 METRIC_NAMES = ("loss", "policy_loss", "value_loss", "entropy")
 
@@ -57,9 +57,11 @@ class PPOLearner(keras.Model):
         jit_compile: bool = False,
         clip_value_loss: bool = True,
         max_grad_norm: Optional[float] = None,
+        epsilon_end: float = EPSILON_END,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.epsilon_end = float(epsilon_end)
         self.clip_value_loss = bool(clip_value_loss)
         self.max_grad_norm = None if max_grad_norm is None else float(max_grad_norm)
         self.actor_critic = actor_critic
@@ -94,7 +96,8 @@ class PPOLearner(keras.Model):
 
     def set_schedules(self, step: float) -> dict[str, float]:
         """Set learning rate, epsilon and beta for the policy's current ``step``."""
-        values = ppo_schedules(self.initial["learning_rate"], self.initial["epsilon"], self.initial["beta"], step, self.max_steps)
+        values = ppo_schedules(self.initial["learning_rate"], self.initial["epsilon"], self.initial["beta"], step,
+                               self.max_steps, self.epsilon_end)
         self.optimizer.learning_rate.assign(values["learning_rate"])
         self.clip_epsilon.assign(values["epsilon"])
         self.beta.assign(values["beta"])

@@ -14,10 +14,14 @@ def linear_decay(initial: float, end: float, step: float, max_steps: float) -> f
     return (float(initial) - float(end)) * frac + float(end)
 
 
-def ppo_schedules(learning_rate: float, epsilon: float, beta: float, step: float, max_steps: float) -> dict[str, float]:
-    """Current learning rate, clip epsilon and entropy coefficient at ``step``."""
+def ppo_schedules(learning_rate: float, epsilon: float, beta: float, step: float, max_steps: float,
+                  epsilon_end: float = EPSILON_END) -> dict[str, float]:
+    """Current learning rate, clip epsilon and entropy coefficient at ``step``.
+
+    ``epsilon_end`` is ML-Agents' 0.1 by default; RL-Zoo configs decay the clip range to 0.
+    """
     return {
         "learning_rate": linear_decay(learning_rate, LR_END, step, max_steps),
-        "epsilon": linear_decay(epsilon, EPSILON_END, step, max_steps),
+        "epsilon": linear_decay(epsilon, epsilon_end, step, max_steps),
         "beta": linear_decay(beta, BETA_END, step, max_steps),
     }

@@ -14,6 +14,7 @@ from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
 from kerasrl.ppo.gae import get_gae
 from kerasrl.ppo.learner import PPOLearner
 from kerasrl.ppo.policy import PPOPolicy
+from kerasrl.ppo.schedules import EPSILON_END
 from kerasrl.rl_trainer import RLTrainer
 from kerasrl.timers import hierarchical_timer
 
@@ -66,6 +67,7 @@ class PPOTrainer(RLTrainer):
             jit_compile=bool(p.get("jit_compile", False)),
             clip_value_loss=bool(p.get("clip_value_loss", True)),
             max_grad_norm=None if p.get("max_grad_norm") is None else float(p["max_grad_norm"]),
+            epsilon_end=float(p.get("epsilon_end", EPSILON_END)),
         )
         self._policy = PPOPolicy(spec, model, seed=self.seed, inference=str(p.get("inference", "auto")))
         self._policy.learning_rate = self.learner.set_schedules(0)["learning_rate"]
@@ -170,8 +172,12 @@ class PPOTrainer(RLTrainer):
             agent[f"{name}_returns"].set(ret)
             advantages.append(adv)
             returns.append(ret)
-        agent["advantages"].set(np.mean(advantages, axis=0).astype(np.float32))
-        agent["discounted_returns"].set(np.mean(returns, axis=0).astype(np.float32))
+        if len(advantages) == 1:
+            agent["advantages"].set(advantages[0])
+            agent["discounted_returns"].set(returns[0])
+        else:
+            agent["advantages"].set(np.mean(advantages, axis=0).astype(np.float32))
+            agent["discounted_returns"].set(np.mean(returns, axis=0).astype(np.float32))
         if self.policy.model.normalizer is not None and "vector_obs" in agent:
             self.policy.update_normalization(agent["vector_obs"].get_batch())
         self.training_buffer.append_update_buffer(agent_id, batch_size=None, training_length=self.sequence_length)
