@@ -68,7 +68,8 @@ def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> a
     p.add_argument("--save-freq", type=int, default=50000, help="checkpoint every n trainer steps")
     p.add_argument("--keep-checkpoints", type=int, default=5, help="checkpoints kept")
     p.add_argument("--resume", "--load", dest="load", action="store_true", help="continue from the latest checkpoint")
-    p.add_argument("--inference", action="store_true", help="run the policy without training")
+    p.add_argument("--inference", action="store_true",
+                   help="run the policy without training (for --steps steps, else until Ctrl-C)")
     p.add_argument("--progress-every", type=int, default=10000, help="print progress every n environment steps")
     p.add_argument("--tf-threads", type=int, default=1,
                    help="TensorFlow intra-op threads (1 is fastest for small MLPs; 0 = TensorFlow's default)")
@@ -94,6 +95,7 @@ def run_training(args: argparse.Namespace, default_config: Optional[str] = None)
     seed = args.seed if args.seed >= 0 else random.randrange(10000)
     env = make_env(args.env, args.num_envs, seed)
     n_agents = int(getattr(env, "num_envs", 1))
+    max_steps = None
     if args.steps is not None:
         if args.steps < 1:
             raise TrainerError(f"--steps must be >= 1, got {args.steps}.")
@@ -115,7 +117,10 @@ def run_training(args: argparse.Namespace, default_config: Optional[str] = None)
 
     def summary() -> dict[str, float]:
         wall = time.perf_counter() - train_start
-        steps = sum(t.get_step - first_step[n] for n, t in trainers.items()) * n_agents
+        if args.inference:
+            steps = tc.global_step * n_agents
+        else:
+            steps = sum(t.get_step - first_step[n] for n, t in trainers.items()) * n_agents
         returns = [r for t in trainers.values() for r in t.recent_returns]
         return {
             "steps": float(steps),
@@ -130,7 +135,8 @@ def run_training(args: argparse.Namespace, default_config: Optional[str] = None)
               flush=True)
 
     tc = TrainerController(trainers, model_path, summaries, f"{args.run_id}-0", args.save_freq, train=not args.inference,
-                           training_seed=seed, progress=progress, progress_freq=progress_freq)
+                           training_seed=seed, progress=progress, progress_freq=progress_freq,
+                           inference_steps=max_steps if args.inference and args.steps is not None else None)
     print(f"kerasrl: PPO on {args.env} x{n_agents}, seed {seed}, results in {run_dir} "
           f"(set-up {train_start - start:.1f} s)", flush=True)
     tc.start_learning(manager)

@@ -34,6 +34,7 @@ class TrainerController:
         resampling_interval: Optional[int] = None,
         progress: Optional[Callable[["TrainerController"], None]] = None,
         progress_freq: int = 0,
+        inference_steps: Optional[int] = None,
     ) -> None:
         self.trainers = trainers
         self.model_path = model_path
@@ -48,6 +49,7 @@ class TrainerController:
         self.resampling_interval = resampling_interval
         self.progress = progress
         self.progress_freq = int(progress_freq)
+        self.inference_steps = inference_steps
         self.trainer_metrics: dict[str, Any] = {}
         self.global_step = 0
         self.interrupted = False
@@ -100,7 +102,11 @@ class TrainerController:
                     trainer.reward_buffer.clear()
 
     def _should_continue(self) -> bool:
-        return any(t.get_step <= t.get_max_steps for t in self.trainers.values()) or not self.train_model
+        """Train until every trainer passes ``max_steps``; without training, run ``inference_steps``
+        steps (forever when None, as ML-Agents does)."""
+        if not self.train_model:
+            return self.inference_steps is None or self.global_step < self.inference_steps
+        return any(t.get_step <= t.get_max_steps for t in self.trainers.values())
 
     @timed
     def advance(self, env: EnvManager) -> int:

@@ -30,6 +30,10 @@ def test_cli_trains_builtin_env_and_resumes(tmp_path, capsys):
     m = FINAL.search(capsys.readouterr().out)
     assert int(m.group(1)) == 200  # 301 → 501
     assert (models / "model-501.index").exists()
+    assert main(base + ["--steps", "50", "--resume", "--inference"]) == 0
+    m = FINAL.search(capsys.readouterr().out)
+    assert int(m.group(1)) == 50
+    assert sorted(p.name for p in models.glob("model-*.index"))[-1] == "model-501.index"  # nothing new saved
 
 
 def test_cli_errors_name_the_problem(tmp_path, capsys):
