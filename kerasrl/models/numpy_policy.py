@@ -9,9 +9,10 @@ same actions, to float32 round-off); recurrent and visual policies keep the comp
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
+import tensorflow as tf
 
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.distributions import EPSILON
@@ -54,6 +55,7 @@ class NumpyActorCritic:
         self.branches = list(model.branches)
         self.stream_names = list(model.stream_names)
         self.activation = _ACTIVATIONS[model.activation]
+        self._read_weights: Any = None
         self.refresh()
 
     @staticmethod
@@ -67,9 +69,16 @@ class NumpyActorCritic:
         both networks cost one matmul per layer (numpy's per-call overhead dominates here).
         """
         m = self.model
+        if self._read_weights is None:
+            variables = list(m.weights)
+            self._index = {id(v): i for i, v in enumerate(variables)}
+            # One compiled read of every weight instead of one eager read per variable.
+            self._read_weights = tf.function(lambda: [tf.convert_to_tensor(v.value) for v in variables])
+        values = [t.numpy() for t in self._read_weights()]
 
         def dense(layer: object) -> list[np.ndarray]:
-            return [w.numpy().astype(np.float32) for w in layer.weights]  # type: ignore[attr-defined]
+            return [values[self._index[id(w)]].astype(np.float32, copy=False)
+                    for w in layer.weights]  # type: ignore[attr-defined]
 
         self.norm = None
         if m.normalizer is not None:
@@ -84,7 +93,7 @@ class NumpyActorCritic:
             action_bias = np.zeros(action_kernel.shape[1], np.float32)
         else:
             action_kernel, action_bias = dense(m.mu)
-            self.log_sigma_sq = m.log_sigma_sq.numpy().astype(np.float32)
+            self.log_sigma_sq = values[self._index[id(m.log_sigma_sq)]].astype(np.float32)
             self.sigma = np.exp(np.float32(0.5) * self.log_sigma_sq)
             self.inv_var = np.exp(-self.log_sigma_sq)
             self.entropy_value = np.float32(0.5) * np.mean(_LOG_2PIE + self.log_sigma_sq, dtype=np.float32)

@@ -75,6 +75,8 @@ class PPOLearner(keras.Model):
         self.compile(optimizer=keras.optimizers.Adam(learning_rate=learning_rate), jit_compile=self.use_xla)
         self.optimizer.build(self.actor_critic.trainable_variables)
         self._fused: Optional[tf.types.experimental.GenericFunction] = None
+        self._assign_schedules: Optional[tf.types.experimental.GenericFunction] = None
+        self._schedule_values = np.array([learning_rate, epsilon, beta], np.float32)
         self.trace_seconds = 0.0
         self._traced_shapes: set[tuple[int, ...]] = set()
         self._minibatch_fn: Optional[tf.types.experimental.GenericFunction] = None
@@ -94,14 +96,27 @@ class PPOLearner(keras.Model):
             sig[f"{name}_value_estimates"] = tf.TensorSpec([None], tf.float32, name=f"{name}_value_estimates")
         return sig
 
-    def set_schedules(self, step: float) -> dict[str, float]:
-        """Set learning rate, epsilon and beta for the policy's current ``step``."""
+    def set_schedules(self, step: float, apply: bool = True) -> dict[str, float]:
+        """Learning rate, epsilon and beta for the policy's current ``step``.
+
+        With ``apply=False`` the values are only remembered: ``fused_update`` assigns them inside
+        its compiled call, which saves a separate call per update.
+        """
         values = ppo_schedules(self.initial["learning_rate"], self.initial["epsilon"], self.initial["beta"], step,
                                self.max_steps, self.epsilon_end)
-        self.optimizer.learning_rate.assign(values["learning_rate"])
-        self.clip_epsilon.assign(values["epsilon"])
-        self.beta.assign(values["beta"])
+        self._schedule_values = np.array(
+            [values["learning_rate"], values["epsilon"], values["beta"]], np.float32
+        )
+        if apply:
+            if self._assign_schedules is None:
+                self._assign_schedules = tf.function(self._assign, input_signature=[tf.TensorSpec([3], tf.float32)])
+            self._assign_schedules(self._schedule_values)
         return values
+
+    def _assign(self, values: tf.Tensor) -> None:
+        self.optimizer.learning_rate.assign(values[0])
+        self.clip_epsilon.assign(values[1])
+        self.beta.assign(values[2])
 
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool = False) -> dict[str, Any]:
         return self.actor_critic(inputs)
@@ -144,7 +159,8 @@ class PPOLearner(keras.Model):
     def _build_fused(self) -> tf.types.experimental.GenericFunction:
         names = list(self.batch_signature())
 
-        def fused(stacked: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        def fused(stacked: dict[str, tf.Tensor], schedules: tf.Tensor) -> dict[str, tf.Tensor]:
+            self._assign(schedules)
             # ``while`` rather than ``for … in tf.range``: autograph gives the latter a
             # ``maximum_iterations``, which XLA must know at compile time.
             n = tf.shape(stacked["advantages"])[0]
@@ -196,7 +212,7 @@ class PPOLearner(keras.Model):
             stacked = {k: (v[st] if k == "memory" else v[r]) for k, v in arrays.items()}
             first = r.shape not in self._traced_shapes
             start = time.perf_counter()
-            out = self._fused(stacked)
+            out = self._fused(stacked, self._schedule_values)
             for k in METRIC_NAMES:
                 totals[k] += float(out[k])
             if first:

@@ -221,7 +221,7 @@ class PPOTrainer(RLTrainer):
         if not np.isfinite(batch["advantages"]).all():
             raise UnityTrainerException(f"Brain {self.brain_name}: non-finite advantages in the update buffer.")
         self.cumulative_returns_since_policy_update.clear()
-        self.learner.set_schedules(self.get_step)
+        self.learner.set_schedules(self.get_step, apply=not self.fused)
         seed = self.seed * 100003 + self.update_count
         with hierarchical_timer("ppo.update"):
             if self.fused:
@@ -236,4 +236,4 @@ class PPOTrainer(RLTrainer):
         self.last_update_metrics = metrics
         self.training_buffer.reset_update_buffer()
         self._policy.refresh()
-        self._policy.learning_rate = float(self.learner.optimizer.learning_rate.numpy())
+        self._policy.learning_rate = float(self.learner._schedule_values[0])
