@@ -126,3 +126,31 @@ def test_same_seed_same_learning_curve(tmp_path):
     assert curves[0][0] == curves[1][0]
     for a, b in zip(curves[0][1], curves[1][1]):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("flush", [True, False])
+def test_flush_on_update_cuts_every_trajectory_for_the_update(tmp_path, flush):
+    from kerasrl.envs import GymnasiumEnv
+
+    config = {"default": dict(CONFIG["default"], flush_on_update=flush, time_horizon=1000, max_steps=150,
+                              buffer_size=100, hidden_units=8)}
+    manager = SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=4, seed=0))
+    trainers = initialize_trainers(config, manager.external_brains, str(tmp_path / "s"), "run", str(tmp_path / "m"),
+                                   keep_checkpoints=1, train_model=True, load_model=False, seed=0)
+    trainer = trainers["CartPole-v1"]
+    seen = []
+    original = trainer.update_policy
+
+    def spy():
+        seen.append((len(trainer.training_buffer.update_buffer["actions"]), sum(trainer.trajectory_lengths.values())))
+        original()
+
+    trainer.update_policy = spy
+    TrainerController(trainers, str(tmp_path / "m"), str(tmp_path / "s"), "run", save_freq=10**6,
+                      training_seed=0).start_learning(manager)
+    assert seen and all(rows > 100 for rows, _ in seen)
+    pending = [p for _, p in seen]
+    if flush:
+        assert pending == [0] * len(seen)  # everything collected is in the update, nothing waits
+    else:
+        assert any(p > 0 for p in pending)  # ML-Agents semantics: unfinished trajectories wait

@@ -43,6 +43,7 @@ class PPOTrainer(RLTrainer):
         self.time_horizon = int(p["time_horizon"])
         self.lambd = float(p["lambd"])
         self.fused = bool(p.get("fused_update", True))
+        self.flush_on_update = bool(p.get("flush_on_update", False))
         for key in ("batch_size", "buffer_size", "num_epoch", "time_horizon", "sequence_length"):
             if int(p[key]) < 1:
                 raise UnityTrainerException(f"The hyper-parameter {key} of brain {brain_name} must be >= 1, got {p[key]}.")
@@ -146,7 +147,13 @@ class PPOTrainer(RLTrainer):
         lengths = self.trajectory_lengths
         done = nxt.done
         ids = nxt.agent_ids.tolist()
-        ready = [j for j, a in enumerate(ids) if lengths.get(a, 0) > 0 and (done[j] or lengths[a] > self.time_horizon)]
+        if self.flush_on_update and self._update_buffer_length() + sum(lengths.values()) > self.buffer_size:
+            # Enough experience for an update: cut every trajectory now (bootstrapping from the
+            # current value), so the update sees all of it and none waits to be used stale.
+            ready = [j for j, a in enumerate(ids) if lengths.get(a, 0) > 0]
+        else:
+            ready = [j for j, a in enumerate(ids)
+                     if lengths.get(a, 0) > 0 and (done[j] or lengths[a] > self.time_horizon)]
         if not ready:
             return
         rows = np.asarray(ready, np.int64)
@@ -185,9 +192,12 @@ class PPOTrainer(RLTrainer):
         self.trajectory_lengths[agent_id] = 0
 
     # -- updates -----------------------------------------------------------------------
-    def is_ready_update(self) -> bool:
+    def _update_buffer_length(self) -> int:
         update = self.training_buffer.update_buffer
-        return "actions" in update and len(update["actions"]) > self.buffer_size
+        return len(update["actions"]) if "actions" in update else 0
+
+    def is_ready_update(self) -> bool:
+        return self._update_buffer_length() > self.buffer_size
 
     def learning_batch(self) -> dict[str, np.ndarray]:
         """The update buffer as the learner's field names, advantages normalised."""
