@@ -15,23 +15,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from kerasrl.cli import build_parser, run_training  # noqa: E402
-from kerasrl.exception import TrainerError  # noqa: E402
+from kerasrl.cli import build_parser, main  # noqa: E402
 
 DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "config", "cartpole_zoo.yaml")
 
-
-def main() -> int:
+if __name__ == "__main__":
     parser = build_parser(prog="train_ppo.py", config_required=False)
     parser.set_defaults(steps=100_000, seed=0, run_id="cartpole_ppo")
-    args = parser.parse_args()
-    try:
-        run_training(args, default_config=DEFAULT_CONFIG if args.env == "CartPole-v1" else None)
-    except TrainerError as e:
-        print(f"train_ppo.py: error: {e}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    env = parser.parse_known_args()[0].env
+    sys.exit(main(parser=parser, default_config=DEFAULT_CONFIG if env == "CartPole-v1" else None))

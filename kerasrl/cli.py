@@ -149,12 +149,15 @@ def run_training(args: argparse.Namespace, default_config: Optional[str] = None)
     return result
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.ArgumentParser] = None,
+         default_config: Optional[str] = None) -> int:
+    """Parse ``argv``, train, and turn a ``TrainerError`` into a one-line message and exit code 2."""
+    parser = parser or build_parser()
+    args = parser.parse_args(argv)
     try:
-        run_training(args)
+        run_training(args, default_config=default_config)
     except TrainerError as e:
-        print(f"kerasrl-learn: error: {e}", file=sys.stderr)
+        print(f"{parser.prog}: error: {e}", file=sys.stderr)
         return 2
     return 0
 

@@ -50,7 +50,6 @@ class TrainerController:
         self.progress = progress
         self.progress_freq = int(progress_freq)
         self.inference_steps = inference_steps
-        self.trainer_metrics: dict[str, Any] = {}
         self.global_step = 0
         self.interrupted = False
         self.training_start_time = time.time()

@@ -154,3 +154,15 @@ def test_flush_on_update_cuts_every_trajectory_for_the_update(tmp_path, flush):
         assert pending == [0] * len(seen)  # everything collected is in the update, nothing waits
     else:
         assert any(p > 0 for p in pending)  # ML-Agents semantics: unfinished trajectories wait
+
+
+def test_environment_reset_forgets_recurrent_memories(tmp_path):
+    config = {"default": dict(CONFIG["default"], use_recurrent=True, memory_size=8)}
+    tc, manager = build(tmp_path, config=config)
+    trainer = tc.trainers["Simple1D"]
+    manager.set_policy("Simple1D", trainer.policy)
+    first = manager.reset()[0].current_all_brain_info["Simple1D"]
+    trainer.policy.get_action(first)
+    assert trainer.policy._memories and np.abs(trainer.policy._memories[0]).sum() > 0
+    trainer.end_episode()
+    assert not trainer.policy._memories and not trainer.policy._prev_actions

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from kerasrl.envs.base import BehaviorSpec
@@ -271,6 +270,3 @@ class ActorCritic(keras.Model):
         if not self.is_discrete:
             entropy = tf.broadcast_to(entropy, tf.shape(log_prob))
         return log_prob, entropy, out["values"]
-
-    def initial_memory(self, n: int) -> np.ndarray:
-        return np.zeros((n, self.memory_size), np.float32)

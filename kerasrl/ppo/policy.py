@@ -66,10 +66,6 @@ class PPOPolicy:
         )
         self.trace_seconds = 0.0
 
-    @property
-    def sequence_length(self) -> int:
-        return 1
-
     def get_current_step(self) -> int:
         return self.step
 
@@ -167,5 +163,6 @@ class PPOPolicy:
                 self.numpy_model.norm = (*self.model.normalizer.numpy_stats(), self.numpy_model.norm[2])
 
     def forget_agents(self) -> None:
+        """Drop every agent's recurrent memory and previous action (an environment reset)."""
         self._memories.clear()
         self._prev_actions.clear()

@@ -191,6 +191,11 @@ class PPOTrainer(RLTrainer):
         agent.reset_agent()
         self.trajectory_lengths[agent_id] = 0
 
+    def end_episode(self) -> None:
+        """An environment reset: also start every agent's recurrent memory afresh."""
+        super().end_episode()
+        self._policy.forget_agents()
+
     # -- updates -----------------------------------------------------------------------
     def _update_buffer_length(self) -> int:
         update = self.training_buffer.update_buffer
