@@ -1,15 +1,16 @@
-"""Build script for kerasrl: the Python package plus the Cython buffer core."""
+"""Build script for kerasrl: the Python package plus its Cython cores (buffer; the kernels of the acting and trajectory loop)."""
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, find_packages, setup
 
 extensions = [
     Extension(
-        "kerasrl._buffer",
-        ["kerasrl/_buffer.pyx"],
+        f"kerasrl.{name}",
+        [f"kerasrl/{name}.pyx"],
         include_dirs=[np.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )
+    for name in ("_buffer", "_kernels")
 ]
 
 setup(
@@ -20,7 +21,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["kerasrl", "kerasrl.*"]),
-    package_data={"kerasrl": ["_buffer.pyx", "py.typed"]},
+    package_data={"kerasrl": ["_buffer.pyx", "_kernels.pyx", "py.typed"]},
     ext_modules=cythonize(
         extensions,
         compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},

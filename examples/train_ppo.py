@@ -1,6 +1,6 @@
 """The main job: PPO on CartPole-v1 (8 Gymnasium envs) with the RL-Zoo hyper-parameters.
 
-    python examples/train_ppo.py                      # 100k env steps, seed 0
+    python examples/train_ppo.py                      # 150k env steps, seed 0 (~10 s on 2 cores)
     python examples/train_ppo.py --env LunarLander-v3 --steps 500000 --config my.yaml
 
 The last line is machine-readable:
@@ -21,6 +21,8 @@ DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", 
 
 if __name__ == "__main__":
     parser = build_parser(prog="train_ppo.py", config_required=False)
-    parser.set_defaults(steps=100_000, seed=0, run_id="cartpole_ppo")
+    # The Zoo budget is 100k steps; like SB3's, about one seed in ten is still short of a rolling
+    # mean of 475 there, so the demo trains 150k steps (the schedules stretch to the budget).
+    parser.set_defaults(steps=150_000, seed=0, run_id="cartpole_ppo")
     env = parser.parse_known_args()[0].env
     sys.exit(main(parser=parser, default_config=DEFAULT_CONFIG if env == "CartPole-v1" else None))

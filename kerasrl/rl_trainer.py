@@ -19,6 +19,56 @@ from kerasrl.rewards import RewardSignal, create_reward_signal
 from kerasrl.trainer import Trainer
 
 
+class AgentTable:
+    """Per-agent counters (episode return per signal, episode length, trajectory length) as numpy
+    columns indexed by a dense slot per agent id, so one step updates every agent in a few array
+    operations. ``slots(ids)`` is cached for an unchanged id array (the common case)."""
+
+    def __init__(self, columns: list[str]) -> None:
+        self.slot_of: dict[int, int] = {}
+        self.columns: dict[str, np.ndarray] = {c: np.zeros(16, np.float64) for c in columns}
+        self._last_key: Optional[bytes] = None
+        self._last_slots = np.zeros(0, np.int64)
+
+    def slots(self, ids: np.ndarray) -> np.ndarray:
+        """Slot of every id of ``ids`` (int64 array), new ids getting new slots."""
+        key = ids.tobytes()
+        if key == self._last_key:
+            return self._last_slots
+        out = np.empty(len(ids), np.int64)
+        for i, a in enumerate(ids.tolist()):
+            slot = self.slot_of.get(a)
+            if slot is None:
+                slot = self.slot_of[a] = len(self.slot_of)
+            out[i] = slot
+        size = len(self.slot_of)
+        capacity = len(next(iter(self.columns.values())))
+        if size > capacity:
+            for name, col in self.columns.items():
+                grown = np.zeros(max(size, 2 * capacity), np.float64)
+                grown[:capacity] = col
+                self.columns[name] = grown
+        self._last_key, self._last_slots = key, out
+        return out
+
+    def get(self, column: str, agent_id: int) -> float:
+        slot = self.slot_of.get(int(agent_id))
+        return 0.0 if slot is None else float(self.columns[column][slot])
+
+    def set(self, column: str, agent_id: int, value: float) -> None:
+        slot = self.slot_of.get(int(agent_id))
+        if slot is not None:
+            self.columns[column][slot] = value
+
+    def as_dict(self, column: str) -> dict[int, float]:
+        col = self.columns[column]
+        return {a: float(col[s]) for a, s in self.slot_of.items()}
+
+    def clear(self) -> None:
+        for col in self.columns.values():
+            col[:] = 0.0
+
+
 class RLTrainer(Trainer):
     """Trainer with reward signals, per-agent episode statistics and an experience buffer."""
 
@@ -37,16 +87,32 @@ class RLTrainer(Trainer):
         self.reward_signals: dict[str, RewardSignal] = {
             name: create_reward_signal(name, dict(cfg or {})) for name, cfg in signals_cfg.items()
         }
-        self.collected_rewards: dict[str, dict[int, float]] = {"environment": {}}
-        for name in self.reward_signals:
-            self.collected_rewards[name] = {}
         self.training_buffer = Buffer()
-        self.episode_steps: dict[int, int] = {}
-        self.trajectory_lengths: dict[int, int] = {}
+        self.agents = AgentTable(["return_environment", *(f"return_{n}" for n in self.reward_signals),
+                                  "episode_steps", "trajectory_length"])
+        self._ones: dict[tuple[int, ...], np.ndarray] = {}
         self._pending: dict[int, tuple[StepResult, int, dict[str, Any]]] = {}
         self.recent_returns: deque[float] = deque(maxlen=100)
         self.episodes_completed = 0
         self.store_next_obs = any(s.needs_next_observations for s in self.reward_signals.values())
+
+    @property
+    def trajectory_lengths(self) -> dict[int, int]:
+        """Agent id → steps in its unfinished trajectory."""
+        return {a: int(v) for a, v in self.agents.as_dict("trajectory_length").items()}
+
+    @property
+    def episode_steps(self) -> dict[int, int]:
+        """Agent id → steps in its current episode."""
+        return {a: int(v) for a, v in self.agents.as_dict("episode_steps").items()}
+
+    def ones(self, *shape: int) -> np.ndarray:
+        """A shared read-only float32 array of ones (the buffer copies what it stores)."""
+        arr = self._ones.get(shape)
+        if arr is None:
+            arr = self._ones[shape] = np.ones(shape, np.float32)
+            arr.flags.writeable = False
+        return arr
 
     # -- experience collection -------------------------------------------------------------
     def _match(self, curr: StepResult, nxt: StepResult, outputs: dict[str, Any]) -> list[tuple[StepResult, Any, dict[str, Any], Any]]:
@@ -54,8 +120,9 @@ class RLTrainer(Trainer):
 
         Rows are a ``slice`` when every agent of an unchanged agent set continues (the common case).
         """
-        if len(curr) == len(nxt) and np.array_equal(curr.agent_ids, nxt.agent_ids):
-            if not curr.done.any():
+        a, b = curr.agent_ids, nxt.agent_ids
+        if a is b or a.tobytes() == b.tobytes():  # int64 arrays: equal bytes ⇔ equal ids
+            if not (curr.terminated.any() or curr.truncated.any()):
                 everyone = slice(None)
                 return [(curr, everyone, outputs, everyone)]
             rows = np.flatnonzero(~curr.done)
@@ -92,7 +159,7 @@ class RLTrainer(Trainer):
             for j, i in enumerate(spec.visual_observation_indices):
                 fields[f"next_visual_obs{j}"] = nobs[i]
         n = len(nxt.rewards[next_rows])
-        fields["masks"] = np.ones(n, np.float32)
+        fields["masks"] = self.ones(n)
         fields["done"] = nxt.done[next_rows].astype(np.float32)
         fields["terminated"] = nxt.terminated[next_rows].astype(np.float32)
         fields["truncated"] = nxt.truncated[next_rows].astype(np.float32)
@@ -114,26 +181,23 @@ class RLTrainer(Trainer):
             stats["Policy/Learning Rate"].append(float(outputs.get("learning_rate", 0.0)))
             for name, signal in self.reward_signals.items():
                 stats[signal.value_name].append(float(np.add.reduce(outputs[f"value_{name}"])) / n)
+        agents = self.agents
+        cols = agents.columns
+        all_slots = agents.slots(nxt.agent_ids)
         for src, rows, outs, next_rows in self._match(curr, nxt, outputs):
             ids = nxt.agent_ids[next_rows]
             if len(ids) == 0:
                 continue
+            slots = all_slots[next_rows]
             fields = self.experience_fields(src, rows, outs, nxt, next_rows)
-            id_list = ids.tolist()
             for name, signal in self.reward_signals.items():
                 result = signal.evaluate(src, nxt, next_rows)
                 fields[f"{name}_rewards"] = np.asarray(result.scaled_reward, np.float32)
                 fields[f"{name}_value_estimates"] = np.asarray(outs[f"value_{name}"], np.float32)[rows]
-                collected = self.collected_rewards[name]
-                for a, r in zip(id_list, result.scaled_reward.tolist()):
-                    collected[a] = collected.get(a, 0.0) + r
-            env = self.collected_rewards["environment"]
-            steps = self.episode_steps
-            lengths = self.trajectory_lengths
-            for a, r in zip(id_list, fields["environment_rewards"].tolist()):
-                env[a] = env.get(a, 0.0) + r
-                steps[a] = steps.get(a, 0) + 1
-                lengths[a] = lengths.get(a, 0) + 1
+                cols[f"return_{name}"][slots] += result.scaled_reward
+            cols["return_environment"][slots] += fields["environment_rewards"]
+            cols["episode_steps"][slots] += 1.0
+            cols["trajectory_length"][slots] += 1.0
             self.training_buffer.append_batch(ids, fields, padding_values=self.padding_values)
 
     padding_values: dict[str, float] = {"action_mask": 1.0}
@@ -142,25 +206,20 @@ class RLTrainer(Trainer):
         """An environment reset: drop unfinished trajectories and episode statistics."""
         self.training_buffer.reset_local_buffers()
         self._pending.clear()
-        self.trajectory_lengths.clear()
-        for agent_id in list(self.episode_steps):
-            self.episode_steps[agent_id] = 0
-        for rewards in self.collected_rewards.values():
-            for agent_id in list(rewards):
-                rewards[agent_id] = 0.0
+        self.agents.clear()
 
     def record_episode_end(self, agent_id: int) -> None:
         """Move an agent's finished-episode statistics into ``stats`` and the reward buffer."""
-        self.stats["Environment/Episode Length"].append(float(self.episode_steps.get(agent_id, 0)))
-        self.episode_steps[agent_id] = 0
-        for name, rewards in self.collected_rewards.items():
-            value = float(rewards.get(agent_id, 0.0))
-            if name == "environment":
-                self.cumulative_returns_since_policy_update.append(value)
-                self.stats["Environment/Cumulative Reward"].append(value)
-                self.reward_buffer.appendleft(value)
-                self.recent_returns.append(value)
-                self.episodes_completed += 1
-            else:
-                self.stats[self.reward_signals[name].stat_name].append(value)
-            rewards[agent_id] = 0.0
+        agents = self.agents
+        self.stats["Environment/Episode Length"].append(agents.get("episode_steps", agent_id))
+        agents.set("episode_steps", agent_id, 0.0)
+        value = agents.get("return_environment", agent_id)
+        agents.set("return_environment", agent_id, 0.0)
+        self.cumulative_returns_since_policy_update.append(value)
+        self.stats["Environment/Cumulative Reward"].append(value)
+        self.reward_buffer.appendleft(value)
+        self.recent_returns.append(value)
+        self.episodes_completed += 1
+        for name, signal in self.reward_signals.items():
+            self.stats[signal.stat_name].append(agents.get(f"return_{name}", agent_id))
+            agents.set(f"return_{name}", agent_id, 0.0)

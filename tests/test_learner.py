@@ -48,6 +48,10 @@ def test_fused_and_minibatch_drivers_agree(spec, recurrent):
     for wa, wb in zip(a.actor_critic.trainable_weights, b.actor_critic.trainable_weights):
         np.testing.assert_allclose(wa.numpy(), wb.numpy(), rtol=1e-4, atol=1e-5)
     assert int(a.optimizer.iterations.numpy()) == int(b.optimizer.iterations.numpy()) == 9
+    # The fused call hands back the new weights (for the numpy policy) exactly as the variables hold them.
+    assert a.latest_weights is not None and b.latest_weights is None
+    for w, v in zip(a.latest_weights, a.actor_critic.trainable_variables):
+        np.testing.assert_array_equal(w, v.numpy())
     changed = any(not np.allclose(w.numpy(), w0) for w, w0 in zip(a.actor_critic.trainable_weights,
                                                                     [x.numpy() for x in make_learner(spec, recurrent).actor_critic.trainable_weights]))
     assert changed

@@ -102,3 +102,44 @@ def test_refresh_picks_up_new_weights():
     np.testing.assert_array_equal(mirror.values(x)["value_extrinsic"], before)
     mirror.refresh()
     np.testing.assert_allclose(mirror.values(x)["value_extrinsic"], before + 1.0, rtol=1e-5)
+    # Weights handed in (as the fused update returns them) are used instead of a read.
+    given = [v.numpy() for v in model.trainable_variables]
+    given[[id(v) for v in model.trainable_variables].index(id(head.weights[1]))] += 2.0
+    mirror.refresh(given)
+    np.testing.assert_allclose(mirror.values(x)["value_extrinsic"], before + 3.0, rtol=1e-5)
+    with pytest.raises(ValueError, match="trainable_variables"):
+        mirror.refresh(given[:-1])
+
+
+def test_sampling_kernel_matches_masked_categorical_distribution():
+    """The Cython kernel gives the TF distribution's actions, log-probs and entropy (3 branches, masks)."""
+    from kerasrl._kernels import sample_masked_categorical
+    from kerasrl.models.distributions import EPSILON, MaskedMultiCategorical
+
+    rng = np.random.default_rng(3)
+    branches = [3, 1, 5]
+    n = 64
+    logits = (rng.normal(size=(n, sum(branches))) * 3).astype(np.float32)
+    masks = (rng.random((n, sum(branches))) < 0.6).astype(np.float32)
+    start = 0
+    for b in branches:
+        masks[np.arange(n), start + rng.integers(0, b, n)] = 1.0
+        start += b
+    noise = np.maximum(rng.random((n, len(branches)), dtype=np.float32), np.float32(1e-7))
+    actions = np.empty((n, len(branches)), np.int32)
+    log_probs = np.empty((n, len(branches)), np.float32)
+    entropy = np.empty(n, np.float32)
+    sample_masked_categorical(logits, masks, noise, np.asarray(branches, np.int64), np.float32(EPSILON),
+                              actions, log_probs, entropy)
+    dist = MaskedMultiCategorical(tf.constant(logits), tf.constant(masks), branches)
+    np.testing.assert_array_equal(actions, dist.sample(tf.constant(noise)).numpy())
+    np.testing.assert_allclose(log_probs, dist.branch_log_prob(actions).numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(entropy, dist.entropy().numpy(), rtol=1e-5, atol=1e-5)
+    offsets = np.cumsum([0] + branches[:-1])
+    assert (masks[np.arange(n)[:, None], offsets[None, :] + actions] == 1).all()
+    with pytest.raises(ValueError, match="columns"):
+        sample_masked_categorical(logits[:, :-1].copy(), masks[:, :-1].copy(), noise, np.asarray(branches, np.int64),
+                                  np.float32(EPSILON), actions, log_probs, entropy)
+    with pytest.raises(ValueError, match="output arrays"):
+        sample_masked_categorical(logits, masks, noise, np.asarray(branches, np.int64), np.float32(EPSILON),
+                                  actions[:-1].copy(), log_probs, entropy)

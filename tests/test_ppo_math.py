@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from kerasrl.models.distributions import EPSILON, ClippedGaussian, MaskedMultiCategorical
 from kerasrl.models.normalizer import Normalizer
-from kerasrl.ppo.gae import discount_rewards, get_gae
+from kerasrl.ppo.gae import discount_rewards, gae_and_returns, get_gae
 from kerasrl.ppo.schedules import BETA_END, EPSILON_END, LR_END, linear_decay, ppo_schedules
 
 
@@ -35,6 +35,21 @@ def test_gae_lambda_one_equals_returns_minus_values():
     r, v = rng.normal(size=20), rng.normal(size=20)
     adv = get_gae(r, v, value_next=0.7, gamma=0.97, lambd=1.0)
     np.testing.assert_allclose(adv, discount_rewards(r, 0.97, 0.7) - v, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n", [0, 1, 33])
+def test_gae_kernel_matches_numpy_deltas_and_float64_recurrence(n):
+    """The Cython kernel: float32 TD errors, γλ recurrence in float64, returns = advantages + values."""
+    rng = np.random.default_rng(n)
+    r = rng.normal(size=n).astype(np.float32)
+    v = rng.normal(size=n).astype(np.float32)
+    gamma, lam, v_next = 0.98, 0.8, 0.37
+    deltas = r + np.float32(gamma) * np.append(v[1:], np.float32(v_next)) - v
+    expected = discount_rewards(deltas, gamma * lam, 0.0)
+    adv, ret = gae_and_returns(r, v, v_next, gamma, lam)
+    assert adv.dtype == ret.dtype == np.float32 and adv.shape == ret.shape == (n,)
+    np.testing.assert_array_equal(adv, expected)
+    np.testing.assert_array_equal(ret, adv + v)
 
 
 def test_gae_rejects_length_mismatch():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import abc
 import enum
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
@@ -67,42 +68,42 @@ class BehaviorSpec:
                 f"A continuous action shape must be (size,), got {self.action_shape}."
             )
 
-    @property
+    @cached_property
     def is_discrete(self) -> bool:
         return self.action_type == ActionType.DISCRETE
 
-    @property
+    @cached_property
     def is_continuous(self) -> bool:
         return self.action_type == ActionType.CONTINUOUS
 
-    @property
+    @cached_property
     def discrete_branches(self) -> tuple[int, ...]:
         """Branch sizes (discrete only; empty for continuous)."""
         return self.action_shape if self.is_discrete else ()
 
-    @property
+    @cached_property
     def action_size(self) -> int:
         """Columns of the action array sent to the env: branches (discrete) or dims (continuous)."""
         return len(self.action_shape) if self.is_discrete else self.action_shape[0]
 
-    @property
+    @cached_property
     def action_mask_size(self) -> int:
         """Width of the action-mask array: the sum of the branch sizes (0 for continuous)."""
         return int(sum(self.action_shape)) if self.is_discrete else 0
 
-    @property
+    @cached_property
     def vector_observation_size(self) -> int:
         return int(sum(s[0] for s in self.observation_shapes if len(s) == 1))
 
-    @property
+    @cached_property
     def vector_observation_indices(self) -> list[int]:
         return [i for i, s in enumerate(self.observation_shapes) if len(s) == 1]
 
-    @property
+    @cached_property
     def visual_observation_shapes(self) -> list[tuple[int, int, int]]:
         return [s for s in self.observation_shapes if len(s) == 3]  # type: ignore[misc]
 
-    @property
+    @cached_property
     def visual_observation_indices(self) -> list[int]:
         return [i for i, s in enumerate(self.observation_shapes) if len(s) == 3]
 
@@ -207,6 +208,10 @@ class Environment(abc.ABC):
     *previous* result of that behavior: int32 ``[n, branches]`` for discrete actions,
     float32 ``[n, size]`` for continuous ones.
     """
+
+    #: True when the environment itself checks what it returns against its specs (shapes,
+    #: NaN/inf), so that env managers need not check every step again.
+    validates_results: bool = False
 
     @property
     @abc.abstractmethod

@@ -72,10 +72,11 @@ class EnvManager(abc.ABC):
 class SimpleEnvManager(EnvManager):
     """Synchronous manager of a single environment in this process."""
 
-    def __init__(self, env: Environment, validate: bool = True) -> None:
+    def __init__(self, env: Environment, validate: Optional[bool] = None) -> None:
         super().__init__()
         self.env = env
-        self.validate = validate
+        # By default every step is checked unless the environment checks its own results.
+        self.validate = (not getattr(env, "validates_results", False)) if validate is None else bool(validate)
         self.previous_step: StepInfo = StepInfo(None, {}, None)
 
     def step(self) -> list[StepInfo]:

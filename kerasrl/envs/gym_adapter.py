@@ -89,6 +89,8 @@ class GymnasiumEnv(Environment):
     ``behavior_name`` defaults to the env id. ``last_info`` holds the latest gymnasium info dict.
     """
 
+    validates_results = True  # observations are reshaped to the spec and checked for NaN/inf here
+
     def __init__(
         self,
         env_id_or_env: Union[str, gymnasium.Env, VectorEnv],

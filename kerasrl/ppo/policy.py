@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -56,6 +56,7 @@ class PPOPolicy:
         self.stream_names = list(model.stream_names)
         self._memories: dict[int, np.ndarray] = {}
         self._prev_actions: dict[int, np.ndarray] = {}
+        self._ones: dict[int, np.ndarray] = {}
         sig = model.input_signature()
         noise_spec = tf.TensorSpec([None, spec.action_size], tf.float32, name="noise")
         self._act_fn = _timed_first_call(
@@ -97,7 +98,7 @@ class PPOPolicy:
             inputs[f"visual_obs_{j}"] = obs[i]
         if self.spec.is_discrete:
             masks = result.action_masks if rows is None or result.action_masks is None else result.action_masks[rows]
-            inputs["action_masks"] = masks if masks is not None else np.ones((n, self.spec.action_mask_size), np.float32)
+            inputs["action_masks"] = masks if masks is not None else self._all_allowed(n)
         if self.use_recurrent:
             done = None
             if reset_done:
@@ -106,6 +107,14 @@ class PPOPolicy:
             if self.spec.is_discrete:
                 inputs["prev_action"] = self._agent_state(self._prev_actions, ids, done, self.spec.action_size, np.int32)
         return inputs
+
+    def _all_allowed(self, n: int) -> np.ndarray:
+        """A shared read-only all-ones mask for ``n`` agents (the model only reads it)."""
+        masks = self._ones.get(n)
+        if masks is None:
+            masks = self._ones[n] = np.ones((n, self.spec.action_mask_size), np.float32)
+            masks.flags.writeable = False
+        return masks
 
     def draw_noise(self, n: int) -> np.ndarray:
         if self.spec.is_discrete:
@@ -151,10 +160,11 @@ class PPOPolicy:
         out = self._value_fn(inputs)
         return {name: out[f"value_{name}"].numpy() for name in self.stream_names}
 
-    def refresh(self) -> None:
-        """Pick up the learner's new weights (the numpy mirror re-reads them; TF shares them)."""
+    def refresh(self, weights: Optional[Sequence[np.ndarray]] = None) -> None:
+        """Pick up the learner's new weights (the numpy mirror re-reads them, or takes
+        ``weights``, the model's trainable variables as numpy arrays; TF shares them)."""
         if self.numpy_model is not None:
-            self.numpy_model.refresh()
+            self.numpy_model.refresh(weights)
 
     def update_normalization(self, vector_obs: np.ndarray) -> None:
         if self.model.normalizer is not None and len(vector_obs):

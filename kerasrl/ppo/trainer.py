@@ -11,7 +11,7 @@ import tensorflow as tf
 from kerasrl.envs.base import BehaviorSpec, StepResult
 from kerasrl.exception import UnityTrainerException
 from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
-from kerasrl.ppo.gae import get_gae
+from kerasrl.ppo.gae import gae_and_returns
 from kerasrl.ppo.learner import PPOLearner
 from kerasrl.ppo.policy import PPOPolicy
 from kerasrl.ppo.schedules import EPSILON_END
@@ -130,7 +130,7 @@ class PPOTrainer(RLTrainer):
         if self.spec.is_discrete:
             masks = curr.action_masks
             fields["action_mask"] = (masks[rows] if masks is not None
-                                     else np.ones((len(fields["masks"]), self.spec.action_mask_size), np.float32))
+                                     else self.ones(len(fields["masks"]), self.spec.action_mask_size))
         else:
             fields["actions_pre"] = outputs["pre_action"][rows]
         if self.use_recurrent:
@@ -144,26 +144,27 @@ class PPOTrainer(RLTrainer):
         nxt = new_all.get(self.brain_name) if new_all else None
         if nxt is None or len(nxt) == 0:
             return
-        lengths = self.trajectory_lengths
+        slots = self.agents.slots(nxt.agent_ids)
+        length_col = self.agents.columns["trajectory_length"]
+        lengths = length_col[slots]
         done = nxt.done
-        ids = nxt.agent_ids.tolist()
-        if self.flush_on_update and self._update_buffer_length() + sum(lengths.values()) > self.buffer_size:
+        if self.flush_on_update and self._update_buffer_length() + length_col.sum() > self.buffer_size:
             # Enough experience for an update: cut every trajectory now (bootstrapping from the
             # current value), so the update sees all of it and none waits to be used stale.
-            ready = [j for j, a in enumerate(ids) if lengths.get(a, 0) > 0]
+            ready_mask = lengths > 0
         else:
-            ready = [j for j, a in enumerate(ids)
-                     if lengths.get(a, 0) > 0 and (done[j] or lengths[a] > self.time_horizon)]
-        if not ready:
+            ready_mask = (lengths > 0) & (done | (lengths > self.time_horizon))
+        if not ready_mask.any():
             return
-        rows = np.asarray(ready, np.int64)
+        rows = np.flatnonzero(ready_mask)
+        ids = nxt.agent_ids[rows].tolist()
+        terminated = nxt.terminated[rows].tolist()
+        ended = done[rows].tolist()
         with hierarchical_timer("process_experiences"):
             values_next = self.policy.get_value_estimates(nxt, rows)
-            for k, j in enumerate(ready):
-                agent_id = ids[j]
-                self._close_trajectory(agent_id, {n: float(v[k]) for n, v in values_next.items()},
-                                       bool(nxt.terminated[j]))
-                if done[j]:
+            for k, agent_id in enumerate(ids):
+                self._close_trajectory(agent_id, {n: float(v[k]) for n, v in values_next.items()}, terminated[k])
+                if ended[k]:
                     self.record_episode_end(agent_id)
 
     def _close_trajectory(self, agent_id: int, value_next: dict[str, float], terminated: bool) -> None:
@@ -171,10 +172,8 @@ class PPOTrainer(RLTrainer):
         advantages, returns = [], []
         for name, signal in self.reward_signals.items():
             v_next = 0.0 if (terminated and signal.use_terminal_states) else value_next[name]
-            values = agent[f"{name}_value_estimates"].get_batch()
-            adv = get_gae(agent[f"{name}_rewards"].get_batch(), values, value_next=v_next,
-                          gamma=signal.gamma, lambd=self.lambd)
-            ret = adv + values
+            adv, ret = gae_and_returns(agent[f"{name}_rewards"].get_batch(), agent[f"{name}_value_estimates"].get_batch(),
+                                       value_next=v_next, gamma=signal.gamma, lambd=self.lambd)
             agent[f"{name}_advantage"].set(adv)
             agent[f"{name}_returns"].set(ret)
             advantages.append(adv)
@@ -189,7 +188,7 @@ class PPOTrainer(RLTrainer):
             self.policy.update_normalization(agent["vector_obs"].get_batch())
         self.training_buffer.append_update_buffer(agent_id, batch_size=None, training_length=self.sequence_length)
         agent.reset_agent()
-        self.trajectory_lengths[agent_id] = 0
+        self.agents.set("trajectory_length", agent_id, 0.0)
 
     def end_episode(self) -> None:
         """An environment reset: also start every agent's recurrent memory afresh."""
@@ -250,5 +249,5 @@ class PPOTrainer(RLTrainer):
         self.stats["Losses/Policy Loss"].append(abs(metrics["policy_loss"]))
         self.last_update_metrics = metrics
         self.training_buffer.reset_update_buffer()
-        self._policy.refresh()
+        self._policy.refresh(self.learner.latest_weights)
         self._policy.learning_rate = float(self.learner._schedule_values[0])
