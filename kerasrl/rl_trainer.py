@@ -13,7 +13,7 @@ from typing import Any, Optional
 import numpy as np
 
 from kerasrl.buffer import Buffer
-from kerasrl.envs.base import BehaviorSpec, StepResult, concat_vector_observations
+from kerasrl.envs.base import BehaviorSpec, StepResult, concat_vector_observations, shared_ones
 from kerasrl.exception import UnityTrainerException
 from kerasrl.rewards import RewardSignal, create_reward_signal
 from kerasrl.trainer import Trainer
@@ -90,7 +90,6 @@ class RLTrainer(Trainer):
         self.training_buffer = Buffer()
         self.agents = AgentTable(["return_environment", *(f"return_{n}" for n in self.reward_signals),
                                   "episode_steps", "trajectory_length"])
-        self._ones: dict[tuple[int, ...], np.ndarray] = {}
         self._pending: dict[int, tuple[StepResult, int, dict[str, Any]]] = {}
         self.recent_returns: deque[float] = deque(maxlen=100)
         self.episodes_completed = 0
@@ -105,14 +104,6 @@ class RLTrainer(Trainer):
     def episode_steps(self) -> dict[int, int]:
         """Agent id → steps in its current episode."""
         return {a: int(v) for a, v in self.agents.as_dict("episode_steps").items()}
-
-    def ones(self, *shape: int) -> np.ndarray:
-        """A shared read-only float32 array of ones (the buffer copies what it stores)."""
-        arr = self._ones.get(shape)
-        if arr is None:
-            arr = self._ones[shape] = np.ones(shape, np.float32)
-            arr.flags.writeable = False
-        return arr
 
     # -- experience collection -------------------------------------------------------------
     def _match(self, curr: StepResult, nxt: StepResult, outputs: dict[str, Any]) -> list[tuple[StepResult, Any, dict[str, Any], Any]]:
@@ -159,7 +150,7 @@ class RLTrainer(Trainer):
             for j, i in enumerate(spec.visual_observation_indices):
                 fields[f"next_visual_obs{j}"] = nobs[i]
         n = len(nxt.rewards[next_rows])
-        fields["masks"] = self.ones(n)
+        fields["masks"] = shared_ones(n)
         fields["done"] = nxt.done[next_rows].astype(np.float32)
         fields["terminated"] = nxt.terminated[next_rows].astype(np.float32)
         fields["truncated"] = nxt.truncated[next_rows].astype(np.float32)

@@ -1,5 +1,6 @@
-"""AgentTable: per-agent counters as slot-indexed numpy columns; env managers' validation default."""
+"""AgentTable (per-agent counters as slot-indexed numpy columns), shared_ones, env managers' validation default."""
 import numpy as np
+import pytest
 
 from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
 from kerasrl.envs.simple import Simple1DEnvironment
@@ -31,3 +32,13 @@ def test_env_manager_checks_every_step_unless_the_env_checks_itself():
     assert SimpleEnvManager(Simple1DEnvironment(use_discrete=True)).validate is True
     assert SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=2, seed=0)).validate is False
     assert SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=2, seed=0), validate=True).validate is True
+
+
+def test_shared_ones_is_one_read_only_array_per_shape():
+    from kerasrl.envs.base import shared_ones
+
+    a = shared_ones(8, 3)
+    assert a.shape == (8, 3) and a.dtype == np.float32 and (a == 1).all()
+    assert shared_ones(8, 3) is a and shared_ones(8) is not a
+    with pytest.raises(ValueError, match="read-only"):
+        a[0, 0] = 0.0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 import enum
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
@@ -263,6 +263,15 @@ def check_actions(spec: BehaviorSpec, actions: np.ndarray, n_agents: int, behavi
             )
     elif not np.isfinite(arr).all():
         raise EnvironmentException(f"Continuous actions for behavior '{behavior}' contain NaN or inf.")
+    return arr
+
+
+@lru_cache(maxsize=64)
+def shared_ones(*shape: int) -> np.ndarray:
+    """A shared read-only float32 array of ones (all-allowed action masks, the ``masks`` field):
+    one allocation per shape instead of one per step. Callers only read it (the buffer copies)."""
+    arr = np.ones(shape, np.float32)
+    arr.flags.writeable = False
     return arr
 
 

@@ -7,7 +7,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from kerasrl.envs.base import BehaviorSpec, StepResult, concat_vector_observations
+from kerasrl.envs.base import BehaviorSpec, StepResult, concat_vector_observations, shared_ones
 from kerasrl.envs.env_manager import ActionInfo
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.numpy_policy import NumpyActorCritic
@@ -56,7 +56,6 @@ class PPOPolicy:
         self.stream_names = list(model.stream_names)
         self._memories: dict[int, np.ndarray] = {}
         self._prev_actions: dict[int, np.ndarray] = {}
-        self._ones: dict[int, np.ndarray] = {}
         sig = model.input_signature()
         noise_spec = tf.TensorSpec([None, spec.action_size], tf.float32, name="noise")
         self._act_fn = _timed_first_call(
@@ -98,7 +97,7 @@ class PPOPolicy:
             inputs[f"visual_obs_{j}"] = obs[i]
         if self.spec.is_discrete:
             masks = result.action_masks if rows is None or result.action_masks is None else result.action_masks[rows]
-            inputs["action_masks"] = masks if masks is not None else self._all_allowed(n)
+            inputs["action_masks"] = masks if masks is not None else shared_ones(n, self.spec.action_mask_size)
         if self.use_recurrent:
             done = None
             if reset_done:
@@ -107,14 +106,6 @@ class PPOPolicy:
             if self.spec.is_discrete:
                 inputs["prev_action"] = self._agent_state(self._prev_actions, ids, done, self.spec.action_size, np.int32)
         return inputs
-
-    def _all_allowed(self, n: int) -> np.ndarray:
-        """A shared read-only all-ones mask for ``n`` agents (the model only reads it)."""
-        masks = self._ones.get(n)
-        if masks is None:
-            masks = self._ones[n] = np.ones((n, self.spec.action_mask_size), np.float32)
-            masks.flags.writeable = False
-        return masks
 
     def draw_noise(self, n: int) -> np.ndarray:
         if self.spec.is_discrete:

@@ -8,7 +8,7 @@ from typing import Any, Optional
 import numpy as np
 import tensorflow as tf
 
-from kerasrl.envs.base import BehaviorSpec, StepResult
+from kerasrl.envs.base import BehaviorSpec, StepResult, shared_ones
 from kerasrl.exception import UnityTrainerException
 from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
 from kerasrl.ppo.gae import gae_and_returns
@@ -130,7 +130,7 @@ class PPOTrainer(RLTrainer):
         if self.spec.is_discrete:
             masks = curr.action_masks
             fields["action_mask"] = (masks[rows] if masks is not None
-                                     else self.ones(len(fields["masks"]), self.spec.action_mask_size))
+                                     else shared_ones(len(fields["masks"]), self.spec.action_mask_size))
         else:
             fields["actions_pre"] = outputs["pre_action"][rows]
         if self.use_recurrent:
