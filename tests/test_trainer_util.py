@@ -102,3 +102,19 @@ def test_load_config_errors(tmp_path):
     good.write_text("default:\n  batch_size: 7\n")
     assert with_defaults(load_config(good))["default"]["batch_size"] == 7
     assert with_defaults(load_config(good))["default"]["lambd"] == 0.95
+
+
+@pytest.mark.parametrize("key,value", [("adam_epsilon", "tiny"), ("adam_epsilon", 0), ("adam_epsilon", True),
+                                       ("adam_epsilon_style", "pytorch")])
+def test_adam_settings_errors_name_the_key(tmp_path, key, value):
+    cfg = base_config()
+    cfg["default"][key] = value
+    with pytest.raises(UnityTrainerException, match=f"hyper-parameter {key} of brain Brain"):
+        init(cfg, tmp_path)
+
+
+def test_adam_settings_reach_the_optimizer(tmp_path):
+    cfg = base_config()
+    cfg["default"].update(adam_epsilon="1e-5", adam_epsilon_style="torch")  # PyYAML reads 1e-5 as a string
+    opt = init(cfg, tmp_path)["Brain"].learner.optimizer
+    assert opt.epsilon == pytest.approx(1e-5) and opt.epsilon_style == "torch"

@@ -12,7 +12,6 @@ import math
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
-import tensorflow as tf
 
 from kerasrl._kernels import sample_masked_categorical
 from kerasrl.models.actor_critic import ActorCritic
@@ -57,7 +56,7 @@ class NumpyActorCritic:
         self._branch_sizes = np.asarray(self.branches, np.int64)
         self.stream_names = list(model.stream_names)
         self.activation = _ACTIVATIONS[model.activation]
-        self._read_weights: Any = None
+        self._variables: Optional[list[Any]] = None
         self.refresh()
 
     @staticmethod
@@ -73,15 +72,13 @@ class NumpyActorCritic:
         one matmul per layer (numpy's per-call overhead dominates here).
         """
         m = self.model
-        if self._read_weights is None:
+        if self._variables is None:
             # The variable list is fixed once the model is built (walking the layers costs ~0.3 ms).
             self._variables = variables = list(m.trainable_variables)
             self._index = {id(v): i for i, v in enumerate(variables)}
-            # One compiled read of every weight instead of one eager read per variable.
-            self._read_weights = tf.function(lambda: [tf.convert_to_tensor(v.value) for v in variables])
         variables = self._variables
         if values is None:
-            values = [t.numpy() for t in self._read_weights()]
+            values = [np.asarray(v.numpy()) for v in variables]
         elif len(values) != len(variables) or any(tuple(a.shape) != tuple(v.shape) for a, v in zip(values, variables)):
             raise ValueError("refresh(values): values must match the model's trainable_variables in number and shapes.")
 

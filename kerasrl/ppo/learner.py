@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasrl.models.actor_critic import ActorCritic
+from kerasrl.optimizers import Adam
 from kerasrl.ppo.loss import global_count, ppo_loss
 from kerasrl.ppo.schedules import EPSILON_END, ppo_schedules
 
@@ -57,6 +58,8 @@ class PPOLearner(keras.Model):
         clip_value_loss: bool = True,
         max_grad_norm: Optional[float] = None,
         epsilon_end: float = EPSILON_END,
+        adam_epsilon: float = 1e-7,
+        adam_epsilon_style: str = "keras",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -71,10 +74,10 @@ class PPOLearner(keras.Model):
         self.use_xla = bool(jit_compile)
         self.clip_epsilon = self.add_weight(name="epsilon", shape=(), initializer=keras.initializers.Constant(epsilon), trainable=False)
         self.beta = self.add_weight(name="beta", shape=(), initializer=keras.initializers.Constant(beta), trainable=False)
-        self.compile(optimizer=keras.optimizers.Adam(learning_rate=learning_rate), jit_compile=self.use_xla)
+        self.compile(optimizer=Adam(learning_rate=learning_rate, epsilon=adam_epsilon, epsilon_style=adam_epsilon_style),
+                     jit_compile=self.use_xla)
         self.optimizer.build(self.actor_critic.trainable_variables)
         self._fused: Optional[tf.types.experimental.GenericFunction] = None
-        self._assign_schedules: Optional[tf.types.experimental.GenericFunction] = None
         self._schedule_values = np.array([learning_rate, epsilon, beta], np.float32)
         self.trace_seconds = 0.0
         self._traced_shapes: set[tuple[int, ...]] = set()
@@ -119,9 +122,7 @@ class PPOLearner(keras.Model):
             [values["learning_rate"], values["epsilon"], values["beta"]], np.float32
         )
         if apply:
-            if self._assign_schedules is None:
-                self._assign_schedules = tf.function(self._assign, input_signature=[tf.TensorSpec([3], tf.float32)])
-            self._assign_schedules(self._schedule_values)
+            self._assign(tf.constant(self._schedule_values))
         return values
 
     def _assign(self, values: tf.Tensor) -> None:

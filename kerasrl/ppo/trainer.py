@@ -11,6 +11,7 @@ import tensorflow as tf
 from kerasrl.envs.base import BehaviorSpec, StepResult, shared_ones
 from kerasrl.exception import UnityTrainerException
 from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
+from kerasrl.optimizers import EPSILON_STYLES
 from kerasrl.ppo.gae import gae_and_returns
 from kerasrl.ppo.learner import PPOLearner
 from kerasrl.ppo.policy import PPOPolicy
@@ -62,6 +63,21 @@ class PPOTrainer(RLTrainer):
             )
         except ModelConfigError as e:
             raise UnityTrainerException(f"Brain {brain_name}: {e}") from e
+        adam_epsilon, adam_epsilon_style = p.get("adam_epsilon", 1e-7), p.get("adam_epsilon_style", "keras")
+        try:  # PyYAML reads ``1e-5`` (no dot) as a string
+            adam_epsilon = float(adam_epsilon) if not isinstance(adam_epsilon, bool) else float("nan")
+        except (TypeError, ValueError):
+            adam_epsilon = float("nan")
+        if not 0 < adam_epsilon < float("inf"):
+            raise UnityTrainerException(
+                f"The hyper-parameter adam_epsilon of brain {brain_name} must be a positive number, "
+                f"got {p.get('adam_epsilon')!r}."
+            )
+        if adam_epsilon_style not in EPSILON_STYLES:
+            raise UnityTrainerException(
+                f"The hyper-parameter adam_epsilon_style of brain {brain_name} must be one of {list(EPSILON_STYLES)}, "
+                f"got {adam_epsilon_style!r}."
+            )
         self.learner = PPOLearner(
             model, learning_rate=float(p["learning_rate"]), epsilon=float(p["epsilon"]), beta=float(p["beta"]),
             max_steps=float(p["max_steps"]), sequence_length=self.sequence_length,
@@ -69,6 +85,7 @@ class PPOTrainer(RLTrainer):
             clip_value_loss=bool(p.get("clip_value_loss", True)),
             max_grad_norm=None if p.get("max_grad_norm") is None else float(p["max_grad_norm"]),
             epsilon_end=float(p.get("epsilon_end", EPSILON_END)),
+            adam_epsilon=adam_epsilon, adam_epsilon_style=adam_epsilon_style,
         )
         self._policy = PPOPolicy(spec, model, seed=self.seed, inference=str(p.get("inference", "auto")))
         self._policy.learning_rate = self.learner.set_schedules(0)["learning_rate"]

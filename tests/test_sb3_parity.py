@@ -1,0 +1,101 @@
+"""One PPO update with the RL-Zoo CartPole config equals Stable-Baselines3's on the same data.
+
+Runs only where ``stable_baselines3`` (and torch) are installed: it is the reference we
+benchmark against, not a dependency. Same initial weights, same rollout (observations,
+actions, old log-probs, advantages, returns), 20 epochs of one full-batch mini-batch each,
+clipped objective, unclipped value loss, gradient-norm clipping, PyTorch-style Adam: the
+weights after the update agree to float rounding.
+"""
+import os
+
+import numpy as np
+import pytest
+
+sb3 = pytest.importorskip("stable_baselines3", reason="stable_baselines3 is not installed (pip install stable-baselines3)")
+torch = pytest.importorskip("torch", reason="torch is not installed")
+
+from kerasrl.config import load_config, with_defaults  # noqa: E402
+from kerasrl.envs import GymnasiumEnv, SimpleEnvManager  # noqa: E402
+from kerasrl.trainer_util import initialize_trainers  # noqa: E402
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+
+def test_update_matches_stable_baselines3(tmp_path):
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.logger import configure
+
+    torch.set_num_threads(1)
+    config = with_defaults(load_config(os.path.join(ROOT, "config", "cartpole_zoo.yaml")))
+    manager = SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=8, seed=0))
+    trainer = next(iter(initialize_trainers(config, manager.external_brains, str(tmp_path), "p", str(tmp_path),
+                                            1, True, False, 0).values()))
+    learner = trainer.learner
+    weights = {v.path.split("/", 1)[1]: v for v in learner.actor_critic.trainable_variables}
+
+    model = PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=8, seed=0), n_steps=32, batch_size=256,
+                gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0, learning_rate=1e-3, clip_range=0.2,
+                seed=0, device="cpu")
+    model.set_logger(configure(None, []))
+    before = {k: v.numpy().copy() for k, v in weights.items()}
+    policy = model.policy
+    pairs = [(policy.mlp_extractor.policy_net[0], "main_graph_0/vector/hidden_0"),
+             (policy.mlp_extractor.policy_net[2], "main_graph_0/vector/hidden_1"),
+             (policy.mlp_extractor.value_net[0], "main_graph_1/vector/hidden_0"),
+             (policy.mlp_extractor.value_net[2], "main_graph_1/vector/hidden_1"),
+             (policy.action_net, "branch_0"), (policy.value_net, "extrinsic_value")]
+    with torch.no_grad():
+        for linear, name in pairs:
+            linear.weight.copy_(torch.tensor(weights[f"{name}/kernel"].numpy().T))
+            if f"{name}/bias" in weights:
+                linear.bias.copy_(torch.tensor(weights[f"{name}/bias"].numpy()))
+    # kerasrl's discrete policy layer has no bias (as ML-Agents): freeze SB3's at zero.
+    with torch.no_grad():
+        policy.action_net.bias.zero_()
+    policy.action_net.bias.requires_grad_(False)
+    policy.optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=1e-3, eps=1e-5)
+
+    rng = np.random.default_rng(1)
+    n = 256
+    obs = rng.normal(0, [0.5, 0.8, 0.1, 0.8], size=(n, 4)).astype(np.float32)
+    with torch.no_grad():
+        logits = policy.get_distribution(torch.tensor(obs)).distribution.logits.numpy()
+        values = policy.predict_values(torch.tensor(obs)).numpy()[:, 0]
+    probs = np.exp(logits - logits.max(1, keepdims=True))
+    probs /= probs.sum(1, keepdims=True)
+    actions = (rng.random(n) < probs[:, 1]).astype(np.int64)
+    old_log_probs = np.log(probs[np.arange(n), actions]).astype(np.float32)
+    advantages = rng.normal(size=n)
+    advantages = ((advantages - advantages.mean()) / advantages.std(ddof=1)).astype(np.float32)  # as SB3 re-normalises
+    returns = (values + 2 * rng.normal(size=n) + 3).astype(np.float32)
+
+    buf = model.rollout_buffer
+    buf.reset()
+    buf.observations[:] = obs.reshape(32, 8, 4)
+    buf.actions[:] = actions.reshape(32, 8, 1)
+    buf.log_probs[:] = old_log_probs.reshape(32, 8)
+    buf.advantages[:] = advantages.reshape(32, 8)
+    buf.returns[:] = returns.reshape(32, 8)
+    buf.values[:] = values.reshape(32, 8)
+    buf.full, buf.pos = True, 32
+    model._current_progress_remaining = 1.0
+    model.train()
+
+    learner.set_schedules(0, apply=False)
+    assert learner._schedule_values[:2].tolist() == pytest.approx([1e-3, 0.2])
+    learner.fused_update({
+        "vector_obs": obs, "action_masks": np.ones((n, 2), np.float32), "actions": actions[:, None].astype(np.int32),
+        "old_log_probs": old_log_probs, "advantages": advantages, "masks": np.ones(n, np.float32),
+        "extrinsic_returns": returns, "extrinsic_value_estimates": values.astype(np.float32),
+    }, num_epoch=20, batch_size=256, seed=0)
+
+    moved = 0.0
+    for linear, name in pairs:
+        for suffix, theirs in (("kernel", linear.weight.detach().numpy().T), ("bias", linear.bias.detach().numpy())):
+            if f"{name}/{suffix}" not in weights:
+                continue
+            ours = weights[f"{name}/{suffix}"].numpy()
+            np.testing.assert_allclose(ours, theirs, rtol=0, atol=2e-6, err_msg=f"{name}/{suffix}")
+            moved = max(moved, float(np.abs(ours - before[f"{name}/{suffix}"]).max()))
+    assert moved > 5e-3  # the update moved the weights: the comparison is not trivially true
