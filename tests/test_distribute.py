@@ -1,5 +1,7 @@
 """The PPO train_step under MirroredStrategy (2 logical CPUs) equals one device on the whole batch.
 
+With gradient-norm clipping too: the norm is that of the summed gradient, not each replica's.
+
 Runs in a subprocess: logical devices must be configured before TensorFlow starts, and the
 rest of the suite runs on the plain CPU.
 """
@@ -25,20 +27,21 @@ SCRIPT = textwrap.dedent(
     from kerasrl.models.actor_critic import ActorCritic
     from kerasrl.ppo.learner import PPOLearner
 
-    def build(kind):
+    def build(kind, max_grad_norm=None):
         spec = BehaviorSpec(((4,),), kind, (3, 2) if kind == "discrete" else (2,))
         model = ActorCritic(spec, ["extrinsic", "curiosity"], hidden_units=16, seed=3)
-        return PPOLearner(model, learning_rate=1e-2, epsilon=0.2, beta=1e-2, max_steps=100)
+        return PPOLearner(model, learning_rate=1e-2, epsilon=0.2, beta=1e-2, max_steps=100,
+                          max_grad_norm=max_grad_norm)
 
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    for kind in ("discrete", "continuous"):
-        single = build(kind)
+    for kind, max_grad_norm in (("discrete", None), ("continuous", None), ("discrete", 0.05), ("continuous", 0.05)):
+        single = build(kind, max_grad_norm)
         batch = make_batch(single, 64, seed=5)
         batch["masks"][::7] = 0.0  # padding rows must be left out of the global mean too
         one = single.train_minibatch(batch)
 
         with strategy.scope():
-            mirrored = build(kind)
+            mirrored = build(kind, max_grad_norm)
         dataset = tf.data.Dataset.from_tensor_slices(
             {k: tf.constant(v) for k, v in batch.items()}).batch(64)
         dist = next(iter(strategy.experimental_distribute_dataset(dataset)))
@@ -51,9 +54,9 @@ SCRIPT = textwrap.dedent(
         two = {k: float(v) for k, v in step(dist).items()}
         assert strategy.num_replicas_in_sync == 2
         for k in one:
-            assert abs(one[k] - two[k]) < 1e-4 * max(1.0, abs(one[k])), (kind, k, one[k], two[k])
+            assert abs(one[k] - two[k]) < 1e-4 * max(1.0, abs(one[k])), (kind, max_grad_norm, k, one[k], two[k])
         for a, b in zip(single.actor_critic.trainable_weights, mirrored.actor_critic.trainable_weights):
-            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6, err_msg=f"{kind} {max_grad_norm}")
         moved = [np.abs(a.numpy() - b.numpy()).max() for a, b in
                  zip(single.actor_critic.trainable_weights, build(kind).actor_critic.trainable_weights)]
         assert max(moved) > 1e-4

@@ -134,3 +134,17 @@ def test_orthogonal_initializer_option():
     assert np.abs(mu).max() < 0.05
     with pytest.raises(ModelConfigError, match="initializer"):
         ActorCritic(CONTINUOUS, ["extrinsic"], initializer="glorot")
+
+
+def test_clip_by_global_norm_is_pytorchs():
+    from kerasrl.ppo.learner import clip_by_global_norm
+
+    rng = np.random.default_rng(0)
+    grads = [rng.normal(size=s).astype(np.float32) for s in ((4, 3), (3,), (2, 2))]
+    norm = np.sqrt(sum((g.astype(np.float64) ** 2).sum() for g in grads))
+    clipped = clip_by_global_norm([tf.constant(g) for g in grads], 0.5)
+    for g, c in zip(grads, clipped):
+        np.testing.assert_allclose(c.numpy(), g * 0.5 / (norm + 1e-6), rtol=1e-6)
+    untouched = clip_by_global_norm([tf.constant(g) for g in grads], float(norm) * 2)
+    for g, c in zip(grads, untouched):
+        np.testing.assert_array_equal(c.numpy(), g)

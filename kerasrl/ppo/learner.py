@@ -29,6 +29,18 @@ METRIC_NAMES = ("loss", "policy_loss", "value_loss", "entropy")
 MAX_STACKED_BYTES = 256 * 2**20
 
 
+def clip_by_global_norm(grads: Sequence[tf.Tensor], max_norm: float) -> list[tf.Tensor]:
+    """Scale ``grads`` by ``min(1, max_norm / (‖grads‖ + 1e-6))`` (PyTorch's ``clip_grad_norm_``).
+
+    The ``1e-6`` is PyTorch's, so the Zoo configuration clips exactly as Stable-Baselines3
+    (``tf.clip_by_global_norm`` has none). A non-finite norm makes the gradients non-finite,
+    which the trainer's loss check reports.
+    """
+    norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g)) for g in grads]))
+    scale = tf.minimum(1.0, max_norm / (norm + 1e-6))
+    return [g * tf.cast(scale, g.dtype) for g in grads]
+
+
 def minibatch_plan(num_sequences: int, sequences_per_batch: int, num_epoch: int, seed: int) -> np.ndarray:
     """Sequence indices of every mini-batch of an update: ``[num_epoch, n_batches, sequences_per_batch]``.
 
@@ -143,7 +155,15 @@ class PPOLearner(keras.Model):
             )
         grads = tape.gradient(loss, variables)
         if self.max_grad_norm is not None:
-            grads, _ = tf.clip_by_global_norm(grads, self.max_grad_norm)
+            ctx = tf.distribute.get_replica_context()
+            replicas = ctx.num_replicas_in_sync if ctx is not None else 1
+            if replicas > 1:
+                # Clip the norm of the *summed* gradient: all-reduce here (outside the tape),
+                # clip, and hand each replica 1/n of it for the optimizer's own summation.
+                total = clip_by_global_norm(ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads), self.max_grad_norm)
+                grads = [g / float(replicas) for g in total]
+            else:
+                grads = clip_by_global_norm(grads, self.max_grad_norm)
         self.optimizer.apply_gradients(zip(grads, variables))
         return {"loss": loss, **metrics}
 
