@@ -142,18 +142,27 @@ def test_flush_on_update_cuts_every_trajectory_for_the_update(tmp_path, flush):
     original = trainer.update_policy
 
     def spy():
-        seen.append((len(trainer.training_buffer.update_buffer["actions"]), sum(trainer.trajectory_lengths.values())))
+        seen.append((len(trainer.training_buffer.update_buffer["actions"]), sum(trainer.trajectory_lengths.values()),
+                     trainer.get_step, trainer.episodes_completed))
         original()
 
     trainer.update_policy = spy
     TrainerController(trainers, str(tmp_path / "m"), str(tmp_path / "s"), "run", save_freq=10**6,
                       training_seed=0).start_learning(manager)
-    assert seen and all(rows > 100 for rows, _ in seen)
-    pending = [p for _, p in seen]
+    assert len(seen) >= 4
+    rows = [r for r, _, _, _ in seen]
+    pending = [p for _, p, _, _ in seen]
     if flush:
         assert pending == [0] * len(seen)  # everything collected is in the update, nothing waits
+        # A rollout is 101+ agent steps (26 steps of 4 envs), as SB3's n_steps × n_envs, whatever
+        # the episodes: each episode's NEXT_STEP reset step stores nothing, so rows <= 104.
+        assert [step for _, _, step, _ in seen] == [26 * (k + 1) for k in range(len(seen))]
+        assert all(r <= 104 for r in rows) and any(r < 104 for r in rows)
+        episodes = [e for _, _, _, e in seen]
+        assert all(r >= 104 - (e1 - e0) - 4 for r, e0, e1 in zip(rows[1:], episodes, episodes[1:]))
     else:
-        assert any(p > 0 for p in pending)  # ML-Agents semantics: unfinished trajectories wait
+        assert all(r > 100 for r in rows)  # ML-Agents semantics: update once more than buffer_size
+        assert any(p > 0 for p in pending)  # and unfinished trajectories wait
 
 
 def test_environment_reset_forgets_recurrent_memories(tmp_path):

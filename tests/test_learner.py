@@ -148,3 +148,19 @@ def test_clip_by_global_norm_is_pytorchs():
     untouched = clip_by_global_norm([tf.constant(g) for g in grads], float(norm) * 2)
     for g, c in zip(grads, untouched):
         np.testing.assert_array_equal(c.numpy(), g)
+
+
+@pytest.mark.parametrize("spec", [DISCRETE, CONTINUOUS])
+def test_a_buffer_shorter_than_batch_size_is_padded_with_masked_rows(spec):
+    """Every collected row is used, the padding changes nothing, and the shape stays batch_size."""
+    batch = make_batch(make_learner(spec), 40, seed=4)
+    padded, exact = make_learner(spec), make_learner(spec)
+    m1 = padded.fused_update(batch, num_epoch=3, batch_size=64, seed=0)
+    m2 = exact.fused_update(batch, num_epoch=3, batch_size=40, seed=0)
+    assert (3, 64) in padded._traced_shapes
+    for k in m1:
+        assert m1[k] == pytest.approx(m2[k], rel=1e-4, abs=1e-6)
+    for a, b in zip(padded.actor_critic.trainable_variables, exact.actor_critic.trainable_variables):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match="empty"):
+        padded.fused_update({k: v[:0] for k, v in batch.items()}, num_epoch=1, batch_size=64, seed=0)

@@ -220,13 +220,24 @@ class PPOLearner(keras.Model):
         rows = (starts[:, :, None] + np.arange(seq_len)[None, None, :]).reshape(starts.shape[0], -1)
         return rows, starts
 
-    def _arrays(self, buffer: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _arrays(self, buffer: Mapping[str, np.ndarray], batch_size: int) -> dict[str, np.ndarray]:
+        """The batch's fields in the signature's dtypes; a buffer shorter than one mini-batch is
+        padded to one with masked rows (all actions allowed, everything else 0), so that every
+        collected row is used and the compiled update keeps one shape."""
         if self._numpy_dtypes is None:
             self._numpy_dtypes = {k: np.dtype(spec.dtype.as_numpy_dtype) for k, spec in self.batch_signature().items()}
         missing = [k for k in self._numpy_dtypes if k not in buffer]
         if missing:
             raise KeyError(f"Learning batch lacks fields {missing}.")
-        return {k: np.asarray(buffer[k], dtype=dtype) for k, dtype in self._numpy_dtypes.items()}
+        arrays = {k: np.asarray(buffer[k], dtype=dtype) for k, dtype in self._numpy_dtypes.items()}
+        n = len(arrays["advantages"])
+        if n == 0:
+            raise ValueError("The learning batch is empty.")
+        target = max(int(batch_size) // self.sequence_length, 1) * self.sequence_length
+        if n < target:
+            arrays = {k: np.concatenate([v, np.full((target - n, *v.shape[1:]), 1 if k == "action_masks" else 0, v.dtype)])
+                      for k, v in arrays.items()}
+        return arrays
 
     def fused_update(self, buffer: Mapping[str, np.ndarray], num_epoch: int, batch_size: int, seed: int) -> dict[str, float]:
         """All ``num_epoch`` epochs of mini-batches of ``batch_size`` rows in one compiled call.
@@ -239,7 +250,7 @@ class PPOLearner(keras.Model):
         """
         if self._fused is None:
             self._fused = self._build_fused()
-        arrays = self._arrays(buffer)
+        arrays = self._arrays(buffer, batch_size)
         rows, starts = self._plan_rows(len(arrays["advantages"]), num_epoch, batch_size, seed)
         row_bytes = sum(v[:1].nbytes for k, v in arrays.items() if k != "memory") * rows.shape[1]
         per_call = max(1, min(rows.shape[0], MAX_STACKED_BYTES // max(row_bytes, 1)))
@@ -271,7 +282,7 @@ class PPOLearner(keras.Model):
     def minibatch_update(self, buffer: Mapping[str, np.ndarray], num_epoch: int, batch_size: int, seed: int) -> dict[str, float]:
         """The same update as ``fused_update``, one compiled call per mini-batch."""
         self.latest_weights = None
-        arrays = self._arrays(buffer)
+        arrays = self._arrays(buffer, batch_size)
         rows, starts = self._plan_rows(len(arrays["advantages"]), num_epoch, batch_size, seed)
         totals = {k: 0.0 for k in METRIC_NAMES}
         for r, st in zip(rows, starts):

@@ -90,6 +90,12 @@ class PPOTrainer(RLTrainer):
         self._policy = PPOPolicy(spec, model, seed=self.seed, inference=str(p.get("inference", "auto")))
         self._policy.learning_rate = self.learner.set_schedules(0)["learning_rate"]
         self.update_count = 0
+        #: With ``flush_on_update``: agent steps since the last update, counting the steps that
+        #: stored no experience (the reset step of Gymnasium's NEXT_STEP autoreset), so that
+        #: updates come every ``buffer_size + 1`` agent steps, as Stable-Baselines3's rollouts of
+        #: ``n_steps × n_envs``. A rollout may then hold a few fewer transitions than that; the
+        #: learner pads a batch shorter than ``batch_size`` with masked rows.
+        self.rollout_steps = 0
         self._checkpoint = tf.train.Checkpoint(
             model=model, optimizer=self.learner.optimizer, learner=self.learner,
             step=tf.Variable(0, dtype=tf.int64), updates=tf.Variable(0, dtype=tf.int64),
@@ -165,9 +171,11 @@ class PPOTrainer(RLTrainer):
         length_col = self.agents.columns["trajectory_length"]
         lengths = length_col[slots]
         done = nxt.done
-        if self.flush_on_update and self._update_buffer_length() + length_col.sum() > self.buffer_size:
-            # Enough experience for an update: cut every trajectory now (bootstrapping from the
-            # current value), so the update sees all of it and none waits to be used stale.
+        if self.flush_on_update:
+            self.rollout_steps += len(nxt)
+        if self.flush_on_update and self.rollout_steps > self.buffer_size:
+            # A rollout is complete: cut every trajectory now (bootstrapping from the current
+            # value), so the update sees all of it and none waits to be used stale.
             ready_mask = lengths > 0
         else:
             ready_mask = (lengths > 0) & (done | (lengths > self.time_horizon))
@@ -218,6 +226,8 @@ class PPOTrainer(RLTrainer):
         return len(update["actions"]) if "actions" in update else 0
 
     def is_ready_update(self) -> bool:
+        if self.flush_on_update:
+            return self.rollout_steps > self.buffer_size and self._update_buffer_length() > 0
         return self._update_buffer_length() > self.buffer_size
 
     def learning_batch(self) -> dict[str, np.ndarray]:
@@ -266,5 +276,6 @@ class PPOTrainer(RLTrainer):
         self.stats["Losses/Policy Loss"].append(abs(metrics["policy_loss"]))
         self.last_update_metrics = metrics
         self.training_buffer.reset_update_buffer()
+        self.rollout_steps = 0
         self._policy.refresh(self.learner.latest_weights)
         self._policy.learning_rate = float(self.learner._schedule_values[0])
