@@ -13,6 +13,8 @@ Medians over the seeds; ratios are kerasrl / SB3 from the same run.
 
     python benchmarks/bench_ppo.py                 # 3 seeds × 100k steps
     python benchmarks/bench_ppo.py --seeds 1 --steps 50000 --no-sb3
+    python benchmarks/bench_ppo.py --seeds 20     # sample efficiency needs many seeds: the
+                                                  # seed-to-seed spread (57k–95k for SB3) swamps 3
 """
 from __future__ import annotations
 
@@ -138,6 +140,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds run are first-seed .. first-seed+seeds-1")
     parser.add_argument("--no-sb3", action="store_true", help="time kerasrl alone")
     args = parser.parse_args()
     import tempfile
@@ -165,7 +168,7 @@ def main() -> int:
     ours: list[dict[str, Any]] = []
     theirs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             r = run_kerasrl(args.steps, seed, os.path.join(tmp, str(seed)))
             ours.append(r)
             print(f"kerasrl seed {seed}: {r['sps']:.0f} steps/s ({r['sps_all']:.0f} with compile), "
