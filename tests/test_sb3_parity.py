@@ -1,4 +1,7 @@
-"""One PPO update with the RL-Zoo CartPole config equals Stable-Baselines3's on the same data.
+"""kerasrl's PPO with the RL-Zoo CartPole config computes what Stable-Baselines3 computes.
+
+One update on the same data gives the same weights; GAE over the same rollout gives the same
+advantages and returns.
 
 Runs only where ``stable_baselines3`` (and torch) are installed: it is the reference we
 benchmark against, not a dependency. Same initial weights, same rollout (observations,
@@ -99,3 +102,41 @@ def test_update_matches_stable_baselines3(tmp_path):
             np.testing.assert_allclose(ours, theirs, rtol=0, atol=2e-6, err_msg=f"{name}/{suffix}")
             moved = max(moved, float(np.abs(ours - before[f"{name}/{suffix}"]).max()))
     assert moved > 5e-3  # the update moved the weights: the comparison is not trivially true
+
+
+def test_advantages_and_returns_match_stable_baselines3():
+    """GAE over a rollout with a terminated episode, a truncated one and a cut at the end.
+
+    kerasrl closes each trajectory on its own (terminated: no bootstrap; truncated: bootstrap
+    from the value of the final observation; cut: from the value of the next observation);
+    SB3 runs one backward pass over the rollout with ``episode_starts`` and, for truncation,
+    adds ``γ·V(final obs)`` to the last reward. The results agree.
+    """
+    import gymnasium
+    from stable_baselines3.common.buffers import RolloutBuffer
+
+    from kerasrl.ppo.gae import gae_and_returns
+
+    gamma, lambd = 0.98, 0.8
+    rng = np.random.default_rng(3)
+    lengths, ends = (7, 5, 9), ("terminated", "truncated", "cut")
+    v_final_truncated, v_next_cut = 1.7, -0.6
+    segments = [(rng.normal(size=n).astype(np.float32), rng.normal(size=n).astype(np.float32)) for n in lengths]
+
+    buf = RolloutBuffer(sum(lengths), gymnasium.spaces.Box(-1, 1, (1,)), gymnasium.spaces.Discrete(2), device="cpu",
+                        gae_lambda=lambd, gamma=gamma, n_envs=1)
+    for (rewards, values), end in zip(segments, ends):
+        for t in range(len(rewards)):
+            r = rewards[t] + (gamma * v_final_truncated if end == "truncated" and t == len(rewards) - 1 else 0.0)
+            buf.add(np.zeros((1, 1), np.float32), np.zeros((1, 1)), np.array([r], np.float32), np.array([t == 0]),
+                    torch.tensor([values[t]]), torch.tensor([0.0]))
+    buf.compute_returns_and_advantage(last_values=torch.tensor([[v_next_cut]]), dones=np.array([False]))
+
+    ours_adv, ours_ret = [], []
+    for (rewards, values), end in zip(segments, ends):
+        value_next = {"terminated": 0.0, "truncated": v_final_truncated, "cut": v_next_cut}[end]
+        adv, ret = gae_and_returns(rewards, values, value_next=value_next, gamma=gamma, lambd=lambd)
+        ours_adv.append(adv)
+        ours_ret.append(ret)
+    np.testing.assert_allclose(np.concatenate(ours_adv), buf.advantages[:, 0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.concatenate(ours_ret), buf.returns[:, 0], rtol=1e-5, atol=1e-5)
