@@ -37,22 +37,21 @@ TARGET = 475.0
 def run_kerasrl(steps: int, seed: int, workdir: str) -> dict[str, Any]:
     import numpy as np
 
-    from kerasrl.config import load_config, with_defaults
     from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
+    from kerasrl.settings import RunContext, load_trainer_config, read_yaml
     from kerasrl.timers import get_timer_tree, reset_timers
-    from kerasrl.trainer_controller import TrainerController
-    from kerasrl.trainer_util import initialize_trainers
+    from kerasrl.trainers import TrainerController, create_trainers
 
     num_envs = 8
-    config = with_defaults(load_config(os.path.join(ROOT, "config", "cartpole_zoo.yaml")))
-    config["default"]["max_steps"] = steps // num_envs
-    config["default"]["summary_freq"] = 10**9
+    zoo = read_yaml(os.path.join(ROOT, "config", "cartpole_zoo.yaml"))["default"]
+    config = load_trainer_config({"default": {**zoo, "summary_freq": 10**9}})  # no summaries while timing
     reset_timers()
     t0 = time.perf_counter()
     env = GymnasiumEnv("CartPole-v1", num_envs=num_envs, seed=seed)
     manager = SimpleEnvManager(env)
-    trainers = initialize_trainers(config, manager.external_brains, os.path.join(workdir, "s"), f"bench{seed}",
-                                   os.path.join(workdir, "m"), 1, True, False, seed)
+    context = RunContext(run_id=f"bench{seed}", summaries_dir=os.path.join(workdir, "s"),
+                         model_path=os.path.join(workdir, "m"), keep_checkpoints=1, seed=seed, max_steps=steps // num_envs)
+    trainers = create_trainers(config, manager.external_brains, context)
     trainer = next(iter(trainers.values()))
     setup = time.perf_counter() - t0
     reached: list[Optional[int]] = [None]

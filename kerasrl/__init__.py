@@ -1,2 +1,52 @@
-"""kerasrl: the Unity ML-Agents trainer stack (PPO, reward signals, BC) on TensorFlow 2 and Keras 3."""
+"""kerasrl: the Unity ML-Agents trainer stack (PPO, reward signals, BC) on TensorFlow 2 and Keras 3.
+
+The names a user needs are importable from here; TensorFlow is imported only when a name
+that needs it is first used (``import kerasrl`` stays fast)::
+
+    import kerasrl
+
+    env = kerasrl.SimpleEnvManager(kerasrl.GymnasiumEnv("CartPole-v1", num_envs=8, seed=0))
+    context = kerasrl.RunContext.in_results_dir("results", "cartpole", seed=0)
+    trainers = kerasrl.create_trainers("config/cartpole_zoo.yaml", env.external_brains, context)
+    kerasrl.TrainerController(trainers, context.model_path, context.summaries_dir, "cartpole",
+                              save_freq=50_000).start_learning(env)
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "kerasrl.spec": ("ActionType", "BehaviorSpec"),
+    "kerasrl.fields": ("Field",),
+    "kerasrl.exception": ("EnvironmentException", "TrainerConfigError", "TrainerError", "UnityTrainerException"),
+    "kerasrl.settings": (
+        "BehavioralCloningSettings", "NetworkSettings", "PPOSettings", "RewardSignalSettings", "RunContext",
+        "TrainerConfig", "TrainerSettings", "load_trainer_config",
+    ),
+    "kerasrl.envs": (
+        "EnvManager", "Environment", "GymnasiumEnv", "MultiBranchMaskedEnvironment", "Simple1DEnvironment",
+        "SimpleEnvManager", "StepResult", "VisualSimple1DEnvironment",
+    ),
+    "kerasrl.buffer": ("AgentBuffer", "Buffer"),
+    "kerasrl.trainers": ("TrainerController", "create_trainer", "create_trainers", "initialize_trainers"),
+    "kerasrl.ppo.trainer": ("PPOTrainer",),
+    "kerasrl.timers": ("hierarchical_timer", "set_gauge"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kerasrl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return [*__all__, "__version__"]

@@ -154,11 +154,6 @@ class AgentBuffer(_VersionedDict):
     Assigning something other than a field (e.g. an array) stores a new field set to it.
     """
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.last_brain_info: Any = None
-        self.last_take_action_outputs: Any = None
-
     def __missing__(self, key: Any) -> AgentBufferField:
         field = AgentBufferField()
         self[key] = field
@@ -174,11 +169,9 @@ class AgentBuffer(_VersionedDict):
         return ", ".join(f"'{k}' : {v!s}" for k, v in self.items())
 
     def reset_agent(self) -> None:
-        """Empty every field and forget ``last_brain_info`` / ``last_take_action_outputs``."""
+        """Empty every field."""
         for field in self.values():
             field.reset_field()
-        self.last_brain_info = None
-        self.last_take_action_outputs = None
 
     def check_length(self, key_list: Sequence[Any]) -> bool:
         """True if the fields ``key_list`` all exist and have one length (always for < 2 keys)."""

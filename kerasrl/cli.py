@@ -9,7 +9,6 @@ import sys
 import time
 from typing import Any, Optional, Sequence
 
-from kerasrl.config import load_config, with_defaults
 from kerasrl.exception import TrainerError
 
 BUILTIN_ENVS = ("Simple1D", "Simple1DContinuous", "MultiBranchMasked", "VisualSimple1D")
@@ -77,37 +76,38 @@ def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> a
     return p
 
 
+def _setup(args: argparse.Namespace, default_config: Optional[str]) -> tuple[Any, Any, dict[str, Any], int]:
+    """The run context, the env manager, the trainers and the number of agents that ``args`` describe."""
+    from kerasrl.envs import SimpleEnvManager
+    from kerasrl.settings import RunContext, load_trainer_config
+    from kerasrl.trainers import create_trainers
+
+    config = load_trainer_config(args.trainer_config_path or default_config)
+    if args.num_envs < 1:
+        raise TrainerError(f"--num-envs must be >= 1, got {args.num_envs}.")
+    if args.steps is not None and args.steps < 1:
+        raise TrainerError(f"--steps must be >= 1, got {args.steps}.")
+    seed = args.seed if args.seed >= 0 else random.randrange(10000)
+    env = make_env(args.env, args.num_envs, seed)
+    n_agents = int(getattr(env, "num_envs", 1))
+    max_steps = None if args.steps is None else max(args.steps // n_agents, 1)
+    context = RunContext.in_results_dir(args.results_dir, args.run_id, keep_checkpoints=args.keep_checkpoints,
+                                        train_model=not args.inference, load_model=args.load, seed=seed,
+                                        max_steps=max_steps)
+    manager = SimpleEnvManager(env)
+    return context, manager, create_trainers(config, manager.external_brains, context), n_agents
+
+
 def run_training(args: argparse.Namespace, default_config: Optional[str] = None) -> dict[str, float]:
     """Train as ``args`` say; print progress and the final machine-readable summary line."""
     import numpy as np
 
-    from kerasrl.envs import SimpleEnvManager
-    from kerasrl.trainer_controller import TrainerController
-    from kerasrl.trainer_util import initialize_trainers
+    from kerasrl.trainers import TrainerController
 
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
     set_tf_threads(args.tf_threads)
     start = time.perf_counter()
-    config_path = args.trainer_config_path or default_config
-    config = with_defaults(load_config(config_path) if config_path else {})
-    if args.num_envs < 1:
-        raise TrainerError(f"--num-envs must be >= 1, got {args.num_envs}.")
-    seed = args.seed if args.seed >= 0 else random.randrange(10000)
-    env = make_env(args.env, args.num_envs, seed)
-    n_agents = int(getattr(env, "num_envs", 1))
-    max_steps = None
-    if args.steps is not None:
-        if args.steps < 1:
-            raise TrainerError(f"--steps must be >= 1, got {args.steps}.")
-        max_steps = max(args.steps // n_agents, 1)
-        for section in config.values():
-            if isinstance(section, dict):
-                section["max_steps"] = max_steps
-    run_dir = os.path.join(args.results_dir, args.run_id)
-    model_path, summaries = os.path.join(run_dir, "models"), os.path.join(run_dir, "summaries")
-    manager = SimpleEnvManager(env)
-    trainers = initialize_trainers(config, manager.external_brains, summaries, args.run_id, model_path,
-                                   args.keep_checkpoints, not args.inference, args.load, seed)
+    context, manager, trainers, n_agents = _setup(args, default_config)
     first_step = {name: t.get_step for name, t in trainers.items()}
     progress_freq = max(args.progress_every // n_agents, 1)
     train_start = time.perf_counter()
@@ -134,10 +134,12 @@ def run_training(args: argparse.Namespace, default_config: Optional[str] = None)
         print(f"steps={int(s['steps'])} mean_return={s['mean_return']:.2f} steps_per_sec={s['steps_per_sec']:.0f}",
               flush=True)
 
-    tc = TrainerController(trainers, model_path, summaries, f"{args.run_id}-0", args.save_freq, train=not args.inference,
-                           training_seed=seed, progress=progress, progress_freq=progress_freq,
-                           inference_steps=max_steps if args.inference and args.steps is not None else None)
-    print(f"kerasrl: PPO on {args.env} x{n_agents}, seed {seed}, results in {run_dir} "
+    tc = TrainerController(trainers, context.model_path, context.summaries_dir, f"{args.run_id}-0", args.save_freq,
+                           train=not args.inference,
+                           training_seed=context.seed, progress=progress, progress_freq=progress_freq,
+                           inference_steps=context.max_steps if args.inference else None)
+    print(f"kerasrl: PPO on {args.env} x{n_agents}, seed {context.seed}, results in "
+          f"{os.path.join(args.results_dir, args.run_id)} "
           f"(set-up {train_start - start:.1f} s)", flush=True)
     tc.start_learning(manager)
     result = summary()

@@ -13,13 +13,5 @@ class TrainerConfigError(UnityTrainerException, ValueError):
     """A trainer configuration is invalid; the message names the key."""
 
 
-class CurriculumError(TrainerError):
-    pass
-
-
-class MetaCurriculumError(TrainerError):
-    pass
-
-
-class SamplerException(TrainerError):
-    pass
+class EnvironmentException(Exception):
+    """Raised for a malformed spec, step result or action."""

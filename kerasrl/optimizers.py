@@ -21,9 +21,9 @@ from typing import Any
 import keras
 from keras import ops
 
-__all__ = ["Adam", "EPSILON_STYLES"]
+from kerasrl.settings import ADAM_EPSILON_STYLES as EPSILON_STYLES
 
-EPSILON_STYLES = ("keras", "torch")
+__all__ = ["Adam", "EPSILON_STYLES"]
 
 
 @keras.saving.register_keras_serializable(package="kerasrl")

@@ -174,11 +174,6 @@ class RefField(list):
 
 
 class RefAgentBuffer(dict):
-    def __init__(self) -> None:
-        super().__init__()
-        self.last_brain_info = None
-        self.last_take_action_outputs = None
-
     def __missing__(self, key: Any) -> RefField:
         field = RefField(name=key)
         self[key] = field
@@ -187,8 +182,6 @@ class RefAgentBuffer(dict):
     def reset_agent(self) -> None:
         for field in self.values():
             field.reset_field()
-        self.last_brain_info = None
-        self.last_take_action_outputs = None
 
     def check_length(self, key_list: Sequence[Any]) -> bool:
         if len(key_list) < 2:

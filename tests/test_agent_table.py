@@ -4,7 +4,7 @@ import pytest
 
 from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
 from kerasrl.envs.simple import Simple1DEnvironment
-from kerasrl.rl_trainer import AgentTable
+from kerasrl.trainers.agent_processor import AgentTable
 
 
 def test_slots_are_stable_new_ids_get_new_slots_and_columns_grow():
@@ -35,7 +35,7 @@ def test_env_manager_checks_every_step_unless_the_env_checks_itself():
 
 
 def test_shared_ones_is_one_read_only_array_per_shape():
-    from kerasrl.envs.base import shared_ones
+    from kerasrl.arrays import shared_ones
 
     a = shared_ones(8, 3)
     assert a.shape == (8, 3) and a.dtype == np.float32 and (a == 1).all()

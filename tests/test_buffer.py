@@ -222,14 +222,12 @@ def test_pickle_field_and_buffers():
 # ---------------------------------------------------------------------- AgentBuffer
 def test_agent_buffer_basics():
     ab = AgentBuffer()
-    assert ab.last_brain_info is None and ab.last_take_action_outputs is None
     ab["a"].append(1.0)
     assert isinstance(ab["a"], AgentBufferField) and ab["a"].name == "a"
     ab["b"] = np.arange(3)
     assert isinstance(ab["b"], AgentBufferField) and len(ab["b"]) == 3
-    ab.last_brain_info = object()
     ab.reset_agent()
-    assert len(ab["a"]) == 0 and ab.last_brain_info is None
+    assert len(ab["a"]) == 0 and len(ab["b"]) == 0 and set(ab) == {"a", "b"}
 
 
 def test_check_length():

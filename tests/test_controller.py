@@ -8,8 +8,8 @@ import tensorflow as tf
 
 from kerasrl.envs import SimpleEnvManager
 from kerasrl.envs.simple import Simple1DEnvironment
-from kerasrl.trainer_controller import TrainerController
-from kerasrl.trainer_util import initialize_trainers
+from kerasrl.trainers import TrainerController
+from kerasrl.trainers import initialize_trainers
 
 CONFIG = {
     "default": {

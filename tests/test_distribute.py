@@ -26,12 +26,13 @@ SCRIPT = textwrap.dedent(
     from kerasrl.envs.base import BehaviorSpec
     from kerasrl.models.actor_critic import ActorCritic
     from kerasrl.ppo.learner import PPOLearner
+    from kerasrl.settings import NetworkSettings, PPOSettings
 
     def build(kind, max_grad_norm=None):
         spec = BehaviorSpec(((4,),), kind, (3, 2) if kind == "discrete" else (2,))
-        model = ActorCritic(spec, ["extrinsic", "curiosity"], hidden_units=16, seed=3)
-        return PPOLearner(model, learning_rate=1e-2, epsilon=0.2, beta=1e-2, max_steps=100,
-                          max_grad_norm=max_grad_norm)
+        model = ActorCritic(spec, ["extrinsic", "curiosity"], NetworkSettings(hidden_units=16), seed=3)
+        return PPOLearner(model, PPOSettings(learning_rate=1e-2, epsilon=0.2, beta=1e-2, max_grad_norm=max_grad_norm),
+                          max_steps=100)
 
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     for kind, max_grad_norm in (("discrete", None), ("continuous", None), ("discrete", 0.05), ("continuous", 0.05)):

@@ -185,13 +185,13 @@ def test_masked_spec_and_mask_rule() -> None:
     spec = env.behavior_specs["MultiBranchMasked"]
     assert spec.is_discrete and spec.action_shape == (3, 2) and spec.action_mask_size == 5
     r = env.reset()["MultiBranchMasked"]
-    masks = [r.action_masks[0].tolist()]
+    masks = [r.action_mask[0].tolist()]
     for _ in range(7):  # small steps: 7 units, the episode does not end
         small = np.array([[2 if env.goal > 0 else 0, 0]])
         r = env.step({"MultiBranchMasked": small})["MultiBranchMasked"]
         assert not r.done[0]
         r.validate(spec, "MultiBranchMasked")
-        masks.append(r.action_masks[0].tolist())
+        masks.append(r.action_mask[0].tolist())
     allowed, large_masked = [1, 0, 1, 1, 1], [1, 0, 1, 1, 0]
     assert masks == [allowed, allowed, allowed, large_masked] * 2
 
@@ -202,7 +202,7 @@ def test_masked_optimal_policy_matches_simple1d_optimum() -> None:
     for _ in range(4):
         goal, ret, steps = env.goal, 0.0, 0
         while True:
-            r = env.step({"MultiBranchMasked": _masked_optimal(env, r.action_masks)})["MultiBranchMasked"]
+            r = env.step({"MultiBranchMasked": _masked_optimal(env, r.action_mask)})["MultiBranchMasked"]
             ret += float(r.rewards[0])
             steps += 1
             if r.done[0]:
@@ -212,7 +212,7 @@ def test_masked_optimal_policy_matches_simple1d_optimum() -> None:
         assert ret == pytest.approx(MultiBranchMaskedEnvironment.OPTIMAL_RETURN, abs=1e-6)
         assert ret == pytest.approx(1.006, abs=1e-6)
         # the mask after a done step is for the new episode's first decision
-        assert r.action_masks[0].tolist() == [1, 0, 1, 1, 1]
+        assert r.action_mask[0].tolist() == [1, 0, 1, 1, 1]
     assert env.masked_actions_taken == 0
 
 
@@ -242,7 +242,7 @@ def _random_policy_mean_return(env: MultiBranchMaskedEnvironment, episodes: int,
     r = env.reset()[name]
     returns, ret = [], 0.0
     while len(returns) < episodes:
-        mask = r.action_masks[0] if respect_masks else np.ones(5)
+        mask = r.action_mask[0] if respect_masks else np.ones(5)
         d = rng.choice(np.flatnonzero(mask[:3]))
         s = rng.choice(np.flatnonzero(mask[3:]))
         r = env.step({name: np.array([[d, s]])})[name]

@@ -7,6 +7,8 @@ from kerasrl.envs.base import BehaviorSpec
 from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
 from kerasrl.ppo.learner import PPOLearner
 from kerasrl.ppo.loss import ppo_loss
+from kerasrl.exception import TrainerConfigError
+from kerasrl.settings import NetworkSettings, PPOSettings
 
 DISCRETE = BehaviorSpec(((4,),), "discrete", (3, 2))
 CONTINUOUS = BehaviorSpec(((4,),), "continuous", (2,))
@@ -21,7 +23,7 @@ def make_batch(learner: PPOLearner, n: int, seed: int = 0) -> dict:
             batch[key] = np.stack([rng.integers(0, b, n) for b in learner.actor_critic.branches], 1).astype(np.int32)
         elif key == "prev_action":
             batch[key] = np.zeros(shape, np.int32)
-        elif key in ("masks", "action_masks"):
+        elif key in ("masks", "action_mask"):
             batch[key] = np.ones(shape, np.float32)
         else:
             batch[key] = rng.normal(size=shape).astype(np.float32)
@@ -29,10 +31,10 @@ def make_batch(learner: PPOLearner, n: int, seed: int = 0) -> dict:
 
 
 def make_learner(spec: BehaviorSpec, recurrent: bool = False, seed: int = 3) -> PPOLearner:
-    model = ActorCritic(spec, ["extrinsic", "curiosity"], hidden_units=16, num_layers=2, normalize=True,
-                        use_recurrent=recurrent, memory_size=8, seed=seed)
-    return PPOLearner(model, learning_rate=1e-3, epsilon=0.2, beta=1e-2, max_steps=1000,
-                      sequence_length=4 if recurrent else 1)
+    network = NetworkSettings(hidden_units=16, num_layers=2, normalize=True, use_recurrent=recurrent, memory_size=8,
+                              sequence_length=4)
+    model = ActorCritic(spec, ["extrinsic", "curiosity"], network, seed=seed)
+    return PPOLearner(model, PPOSettings(learning_rate=1e-3, epsilon=0.2, beta=1e-2), max_steps=1000)
 
 
 @pytest.mark.parametrize("spec,recurrent", [(DISCRETE, False), (CONTINUOUS, False), (DISCRETE, True), (CONTINUOUS, True)])
@@ -65,7 +67,7 @@ def test_loss_matches_hand_computation():
     loss, metrics = ppo_loss(model, tensors, tf.constant(0.2), tf.constant(0.01), ["extrinsic", "curiosity"])
     log_prob, entropy, values = model.evaluate_actions(tensors, tensors["actions"])
     lp, ent = log_prob.numpy(), entropy.numpy()
-    r = np.exp(lp - batch["old_log_probs"])
+    r = np.exp(lp - batch["action_log_probs"].sum(axis=-1))
     adv = batch["advantages"]
     pl = -np.mean(np.minimum(r * adv, np.clip(r, 0.8, 1.2) * adv))
     vls = []
@@ -99,23 +101,27 @@ def test_schedules_drive_optimizer_and_clip():
 
 
 def test_model_config_errors_name_the_key():
-    with pytest.raises(ModelConfigError, match="memory_size"):
-        ActorCritic(DISCRETE, ["extrinsic"], use_recurrent=True, memory_size=6)
-    with pytest.raises(ModelConfigError, match="memory_size"):
-        ActorCritic(DISCRETE, ["extrinsic"], use_recurrent=True, memory_size=0)
-    with pytest.raises(ModelConfigError, match="vis_encode_type"):
-        ActorCritic(DISCRETE, ["extrinsic"], vis_encode_type="vgg")
+    with pytest.raises(TrainerConfigError, match="memory_size"):
+        NetworkSettings(use_recurrent=True, memory_size=6)
+    with pytest.raises(TrainerConfigError, match="memory_size"):
+        NetworkSettings(use_recurrent=True, memory_size=0)
+    with pytest.raises(TrainerConfigError, match="vis_encode_type"):
+        NetworkSettings(vis_encode_type="vgg")
     with pytest.raises(ModelConfigError, match="too small"):
-        ActorCritic(BehaviorSpec(((10, 10, 3),), "discrete", (2,)), ["extrinsic"], vis_encode_type="nature_cnn")
+        ActorCritic(BehaviorSpec(((10, 10, 3),), "discrete", (2,)), ["extrinsic"],
+                    NetworkSettings(vis_encode_type="nature_cnn"))
+    with pytest.raises(ModelConfigError, match="reward signal"):
+        ActorCritic(DISCRETE, [])
 
 
 @pytest.mark.parametrize("encoder", ["simple", "nature_cnn", "resnet"])
 def test_visual_and_vector_observations_build(encoder):
     spec = BehaviorSpec(((36, 36, 3), (40, 40, 1), (5,)), "continuous", (3,))
-    model = ActorCritic(spec, ["extrinsic"], hidden_units=8, num_layers=1, vis_encode_type=encoder, seed=0)
+    model = ActorCritic(spec, ["extrinsic"], NetworkSettings(hidden_units=8, num_layers=1, vis_encode_type=encoder),
+                        seed=0)
     out = model.act(model.dummy_inputs(2), tf.zeros([2, 3]))
-    assert out["action"].shape == (2, 3)
-    assert np.all(np.abs(out["action"].numpy()) <= 1.0)
+    assert out["actions"].shape == (2, 3)
+    assert np.all(np.abs(out["actions"].numpy()) <= 1.0)
 
 
 def test_same_seed_same_weights():
@@ -127,13 +133,14 @@ def test_same_seed_same_weights():
 
 
 def test_orthogonal_initializer_option():
-    model = ActorCritic(CONTINUOUS, ["extrinsic"], hidden_units=16, num_layers=2, seed=0, initializer="orthogonal")
+    model = ActorCritic(CONTINUOUS, ["extrinsic"], NetworkSettings(hidden_units=16, num_layers=2, initializer="orthogonal"),
+                        seed=0)
     kernel = model.body.vector.dense[1].weights[0].numpy()  # 16 × 16 hidden layer, gain √2
     np.testing.assert_allclose(kernel.T @ kernel, 2.0 * np.eye(16), atol=1e-4)
     mu = model.mu.weights[0].numpy()
     assert np.abs(mu).max() < 0.05
-    with pytest.raises(ModelConfigError, match="initializer"):
-        ActorCritic(CONTINUOUS, ["extrinsic"], initializer="glorot")
+    with pytest.raises(TrainerConfigError, match="initializer"):
+        NetworkSettings(initializer="glorot")
 
 
 def test_clip_by_global_norm_is_pytorchs():

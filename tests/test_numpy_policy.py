@@ -7,6 +7,7 @@ from kerasrl.envs.base import BehaviorSpec, StepResult
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.numpy_policy import NumpyActorCritic
 from kerasrl.ppo.policy import PPOPolicy
+from kerasrl.settings import NetworkSettings
 
 SPECS = {
     "discrete": BehaviorSpec(((3,), (2,)), "discrete", (3, 4, 2)),
@@ -15,7 +16,8 @@ SPECS = {
 
 
 def trained_like(spec, normalize=True, seed=0):
-    model = ActorCritic(spec, ["extrinsic", "gail"], hidden_units=32, num_layers=2, normalize=normalize, seed=seed)
+    model = ActorCritic(spec, ["extrinsic", "gail"], NetworkSettings(hidden_units=32, num_layers=2, normalize=normalize),
+                        seed=seed)
     rng = np.random.default_rng(seed)
     for w in model.trainable_weights:  # move weights away from their small initial values
         w.assign(w.numpy() + rng.normal(scale=0.3, size=w.shape).astype(np.float32))
@@ -38,37 +40,38 @@ def test_numpy_forward_equals_tf(kind):
         for b in spec.discrete_branches:  # keep at least one action allowed per branch
             masks[np.arange(n), start + rng.integers(0, b, n)] = 1.0
             start += b
-        inputs["action_masks"] = masks
+        inputs["action_mask"] = masks
         noise = np.maximum(rng.random((n, spec.action_size), dtype=np.float32), 1e-7)
     else:
         noise = rng.standard_normal((n, spec.action_size), dtype=np.float32)
     tf_out = {k: v.numpy() for k, v in model.act({k: tf.constant(v) for k, v in inputs.items()}, tf.constant(noise)).items()}
     np_out = mirror.act(inputs, noise)
     assert set(tf_out) == set(np_out)
-    agree = (tf_out["action"] == np_out["action"]).all(axis=1) if spec.is_discrete else None
+    agree = (tf_out["actions"] == np_out["actions"]).all(axis=1) if spec.is_discrete else None
     if spec.is_discrete:
         assert agree.mean() > 0.99  # a draw exactly at a CDF boundary may round differently
-        np.testing.assert_allclose(np_out["log_probs"][agree], tf_out["log_probs"][agree], rtol=1e-4, atol=1e-4)
-        masked = np.concatenate([inputs["action_masks"][:, sum(spec.discrete_branches[:k]):][np.arange(n), np_out["action"][:, k]][:, None]
+        np.testing.assert_allclose(np_out["action_log_probs"][agree], tf_out["action_log_probs"][agree], rtol=1e-4, atol=1e-4)
+        masked = np.concatenate([inputs["action_mask"][:, sum(spec.discrete_branches[:k]):][np.arange(n), np_out["actions"][:, k]][:, None]
                                  for k in range(spec.action_size)], axis=1)
         assert (masked == 1).all()
     else:
-        np.testing.assert_allclose(np_out["action"], tf_out["action"], rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(np_out["pre_action"], tf_out["pre_action"], rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(np_out["log_probs"], tf_out["log_probs"], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(np_out["actions"], tf_out["actions"], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(np_out["actions_pre"], tf_out["actions_pre"], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(np_out["action_log_probs"], tf_out["action_log_probs"], rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(np_out["entropy"], tf_out["entropy"], rtol=1e-4, atol=1e-5)
     for name in ("extrinsic", "gail"):
-        np.testing.assert_allclose(np_out[f"value_{name}"], tf_out[f"value_{name}"], rtol=1e-4, atol=1e-4)
-        np.testing.assert_allclose(mirror.values(inputs)[f"value_{name}"], tf_out[f"value_{name}"], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(np_out[f"{name}_value_estimates"], tf_out[f"{name}_value_estimates"], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(mirror.values(inputs)[f"{name}_value_estimates"], tf_out[f"{name}_value_estimates"], rtol=1e-4, atol=1e-4)
 
 
 def test_policy_chooses_numpy_for_vector_mlps_and_tf_otherwise():
-    vec = ActorCritic(SPECS["discrete"], ["extrinsic"], hidden_units=8, seed=0)
+    vec = ActorCritic(SPECS["discrete"], ["extrinsic"], NetworkSettings(hidden_units=8), seed=0)
     assert PPOPolicy(SPECS["discrete"], vec).inference == "numpy"
-    rec = ActorCritic(SPECS["discrete"], ["extrinsic"], hidden_units=8, use_recurrent=True, memory_size=8, seed=0)
+    rec = ActorCritic(SPECS["discrete"], ["extrinsic"], NetworkSettings(hidden_units=8, use_recurrent=True, memory_size=8),
+                      seed=0)
     assert PPOPolicy(SPECS["discrete"], rec).inference == "tf"
     vis_spec = BehaviorSpec(((20, 20, 1),), "discrete", (2,))
-    vis = ActorCritic(vis_spec, ["extrinsic"], hidden_units=8, seed=0)
+    vis = ActorCritic(vis_spec, ["extrinsic"], NetworkSettings(hidden_units=8), seed=0)
     assert PPOPolicy(vis_spec, vis).inference == "tf"
     with pytest.raises(ValueError, match="inference"):
         PPOPolicy(SPECS["discrete"], vec, inference="gpu")
@@ -96,17 +99,17 @@ def test_refresh_picks_up_new_weights():
     model = trained_like(SPECS["continuous"], seed=5)
     mirror = NumpyActorCritic(model)
     x = {"vector_obs": np.ones((2, 5), np.float32)}
-    before = mirror.values(x)["value_extrinsic"].copy()
+    before = mirror.values(x)["extrinsic_value_estimates"].copy()
     head = model.value_heads["extrinsic"]
     head.weights[1].assign(head.weights[1].numpy() + 1.0)
-    np.testing.assert_array_equal(mirror.values(x)["value_extrinsic"], before)
+    np.testing.assert_array_equal(mirror.values(x)["extrinsic_value_estimates"], before)
     mirror.refresh()
-    np.testing.assert_allclose(mirror.values(x)["value_extrinsic"], before + 1.0, rtol=1e-5)
+    np.testing.assert_allclose(mirror.values(x)["extrinsic_value_estimates"], before + 1.0, rtol=1e-5)
     # Weights handed in (as the fused update returns them) are used instead of a read.
     given = [v.numpy() for v in model.trainable_variables]
     given[[id(v) for v in model.trainable_variables].index(id(head.weights[1]))] += 2.0
     mirror.refresh(given)
-    np.testing.assert_allclose(mirror.values(x)["value_extrinsic"], before + 3.0, rtol=1e-5)
+    np.testing.assert_allclose(mirror.values(x)["extrinsic_value_estimates"], before + 3.0, rtol=1e-5)
     with pytest.raises(ValueError, match="trainable_variables"):
         mirror.refresh(given[:-1])
 

@@ -8,7 +8,8 @@ import tensorflow as tf
 from kerasrl.models.distributions import EPSILON, ClippedGaussian, MaskedMultiCategorical
 from kerasrl.models.normalizer import Normalizer
 from kerasrl.ppo.gae import discount_rewards, gae_and_returns, get_gae
-from kerasrl.ppo.schedules import BETA_END, EPSILON_END, LR_END, linear_decay, ppo_schedules
+from kerasrl.ppo.schedules import BETA_END, LR_END, linear_decay, ppo_schedules
+from kerasrl.settings import PPOSettings
 
 
 def test_discount_rewards_by_hand():
@@ -61,11 +62,12 @@ def test_linear_decays():
     assert linear_decay(1.0, 0.0, 0, 100) == 1.0
     assert linear_decay(1.0, 0.0, 50, 100) == pytest.approx(0.5)
     assert linear_decay(1.0, 0.0, 500, 100) == 0.0
-    s = ppo_schedules(3e-4, 0.2, 5e-3, step=25, max_steps=100)
+    hp = PPOSettings(learning_rate=3e-4, epsilon=0.2, beta=5e-3)
+    s = ppo_schedules(hp, step=25, max_steps=100)
     assert s["learning_rate"] == pytest.approx((3e-4 - LR_END) * 0.75 + LR_END)
-    assert s["epsilon"] == pytest.approx((0.2 - EPSILON_END) * 0.75 + EPSILON_END)
+    assert s["epsilon"] == pytest.approx((0.2 - hp.epsilon_end) * 0.75 + hp.epsilon_end)
     assert s["beta"] == pytest.approx((5e-3 - BETA_END) * 0.75 + BETA_END)
-    end = ppo_schedules(3e-4, 0.2, 5e-3, step=1000, max_steps=100)
+    end = ppo_schedules(hp, step=1000, max_steps=100)
     assert end == pytest.approx({"learning_rate": LR_END, "epsilon": 0.1, "beta": 1e-5})
 
 
@@ -159,5 +161,6 @@ def test_normalizer_clips_and_inference_does_not_update():
 
 
 def test_epsilon_end_is_configurable():
-    assert ppo_schedules(1e-3, 0.2, 0.0, step=50, max_steps=100, epsilon_end=0.0)["epsilon"] == pytest.approx(0.1)
-    assert ppo_schedules(1e-3, 0.2, 0.0, step=100, max_steps=100, epsilon_end=0.0)["epsilon"] == 0.0
+    hp = PPOSettings(learning_rate=1e-3, epsilon=0.2, beta=0.0, epsilon_end=0.0)
+    assert ppo_schedules(hp, step=50, max_steps=100)["epsilon"] == pytest.approx(0.1)
+    assert ppo_schedules(hp, step=100, max_steps=100)["epsilon"] == 0.0

@@ -6,8 +6,8 @@ import pytest
 
 from kerasrl.envs import SimpleEnvManager
 from kerasrl.envs.simple import MultiBranchMaskedEnvironment, Simple1DEnvironment
-from kerasrl.trainer_controller import TrainerController
-from kerasrl.trainer_util import initialize_trainers
+from kerasrl.trainers import TrainerController
+from kerasrl.trainers import initialize_trainers
 
 CONFIG = {
     "default": {

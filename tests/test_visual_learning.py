@@ -15,9 +15,8 @@ import pytest
 from kerasrl.envs import SimpleEnvManager
 from kerasrl.envs.simple import VisualSimple1DEnvironment
 from kerasrl.models.encoders import VIS_ENCODE_TYPES, VisualEncoder
-from kerasrl.ppo.trainer import PPOTrainer
-from kerasrl.trainer_controller import TrainerController
-from kerasrl.trainer_util import resolve_trainer_config
+from kerasrl.settings import RunContext, load_trainer_config
+from kerasrl.trainers import TrainerController, create_trainers
 
 SEED = 1337
 LAST_EPISODES = 10  # the score is the mean return of the last LAST_EPISODES completed episodes
@@ -58,17 +57,12 @@ def train_visual(encoder, tmp_path, seed=SEED, bright=1.0, overrides=None, size=
     env = VisualSimple1DEnvironment(use_discrete=True, seed=seed, image_shape=(side, side, 1), bright=bright)
     manager = SimpleEnvManager(env)
     config = {"default": dict(CONFIG["default"], vis_encode_type=encoder, **(overrides or {}))}
-    trainers = {}
-    for name, spec in manager.external_brains.items():
-        params = resolve_trainer_config(config, name)
-        params.update(summary_path=str(tmp_path / "summaries" / name), model_path=str(tmp_path / "models" / name),
-                      keep_checkpoints=1)
-        # Built directly (not by initialize_trainers, whose reward buffer keeps one return
-        # without a curriculum) so that the reward buffer keeps the last LAST_EPISODES returns.
-        trainers[name] = PPOTrainer(name, spec, LAST_EPISODES, params, True, False, seed, "visual")
-    tc = TrainerController(trainers, str(tmp_path / "models"), str(tmp_path / "summaries"), "visual",
-                           save_freq=10**9, meta_curriculum=None, train=True, training_seed=seed,
-                           fast_simulation=True, sampler_manager=None, resampling_interval=None)
+    context = RunContext.in_results_dir(str(tmp_path), "visual", keep_checkpoints=1, seed=seed)
+    # The reward buffer keeps the last LAST_EPISODES returns (without a curriculum, one).
+    caps = {name: LAST_EPISODES for name in manager.external_brains}
+    trainers = create_trainers(load_trainer_config(config), manager.external_brains, context, caps)
+    tc = TrainerController(trainers, context.model_path, context.summaries_dir, "visual", save_freq=10**9,
+                           train=True, training_seed=seed)
     tc.start_learning(manager)
     return trainers[env.behavior_name]
 

@@ -12,16 +12,18 @@ is never stored as experience, so an environment is free to reset the agent in b
 from __future__ import annotations
 
 import abc
-import enum
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from kerasrl.exception import EnvironmentException
+from kerasrl.spec import ActionType, BehaviorSpec, concat_vector_observations
 
-class EnvironmentException(Exception):
-    """Raised for a malformed spec, step result or action."""
+__all__ = [
+    "ActionType", "BehaviorSpec", "Environment", "EnvironmentException", "StepResult", "check_actions",
+    "concat_vector_observations",
+]
 
 
 def _as_1d(x: Any, dtype: type) -> np.ndarray:
@@ -31,89 +33,12 @@ def _as_1d(x: Any, dtype: type) -> np.ndarray:
     return np.asarray(x, dtype=dtype).reshape(-1)
 
 
-class ActionType(str, enum.Enum):
-    DISCRETE = "discrete"
-    CONTINUOUS = "continuous"
-
-
-@dataclass(frozen=True)
-class BehaviorSpec:
-    """What a behavior's agents observe and how they act.
-
-    ``observation_shapes``: one entry per observation; 1-D shapes are vector observations,
-    3-D shapes ``(height, width, channels)`` are visual observations.
-    ``action_shape``: ``(size,)`` for continuous actions; the branch sizes for discrete.
-    """
-
-    observation_shapes: tuple[tuple[int, ...], ...]
-    action_type: ActionType
-    action_shape: tuple[int, ...]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "action_type", ActionType(self.action_type))
-        shapes = tuple(tuple(int(d) for d in s) for s in self.observation_shapes)
-        object.__setattr__(self, "observation_shapes", shapes)
-        object.__setattr__(self, "action_shape", tuple(int(a) for a in self.action_shape))
-        if not shapes:
-            raise EnvironmentException("BehaviorSpec needs at least one observation shape.")
-        for s in shapes:
-            if len(s) not in (1, 3) or any(d <= 0 for d in s):
-                raise EnvironmentException(
-                    f"Observation shape {s} is not a positive 1-D (vector) or 3-D (h, w, c) shape."
-                )
-        if not self.action_shape or any(a <= 0 for a in self.action_shape):
-            raise EnvironmentException(f"Action shape {self.action_shape} must be non-empty and positive.")
-        if self.action_type == ActionType.CONTINUOUS and len(self.action_shape) != 1:
-            raise EnvironmentException(
-                f"A continuous action shape must be (size,), got {self.action_shape}."
-            )
-
-    @cached_property
-    def is_discrete(self) -> bool:
-        return self.action_type == ActionType.DISCRETE
-
-    @cached_property
-    def is_continuous(self) -> bool:
-        return self.action_type == ActionType.CONTINUOUS
-
-    @cached_property
-    def discrete_branches(self) -> tuple[int, ...]:
-        """Branch sizes (discrete only; empty for continuous)."""
-        return self.action_shape if self.is_discrete else ()
-
-    @cached_property
-    def action_size(self) -> int:
-        """Columns of the action array sent to the env: branches (discrete) or dims (continuous)."""
-        return len(self.action_shape) if self.is_discrete else self.action_shape[0]
-
-    @cached_property
-    def action_mask_size(self) -> int:
-        """Width of the action-mask array: the sum of the branch sizes (0 for continuous)."""
-        return int(sum(self.action_shape)) if self.is_discrete else 0
-
-    @cached_property
-    def vector_observation_size(self) -> int:
-        return int(sum(s[0] for s in self.observation_shapes if len(s) == 1))
-
-    @cached_property
-    def vector_observation_indices(self) -> list[int]:
-        return [i for i, s in enumerate(self.observation_shapes) if len(s) == 1]
-
-    @cached_property
-    def visual_observation_shapes(self) -> list[tuple[int, int, int]]:
-        return [s for s in self.observation_shapes if len(s) == 3]  # type: ignore[misc]
-
-    @cached_property
-    def visual_observation_indices(self) -> list[int]:
-        return [i for i, s in enumerate(self.observation_shapes) if len(s) == 3]
-
-
 @dataclass
 class StepResult:
     """One behavior's agents after a step, batched: row ``i`` of every array is agent ``agent_ids[i]``.
 
     ``observations`` holds one float32 array ``[n, *shape]`` per entry of the spec's
-    ``observation_shapes``. ``action_masks`` (discrete only) is ``[n, sum(branches)]`` with
+    ``observation_shapes``. ``action_mask`` (discrete only) is ``[n, sum(branches)]`` with
     1 = allowed, 0 = masked; ``None`` means everything is allowed.
     """
 
@@ -122,7 +47,7 @@ class StepResult:
     rewards: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
-    action_masks: Optional[np.ndarray] = None
+    action_mask: Optional[np.ndarray] = None
     previous_actions: Optional[np.ndarray] = None
     _index: Optional[dict[int, int]] = field(default=None, repr=False, compare=False)
 
@@ -144,11 +69,11 @@ class StepResult:
                 o = observations[i] = np.asarray(o, dtype=np.float32)
             if o.ndim == 0 or o.shape[0] != n:
                 raise EnvironmentException(f"StepResult.observations[{i}] has shape {o.shape} for {n} agents.")
-        if self.action_masks is not None:
-            self.action_masks = np.asarray(self.action_masks, dtype=np.float32)
-            if self.action_masks.ndim != 2 or self.action_masks.shape[0] != n:
+        if self.action_mask is not None:
+            self.action_mask = np.asarray(self.action_mask, dtype=np.float32)
+            if self.action_mask.ndim != 2 or self.action_mask.shape[0] != n:
                 raise EnvironmentException(
-                    f"StepResult.action_masks has shape {self.action_masks.shape} for {n} agents."
+                    f"StepResult.action_mask has shape {self.action_mask.shape} for {n} agents."
                 )
 
     def __len__(self) -> int:
@@ -182,9 +107,9 @@ class StepResult:
                 raise EnvironmentException(f"Observation {i}{label} contains NaN or inf.")
         if not np.isfinite(self.rewards).all():
             raise EnvironmentException(f"Rewards{label} contain NaN or inf.")
-        if self.action_masks is not None and self.action_masks.shape[1] != spec.action_mask_size:
+        if self.action_mask is not None and self.action_mask.shape[1] != spec.action_mask_size:
             raise EnvironmentException(
-                f"Action masks{label} have {self.action_masks.shape[1]} columns, spec needs "
+                f"Action masks{label} have {self.action_mask.shape[1]} columns, spec needs "
                 f"{spec.action_mask_size} (sum of branch sizes)."
             )
         return self
@@ -197,7 +122,7 @@ class StepResult:
             rewards=np.zeros(0, np.float32),
             terminated=np.zeros(0, bool),
             truncated=np.zeros(0, bool),
-            action_masks=np.ones((0, spec.action_mask_size), np.float32) if spec.is_discrete else None,
+            action_mask=np.ones((0, spec.action_mask_size), np.float32) if spec.is_discrete else None,
         )
 
 
@@ -264,23 +189,3 @@ def check_actions(spec: BehaviorSpec, actions: np.ndarray, n_agents: int, behavi
     elif not np.isfinite(arr).all():
         raise EnvironmentException(f"Continuous actions for behavior '{behavior}' contain NaN or inf.")
     return arr
-
-
-@lru_cache(maxsize=64)
-def shared_ones(*shape: int) -> np.ndarray:
-    """A shared read-only float32 array of ones (all-allowed action masks, the ``masks`` field):
-    one allocation per shape instead of one per step. Callers only read it (the buffer copies)."""
-    arr = np.ones(shape, np.float32)
-    arr.flags.writeable = False
-    return arr
-
-
-def concat_vector_observations(spec: BehaviorSpec, observations: Sequence[np.ndarray]) -> np.ndarray:
-    """All vector observations of a result, concatenated in spec order: ``[n, vector_observation_size]``."""
-    idx = spec.vector_observation_indices
-    if len(idx) == 1:
-        return observations[idx[0]]
-    n = observations[0].shape[0]
-    if not idx:
-        return np.zeros((n, 0), np.float32)
-    return np.concatenate([observations[i] for i in idx], axis=1)

@@ -78,6 +78,23 @@ def _observation_parts(space: spaces.Space, name: str) -> list[tuple[Optional[st
     )
 
 
+def _make_env(env_id_or_env: Any, num_envs: int, vectorization_mode: Optional[str],
+              make_kwargs: dict[str, Any]) -> tuple[Union[gymnasium.Env, VectorEnv], str]:
+    """The Gymnasium env (made from an id, vectorised when ``num_envs > 1``) and its name."""
+    if not isinstance(env_id_or_env, str):
+        if make_kwargs or vectorization_mode is not None:
+            raise EnvironmentException("make_kwargs / vectorization_mode only apply when an env id is given.")
+        spec = getattr(env_id_or_env, "spec", None)
+        return env_id_or_env, spec.id if spec is not None else type(getattr(env_id_or_env, "unwrapped", env_id_or_env)).__name__
+    if num_envs == 1 and vectorization_mode is None:
+        return gymnasium.make(env_id_or_env, **make_kwargs), env_id_or_env
+    if vectorization_mode is None:
+        has_native = gymnasium.spec(env_id_or_env).vector_entry_point is not None
+        vectorization_mode = "vector_entry_point" if has_native else "sync"
+    return gymnasium.make_vec(env_id_or_env, num_envs=num_envs, vectorization_mode=vectorization_mode,
+                              **make_kwargs), env_id_or_env
+
+
 class GymnasiumEnv(Environment):
     """A gymnasium env or vector env as a one-behavior kerasrl ``Environment`` (see the module doc).
 
@@ -102,43 +119,12 @@ class GymnasiumEnv(Environment):
     ) -> None:
         if num_envs < 1:
             raise EnvironmentException(f"num_envs must be at least 1, got {num_envs}.")
-        if isinstance(env_id_or_env, str):
-            if num_envs == 1 and vectorization_mode is None:
-                env: Union[gymnasium.Env, VectorEnv] = gymnasium.make(env_id_or_env, **make_kwargs)
-            else:
-                if vectorization_mode is None:
-                    has_native = gymnasium.spec(env_id_or_env).vector_entry_point is not None
-                    vectorization_mode = "vector_entry_point" if has_native else "sync"
-                env = gymnasium.make_vec(
-                    env_id_or_env, num_envs=num_envs, vectorization_mode=vectorization_mode, **make_kwargs
-                )
-            name = env_id_or_env
-        else:
-            if make_kwargs or vectorization_mode is not None:
-                raise EnvironmentException("make_kwargs / vectorization_mode only apply when an env id is given.")
-            env = env_id_or_env
-            spec = getattr(env, "spec", None)
-            name = spec.id if spec is not None else type(getattr(env, "unwrapped", env)).__name__
+        env, name = _make_env(env_id_or_env, num_envs, vectorization_mode, make_kwargs)
         self.env = env
         self.env_name = str(name)
         self.behavior_name = behavior_name or self.env_name
         self.is_vector = isinstance(env, VectorEnv)
-        if self.is_vector:
-            self.num_envs = int(env.num_envs)  # type: ignore[union-attr]
-            obs_space = env.single_observation_space  # type: ignore[union-attr]
-            act_space = env.single_action_space  # type: ignore[union-attr]
-            mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
-            self.autoreset_mode = AutoresetMode(mode.value if isinstance(mode, AutoresetMode) else mode)
-            if self.autoreset_mode == AutoresetMode.DISABLED:
-                raise EnvironmentException(
-                    f"Gymnasium vector env '{self.env_name}' has autoreset disabled; use NEXT_STEP or SAME_STEP."
-                )
-        else:
-            if num_envs != 1:
-                raise EnvironmentException(f"num_envs={num_envs} given with a single gymnasium.Env '{self.env_name}'.")
-            self.num_envs = 1
-            obs_space, act_space = env.observation_space, env.action_space
-            self.autoreset_mode = AutoresetMode.NEXT_STEP
+        obs_space, act_space = self._read_spaces(num_envs)
         self._label = f"Gymnasium env '{self.env_name}' (behavior '{self.behavior_name}')"
 
         self._obs_parts = _observation_parts(obs_space, self.env_name)
@@ -169,6 +155,24 @@ class GymnasiumEnv(Environment):
         self._prev_done = np.zeros(self.num_envs, bool)
         self._any_prev_done = False
         self.last_info: dict[str, Any] = {}
+
+    def _read_spaces(self, num_envs: int) -> tuple[spaces.Space, spaces.Space]:
+        """The (single-env) observation and action spaces; sets ``num_envs`` and the autoreset mode."""
+        env = self.env
+        if not self.is_vector:
+            if num_envs != 1:
+                raise EnvironmentException(f"num_envs={num_envs} given with a single gymnasium.Env '{self.env_name}'.")
+            self.num_envs = 1
+            self.autoreset_mode = AutoresetMode.NEXT_STEP
+            return env.observation_space, env.action_space
+        self.num_envs = int(env.num_envs)  # type: ignore[union-attr]
+        mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        self.autoreset_mode = AutoresetMode(mode.value if isinstance(mode, AutoresetMode) else mode)
+        if self.autoreset_mode == AutoresetMode.DISABLED:
+            raise EnvironmentException(
+                f"Gymnasium vector env '{self.env_name}' has autoreset disabled; use NEXT_STEP or SAME_STEP."
+            )
+        return env.single_observation_space, env.single_action_space  # type: ignore[union-attr]
 
     def _setup_actions(self, space: spaces.Space) -> ActionType:
         """Record how kerasrl actions map to the env's action space; return the kerasrl action type."""

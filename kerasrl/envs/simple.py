@@ -102,7 +102,7 @@ class _OneAgentEnvironment(Environment):
                 rewards=np.array([reward], np.float32),
                 terminated=np.array([terminated]),
                 truncated=np.array([truncated]),
-                action_masks=self._action_mask(),
+                action_mask=self._action_mask(),
             )
         }
 

@@ -1,8 +1,8 @@
 """Actor-critic Keras models: continuous (separate policy/value streams) and multi-branch discrete.
 
 Inputs are a dict of tensors:
-``vector_obs`` ``[B, V]`` (when the behavior has vector observations), ``visual_obs_{i}``
-``[B, h, w, c]`` per camera, ``action_masks`` ``[B, Σ branches]`` (discrete), ``memory``
+``vector_obs`` ``[B, V]`` (when the behavior has vector observations), ``visual_obs{i}``
+``[B, h, w, c]`` per camera, ``action_mask`` ``[B, Σ branches]`` (discrete), ``memory``
 ``[B / L, memory_size]`` (recurrent: the memory at the start of each sequence of length ``L``)
 and ``prev_action`` ``[B, n_branches]`` (recurrent discrete). One value head per reward signal.
 """
@@ -13,12 +13,12 @@ from typing import Any, Mapping, Sequence
 import keras
 import tensorflow as tf
 
-from kerasrl.envs.base import BehaviorSpec
+from kerasrl.fields import Field
 from kerasrl.models.distributions import ClippedGaussian, MaskedMultiCategorical
-from kerasrl.models.encoders import (
-    ACTIVATIONS, INITIALIZERS, VIS_ENCODE_TYPES, VectorEncoder, VisualEncoder, kernel_initializer,
-)
+from kerasrl.models.encoders import VectorEncoder, VisualEncoder, kernel_initializer
 from kerasrl.models.normalizer import Normalizer
+from kerasrl.settings import NetworkSettings
+from kerasrl.spec import BehaviorSpec
 
 
 class ModelConfigError(ValueError):
@@ -30,8 +30,7 @@ class _Stream(keras.layers.Layer):
     optionally followed by an LSTM over sequences."""
 
     def __init__(self, spec: BehaviorSpec, hidden_units: int, num_layers: int, vis_encode_type: str,
-                 lstm_units: int, seed: int | None, activation: str = "swish",
-                 initializer: str = "variance_scaling", **kwargs: Any) -> None:
+                 lstm_units: int, seed: int | None, activation: str, initializer: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.visual = [
             VisualEncoder(vis_encode_type, hidden_units, num_layers,
@@ -84,31 +83,16 @@ class ActorCritic(keras.Model):
         self,
         spec: BehaviorSpec,
         stream_names: Sequence[str] = ("extrinsic",),
-        hidden_units: int = 128,
-        num_layers: int = 2,
-        normalize: bool = False,
-        vis_encode_type: str = "simple",
-        use_recurrent: bool = False,
-        memory_size: int = 0,
+        network: NetworkSettings | None = None,
         seed: int | None = None,
-        activation: str = "swish",
-        separate_value_network: bool | None = None,
-        initializer: str = "variance_scaling",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if initializer not in INITIALIZERS:
-            raise ModelConfigError(f"initializer must be one of {INITIALIZERS}, got '{initializer}'.")
-        self.initializer = initializer
-        if activation not in ACTIVATIONS:
-            raise ModelConfigError(f"activation must be one of {sorted(ACTIVATIONS)}, got '{activation}'.")
-        self.activation = activation
+        network = NetworkSettings() if network is None else network
+        self.network = network
         if not stream_names:
             raise ModelConfigError("ActorCritic needs at least one reward signal (value head).")
-        if vis_encode_type not in VIS_ENCODE_TYPES:
-            raise ModelConfigError(f"vis_encode_type must be one of {VIS_ENCODE_TYPES}, got '{vis_encode_type}'.")
-        if int(hidden_units) < 1:
-            raise ModelConfigError(f"hidden_units must be >= 1, got {hidden_units}.")
+        vis_encode_type = network.vis_encode_type
         for shape in spec.visual_observation_shapes:
             need = VisualEncoder.MIN_SIZE[vis_encode_type]
             if shape[0] < need or shape[1] < need:
@@ -116,71 +100,72 @@ class ActorCritic(keras.Model):
                     f"Visual observation {shape} is too small for vis_encode_type '{vis_encode_type}' "
                     f"(needs at least {need}×{need})."
                 )
-        if use_recurrent:
-            if int(memory_size) <= 0:
-                raise ModelConfigError(f"memory_size is {memory_size} even though use_recurrent is true; it must be > 0.")
-            if int(memory_size) % 4 != 0:
-                raise ModelConfigError(
-                    f"memory_size is {memory_size}; with use_recurrent it must be divisible by 4 "
-                    "(it holds LSTM cell and hidden state for up to two streams)."
-                )
+        self.initializer = network.initializer
+        self.activation = network.activation
         self.spec = spec
         self.stream_names = list(stream_names)
-        self.hidden_units = int(hidden_units)
-        self.num_layers = max(int(num_layers), 1)
-        self.use_recurrent = bool(use_recurrent)
-        self.memory_size = int(memory_size) if use_recurrent else 0
+        self.hidden_units = network.hidden_units
+        self.num_layers = network.num_layers
+        self.use_recurrent = network.use_recurrent
+        self.memory_size = network.memory_size if self.use_recurrent else 0
+        #: Steps per training sequence (1 without memory).
+        self.sequence_length = network.sequence_length if self.use_recurrent else 1
         self.vis_encode_type = vis_encode_type
         self.seed = seed
         self.is_discrete = spec.is_discrete
         self.branches = list(spec.discrete_branches)
         self.vector_size = spec.vector_observation_size
         self.num_visual = len(spec.visual_observation_shapes)
-        self.normalizer = Normalizer(self.vector_size, name="normalizer") if normalize and self.vector_size else None
+        self.normalizer = Normalizer(self.vector_size, name="normalizer") if network.normalize and self.vector_size else None
+        separate = network.separate_value_network
+        self.separate_value_network = (not self.is_discrete) if separate is None else separate
+        self._build_layers()
+        self(self.dummy_inputs(1))
 
-        def seed_of(k: int) -> int | None:
-            return None if seed is None else seed * 1000 + k
+    def _seed(self, k: int) -> int | None:
+        return None if self.seed is None else self.seed * 1000 + k
 
-        self.separate_value_network = (not self.is_discrete) if separate_value_network is None else bool(separate_value_network)
+    def _build_layers(self) -> None:
+        """The streams, the action layer(s) and one value head per reward signal."""
+        spec, init = self.spec, self.initializer
         lstm_units = self.memory_size // 4 if self.separate_value_network else self.memory_size // 2
-        self.body = _Stream(spec, hidden_units, num_layers, vis_encode_type, lstm_units, seed_of(1), activation,
-                            initializer, name="main_graph_0")
-        self.value_body = (
-            _Stream(spec, hidden_units, num_layers, vis_encode_type, lstm_units, seed_of(2), activation,
-                    initializer, name="main_graph_1")
-            if self.separate_value_network else None
-        )
+
+        def stream(k: int) -> _Stream:
+            return _Stream(spec, self.hidden_units, self.num_layers, self.vis_encode_type, lstm_units, self._seed(k + 1),
+                           self.activation, init, name=f"main_graph_{k}")
+
+        self.body = stream(0)
+        self.value_body = stream(1) if self.separate_value_network else None
         if self.is_discrete:
             self.branch_logits = [
-                keras.layers.Dense(b, use_bias=False, kernel_initializer=kernel_initializer(initializer, "action", seed_of(10 + k)),
+                keras.layers.Dense(b, use_bias=False, kernel_initializer=kernel_initializer(init, "action", self._seed(10 + k)),
                                    name=f"branch_{k}")
                 for k, b in enumerate(self.branches)
             ]
         else:
-            self.mu = keras.layers.Dense(spec.action_size, kernel_initializer=kernel_initializer(initializer, "action", seed_of(3)),
+            self.mu = keras.layers.Dense(spec.action_size, kernel_initializer=kernel_initializer(init, "action", self._seed(3)),
                                          name="mu")
             self.log_sigma_sq = self.add_weight(name="log_sigma_squared", shape=(spec.action_size,),
                                                 initializer="zeros", trainable=True)
         self.value_heads = {
-            name: keras.layers.Dense(1, kernel_initializer=kernel_initializer(initializer, "value", seed_of(20 + i)),
+            name: keras.layers.Dense(1, kernel_initializer=kernel_initializer(init, "value", self._seed(20 + i)),
                                      name=f"{name}_value")
             for i, name in enumerate(self.stream_names)
         }
-        self(self.dummy_inputs(1))
 
     def dummy_inputs(self, batch: int) -> dict[str, tf.Tensor]:
         """Zero inputs of every kind the model takes (used to build the weights)."""
         inputs: dict[str, Any] = {}
         if self.vector_size:
-            inputs["vector_obs"] = tf.zeros([batch, self.vector_size])
+            inputs[Field.VECTOR_OBS] = tf.zeros([batch, self.vector_size])
         for j, shape in enumerate(self.spec.visual_observation_shapes):
-            inputs[f"visual_obs_{j}"] = tf.zeros([batch, *shape])
+            inputs[Field.visual_obs(j)] = tf.zeros([batch, *shape])
         if self.is_discrete:
-            inputs["action_masks"] = tf.ones([batch, sum(self.branches)])
+            inputs[Field.ACTION_MASK] = tf.ones([batch, sum(self.branches)])
         if self.use_recurrent:
-            inputs["memory"] = tf.zeros([batch, self.memory_size])
+            inputs[Field.MEMORY] = tf.zeros([batch, self.memory_size])
             if self.is_discrete:
-                inputs["prev_action"] = tf.zeros([batch, len(self.branches)], tf.int32)
+                inputs[Field.PREV_ACTION] = tf.zeros([batch, len(self.branches)], tf.int32)
         return inputs
 
     def input_signature(self) -> dict[str, tf.TensorSpec]:
@@ -188,15 +173,15 @@ class ActorCritic(keras.Model):
         return {k: tf.TensorSpec([None, *v.shape[1:]], v.dtype, name=k) for k, v in self.dummy_inputs(1).items()}
 
     def call(self, inputs: Mapping[str, tf.Tensor], sequence_length: int = 1) -> dict[str, Any]:
-        vector = inputs.get("vector_obs")
+        vector = inputs.get(Field.VECTOR_OBS)
         if vector is not None and self.normalizer is not None:
             vector = self.normalizer(vector)
-        visual = [inputs[f"visual_obs_{j}"] for j in range(self.num_visual)]
-        memory = inputs.get("memory")
+        visual = [inputs[Field.visual_obs(j)] for j in range(self.num_visual)]
+        memory = inputs.get(Field.MEMORY)
         out: dict[str, Any] = {}
         extra = None
         if self.is_discrete and self.use_recurrent:
-            prev = tf.cast(inputs["prev_action"], tf.int32)
+            prev = tf.cast(inputs[Field.PREV_ACTION], tf.int32)
             extra = tf.concat([tf.one_hot(prev[:, k], b) for k, b in enumerate(self.branches)], axis=-1)
         if self.value_body is None:
             hidden, mem_out = self.body(vector=vector, visual=visual, extra=extra, memory=memory,
@@ -218,46 +203,46 @@ class ActorCritic(keras.Model):
             out["log_sigma_sq"] = self.log_sigma_sq
         out["values"] = {name: tf.squeeze(head(value_hidden), -1) for name, head in self.value_heads.items()}
         if mem_out is not None:
-            out["memory_out"] = mem_out
+            out[Field.MEMORY_OUT] = mem_out
         return out
 
     def distribution(self, out: Mapping[str, Any], inputs: Mapping[str, tf.Tensor]) -> MaskedMultiCategorical | ClippedGaussian:
         if self.is_discrete:
-            return MaskedMultiCategorical(out["logits"], inputs["action_masks"], self.branches)
+            return MaskedMultiCategorical(out["logits"], inputs[Field.ACTION_MASK], self.branches)
         return ClippedGaussian(out["mu"], out["log_sigma_sq"])
 
     def act(self, inputs: Mapping[str, tf.Tensor], noise: tf.Tensor) -> dict[str, tf.Tensor]:
         """Sample actions with caller-supplied noise (uniform for discrete, standard normal for continuous).
 
-        Returns ``action`` (what the env gets), ``log_probs`` (per branch / per dimension, stored
-        as ``action_probs``), ``entropy``, ``value_{name}`` and, where they apply, ``pre_action``
-        and ``memory_out``.
+        Returns, named as ``Field``: ``actions`` (what the env gets), ``action_log_probs`` (per
+        branch / per dimension), ``entropy``, ``{signal}_value_estimates`` and, where they
+        apply, ``actions_pre`` and ``memory_out``.
         """
         out = self(inputs)
         dist = self.distribution(out, inputs)
         result: dict[str, tf.Tensor] = {}
         if self.is_discrete:
             action = dist.sample(noise)
-            result["action"] = action
-            result["log_probs"] = dist.branch_log_prob(action)
+            result[Field.ACTIONS] = action
+            result[Field.ACTION_LOG_PROBS] = dist.branch_log_prob(action)
         else:
             pre = dist.sample_pre(noise)
-            result["action"] = ClippedGaussian.squash(pre)
-            result["pre_action"] = pre
-            result["log_probs"] = dist.dim_log_prob(pre)
-        result["entropy"] = dist.entropy()
-        for name, v in out["values"].items():
-            result[f"value_{name}"] = v
-        if "memory_out" in out:
-            result["memory_out"] = out["memory_out"]
+            result[Field.ACTIONS] = ClippedGaussian.squash(pre)
+            result[Field.ACTIONS_PRE] = pre
+            result[Field.ACTION_LOG_PROBS] = dist.dim_log_prob(pre)
+        result[Field.ENTROPY] = dist.entropy()
+        result.update(self._value_outputs(out))
         return result
 
     def values(self, inputs: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         """Value estimate of every head, plus ``memory_out`` when recurrent."""
-        out = self(inputs)
-        res = {f"value_{k}": v for k, v in out["values"].items()}
-        if "memory_out" in out:
-            res["memory_out"] = out["memory_out"]
+        return self._value_outputs(self(inputs))
+
+    @staticmethod
+    def _value_outputs(out: Mapping[str, Any]) -> dict[str, tf.Tensor]:
+        res = {Field.value_estimates(k): v for k, v in out["values"].items()}
+        if Field.MEMORY_OUT in out:
+            res[Field.MEMORY_OUT] = out[Field.MEMORY_OUT]
         return res
 
     def evaluate_actions(self, inputs: Mapping[str, tf.Tensor], actions: tf.Tensor,

@@ -6,7 +6,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-VIS_ENCODE_TYPES = ("simple", "nature_cnn", "resnet")
+from kerasrl.settings import INITIALIZERS, VIS_ENCODE_TYPES, NetworkSettings
 
 
 def swish(x: tf.Tensor) -> tf.Tensor:
@@ -22,7 +22,6 @@ def get_activation(name: str) -> Any:
     return ACTIVATIONS[name]
 
 
-INITIALIZERS = ("variance_scaling", "orthogonal")
 _ORTHOGONAL_GAIN = {"hidden": 2.0**0.5, "action": 0.01, "value": 1.0}
 _VARIANCE_SCALE = {"hidden": 1.0, "action": 0.01, "value": 1.0}
 
@@ -48,8 +47,9 @@ def kernel_initializer(kind: str, role: str, seed: int | None) -> keras.initiali
 class VectorEncoder(keras.layers.Layer):
     """``num_layers`` dense layers of ``hidden_units`` (swish, as ML-Agents; values < 1 coerced to 1)."""
 
-    def __init__(self, hidden_units: int, num_layers: int, seed: int | None = None, activation: str = "swish",
-                 initializer: str = "variance_scaling", **kwargs: Any) -> None:
+    def __init__(self, hidden_units: int, num_layers: int, seed: int | None = None,
+                 activation: str = NetworkSettings.activation, initializer: str = NetworkSettings.initializer,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.initializer = initializer
         self.hidden_units = int(hidden_units)

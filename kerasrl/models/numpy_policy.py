@@ -14,6 +14,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from kerasrl._kernels import sample_masked_categorical
+from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.distributions import EPSILON
 
@@ -63,6 +64,14 @@ class NumpyActorCritic:
     def supports(model: ActorCritic) -> bool:
         return not model.use_recurrent and model.num_visual == 0 and model.vector_size > 0
 
+    def refresh_normalizer(self) -> None:
+        """Re-read the observation normalizer's statistics (after it saw new observations)."""
+        normalizer = self.model.normalizer
+        self.norm = None
+        if normalizer is not None:
+            mean, inv_std = normalizer.numpy_stats()
+            self.norm = (mean, inv_std, np.float32(normalizer.clip))
+
     def refresh(self, values: Optional[Sequence[np.ndarray]] = None) -> None:
         """Re-read every weight from the Keras model (call after each update).
 
@@ -86,10 +95,7 @@ class NumpyActorCritic:
             return [values[self._index[id(w)]].astype(np.float32, copy=False)
                     for w in layer.weights]  # type: ignore[attr-defined]
 
-        self.norm = None
-        if m.normalizer is not None:
-            mean, inv_std = m.normalizer.numpy_stats()
-            self.norm = (mean, inv_std, np.float32(m.normalizer.clip))
+        self.refresh_normalizer()
         body = [dense(layer) for layer in m.body.vector.dense]
         heads = [dense(m.value_heads[name]) for name in self.stream_names]
         value_kernel = np.concatenate([k for k, _ in heads], axis=1)
@@ -118,7 +124,7 @@ class NumpyActorCritic:
 
     def _forward(self, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Action outputs (logits or μ) and value heads."""
-        x = np.asarray(inputs["vector_obs"], np.float32)
+        x = np.asarray(inputs[Field.VECTOR_OBS], np.float32)
         if self.norm is not None:
             mean, inv_std, clip = self.norm
             x = np.clip((x - mean) * inv_std, -clip, clip)
@@ -132,7 +138,7 @@ class NumpyActorCritic:
 
     def _values(self, v: np.ndarray, out: dict[str, np.ndarray]) -> None:
         for i, name in enumerate(self.stream_names):
-            out[f"value_{name}"] = v[:, i]
+            out[Field.value_estimates(name)] = v[:, i]
 
     def values(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         _, v = self._forward(inputs)
@@ -150,22 +156,22 @@ class NumpyActorCritic:
             log_probs = np.empty((n, len(self.branches)), np.float32)
             entropy = np.empty(n, np.float32)
             sample_masked_categorical(
-                np.ascontiguousarray(action_out), np.ascontiguousarray(inputs["action_masks"], np.float32),
+                np.ascontiguousarray(action_out), np.ascontiguousarray(inputs[Field.ACTION_MASK], np.float32),
                 np.ascontiguousarray(noise, np.float32), self._branch_sizes, np.float32(EPSILON),
                 actions, log_probs, entropy,
             )
-            out["action"] = actions
-            out["log_probs"] = log_probs
-            out["entropy"] = entropy
+            out[Field.ACTIONS] = actions
+            out[Field.ACTION_LOG_PROBS] = log_probs
+            out[Field.ENTROPY] = entropy
         else:
             mu = action_out
             pre = mu + self.sigma * noise
-            out["action"] = np.clip(pre, -3.0, 3.0) / np.float32(3.0)
-            out["pre_action"] = pre
-            out["log_probs"] = (
+            out[Field.ACTIONS] = np.clip(pre, -3.0, 3.0) / np.float32(3.0)
+            out[Field.ACTIONS_PRE] = pre
+            out[Field.ACTION_LOG_PROBS] = (
                 np.float32(-0.5) * np.square(pre - mu) * self.inv_var
                 - np.float32(0.5) * _LOG_2PI - np.float32(0.5) * self.log_sigma_sq
             ).astype(np.float32)
-            out["entropy"] = np.full(n, self.entropy_value, np.float32)
+            out[Field.ENTROPY] = np.full(n, self.entropy_value, np.float32)
         self._values(v, out)
         return out

@@ -18,10 +18,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.optimizers import Adam
 from kerasrl.ppo.loss import global_count, ppo_loss
-from kerasrl.ppo.schedules import EPSILON_END, ppo_schedules
+from kerasrl.ppo.schedules import ppo_schedules
+from kerasrl.settings import PPOSettings, TrainerSettings
+from kerasrl.spec import BehaviorSpec
 
 METRIC_NAMES = ("loss", "policy_loss", "value_loss", "entropy")
 
@@ -56,41 +59,34 @@ def minibatch_plan(num_sequences: int, sequences_per_batch: int, num_epoch: int,
 
 
 class PPOLearner(keras.Model):
-    """Owns the actor-critic being trained, its Adam optimizer and the PPO schedules."""
+    """Owns the actor-critic being trained, its Adam optimizer and the PPO schedules.
 
-    def __init__(
-        self,
-        actor_critic: ActorCritic,
-        learning_rate: float = 3e-4,
-        epsilon: float = 0.2,
-        beta: float = 5e-3,
-        max_steps: float = 5e4,
-        sequence_length: int = 1,
-        jit_compile: bool = False,
-        clip_value_loss: bool = True,
-        max_grad_norm: Optional[float] = None,
-        epsilon_end: float = EPSILON_END,
-        adam_epsilon: float = 1e-7,
-        adam_epsilon_style: str = "keras",
-        **kwargs: Any,
-    ) -> None:
+    ``update(batch, step, seed)`` is what a trainer calls: it sets the schedules for ``step``,
+    runs every epoch and mini-batch (fused or one call per mini-batch, as the settings say)
+    and returns every metric, the schedule values included.
+    """
+
+    def __init__(self, actor_critic: ActorCritic, hyperparameters: Optional[PPOSettings] = None,
+                 max_steps: int = TrainerSettings.max_steps, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.epsilon_end = float(epsilon_end)
-        self.clip_value_loss = bool(clip_value_loss)
-        self.max_grad_norm = None if max_grad_norm is None else float(max_grad_norm)
+        hp = PPOSettings() if hyperparameters is None else hyperparameters
+        self.hyperparameters = hp
+        self.clip_value_loss = hp.clip_value_loss
+        self.max_grad_norm = hp.max_grad_norm
         self.actor_critic = actor_critic
         self.stream_names = list(actor_critic.stream_names)
-        self.initial = {"learning_rate": float(learning_rate), "epsilon": float(epsilon), "beta": float(beta)}
-        self.max_steps = float(max_steps)
-        self.sequence_length = int(sequence_length) if actor_critic.use_recurrent else 1
-        self.use_xla = bool(jit_compile)
-        self.clip_epsilon = self.add_weight(name="epsilon", shape=(), initializer=keras.initializers.Constant(epsilon), trainable=False)
-        self.beta = self.add_weight(name="beta", shape=(), initializer=keras.initializers.Constant(beta), trainable=False)
-        self.compile(optimizer=Adam(learning_rate=learning_rate, epsilon=adam_epsilon, epsilon_style=adam_epsilon_style),
-                     jit_compile=self.use_xla)
+        self.max_steps = int(max_steps)
+        self.sequence_length = actor_critic.sequence_length
+        self.use_xla = hp.jit_compile
+        self.clip_epsilon = self.add_weight(name="epsilon", shape=(), initializer=keras.initializers.Constant(hp.epsilon),
+                                            trainable=False)
+        self.beta = self.add_weight(name="beta", shape=(), initializer=keras.initializers.Constant(hp.beta),
+                                    trainable=False)
+        self.compile(optimizer=Adam(learning_rate=hp.learning_rate, epsilon=hp.adam_epsilon,
+                                    epsilon_style=hp.adam_epsilon_style), jit_compile=self.use_xla)
         self.optimizer.build(self.actor_critic.trainable_variables)
         self._fused: Optional[tf.types.experimental.GenericFunction] = None
-        self._schedule_values = np.array([learning_rate, epsilon, beta], np.float32)
+        self._schedule_values = np.array([hp.learning_rate, hp.epsilon, hp.beta], np.float32)
         self.trace_seconds = 0.0
         self._traced_shapes: set[tuple[int, ...]] = set()
         self._minibatch_fn: Optional[tf.types.experimental.GenericFunction] = None
@@ -102,40 +98,74 @@ class PPOLearner(keras.Model):
         self.latest_weights: Optional[list[np.ndarray]] = None
         self._weight_shapes: Optional[list[tuple[int, ...]]] = None
 
+    @classmethod
+    def for_behavior(cls, spec: BehaviorSpec, stream_names: Sequence[str], settings: TrainerSettings, seed: int,
+                     max_steps: int) -> "PPOLearner":
+        """A learner of a new actor-critic for ``spec`` (TensorFlow's global seed is set first,
+        so that seeded runs are reproducible)."""
+        tf.random.set_seed(seed)
+        model = ActorCritic(spec, stream_names, settings.network, seed=seed, name="actor_critic")
+        return cls(model, settings.hyperparameters, max_steps=max_steps)
+
     def batch_signature(self) -> dict[str, tf.TensorSpec]:
         """Signature of a learning batch: model inputs plus what the loss needs, batch dim free."""
         if self._batch_signature is None:
             self._batch_signature = self._make_batch_signature()
         return dict(self._batch_signature)
 
+    @property
+    def batch_fields(self) -> list[str]:
+        """The update-buffer fields a learning batch is made of (``Field`` names)."""
+        return list(self.batch_signature())
+
     def _make_batch_signature(self) -> dict[str, tf.TensorSpec]:
         sig = dict(self.actor_critic.input_signature())
         ac = self.actor_critic
+
+        def spec(name: str, shape: list[Optional[int]], dtype: tf.DType = tf.float32) -> None:
+            sig[name] = tf.TensorSpec(shape, dtype, name=name)
+
         if ac.is_discrete:
-            sig["actions"] = tf.TensorSpec([None, len(ac.branches)], tf.int32, name="actions")
+            spec(Field.ACTIONS, [None, len(ac.branches)], tf.int32)
         else:
-            sig["pre_actions"] = tf.TensorSpec([None, ac.spec.action_size], tf.float32, name="pre_actions")
-        for key in ("old_log_probs", "advantages", "masks"):
-            sig[key] = tf.TensorSpec([None], tf.float32, name=key)
+            spec(Field.ACTIONS_PRE, [None, ac.spec.action_size])
+        spec(Field.ACTION_LOG_PROBS, [None, ac.spec.action_size])
+        spec(Field.ADVANTAGES, [None])
+        spec(Field.MASKS, [None])
         for name in self.stream_names:
-            sig[f"{name}_returns"] = tf.TensorSpec([None], tf.float32, name=f"{name}_returns")
-            sig[f"{name}_value_estimates"] = tf.TensorSpec([None], tf.float32, name=f"{name}_value_estimates")
+            spec(Field.returns(name), [None])
+            spec(Field.value_estimates(name), [None])
         return sig
 
+    def schedules(self, step: float) -> dict[str, float]:
+        """Learning rate, clip epsilon and entropy coefficient at trainer step ``step``."""
+        return ppo_schedules(self.hyperparameters, step, self.max_steps)
+
     def set_schedules(self, step: float, apply: bool = True) -> dict[str, float]:
-        """Learning rate, epsilon and beta for the policy's current ``step``.
+        """Use the schedule values of ``step`` from the next update on.
 
         With ``apply=False`` the values are only remembered: ``fused_update`` assigns them inside
         its compiled call, which saves a separate call per update.
         """
-        values = ppo_schedules(self.initial["learning_rate"], self.initial["epsilon"], self.initial["beta"], step,
-                               self.max_steps, self.epsilon_end)
-        self._schedule_values = np.array(
-            [values["learning_rate"], values["epsilon"], values["beta"]], np.float32
-        )
+        values = self.schedules(step)
+        self._schedule_values = np.array([values["learning_rate"], values["epsilon"], values["beta"]], np.float32)
         if apply:
             self._assign(tf.constant(self._schedule_values))
         return values
+
+    def update(self, batch: Mapping[str, np.ndarray], step: int, seed: int) -> dict[str, float]:
+        """One PPO update at trainer step ``step``: ``num_epoch`` passes of mini-batches of
+        ``batch_size`` over ``batch``. Returns the mean losses and the schedule values used."""
+        hp = self.hyperparameters
+        values = self.set_schedules(step, apply=not hp.fused_update)
+        drive = self.fused_update if hp.fused_update else self.minibatch_update
+        metrics = drive(batch, hp.num_epoch, hp.batch_size, seed)
+        return {**metrics, **values}
+
+    def update_normalization(self, vector_obs: np.ndarray) -> None:
+        """Feed observations to the model's running normalizer (no-op without one)."""
+        if self.actor_critic.normalizer is not None and len(vector_obs):
+            self.actor_critic.normalizer.update(vector_obs)
 
     def _assign(self, values: tf.Tensor) -> None:
         self.optimizer.learning_rate.assign(values[0])
@@ -147,7 +177,7 @@ class PPOLearner(keras.Model):
 
     def _gradient_step(self, batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         variables = self.actor_critic.trainable_variables
-        count = global_count(tf.cast(batch["masks"], tf.float32))
+        count = global_count(tf.cast(batch[Field.MASKS], tf.float32))
         with tf.GradientTape() as tape:
             loss, metrics = ppo_loss(
                 self.actor_critic, batch, self.clip_epsilon, self.beta, self.stream_names, self.sequence_length,
@@ -195,7 +225,7 @@ class PPOLearner(keras.Model):
 
         def fused(stacked: dict[str, tf.Tensor], schedules: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
             self._assign(schedules)
-            n = tf.shape(stacked["advantages"])[0]
+            n = tf.shape(stacked[Field.ADVANTAGES])[0]
 
             def body(i: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
                 metrics = self._gradient_step({k: stacked[k][i] for k in names})
@@ -230,12 +260,12 @@ class PPOLearner(keras.Model):
         if missing:
             raise KeyError(f"Learning batch lacks fields {missing}.")
         arrays = {k: np.asarray(buffer[k], dtype=dtype) for k, dtype in self._numpy_dtypes.items()}
-        n = len(arrays["advantages"])
+        n = len(arrays[Field.ADVANTAGES])
         if n == 0:
             raise ValueError("The learning batch is empty.")
         target = max(int(batch_size) // self.sequence_length, 1) * self.sequence_length
         if n < target:
-            arrays = {k: np.concatenate([v, np.full((target - n, *v.shape[1:]), 1 if k == "action_masks" else 0, v.dtype)])
+            arrays = {k: np.concatenate([v, np.full((target - n, *v.shape[1:]), 1 if k == Field.ACTION_MASK else 0, v.dtype)])
                       for k, v in arrays.items()}
         return arrays
 
@@ -251,13 +281,13 @@ class PPOLearner(keras.Model):
         if self._fused is None:
             self._fused = self._build_fused()
         arrays = self._arrays(buffer, batch_size)
-        rows, starts = self._plan_rows(len(arrays["advantages"]), num_epoch, batch_size, seed)
-        row_bytes = sum(v[:1].nbytes for k, v in arrays.items() if k != "memory") * rows.shape[1]
+        rows, starts = self._plan_rows(len(arrays[Field.ADVANTAGES]), num_epoch, batch_size, seed)
+        row_bytes = sum(v[:1].nbytes for k, v in arrays.items() if k != Field.MEMORY) * rows.shape[1]
         per_call = max(1, min(rows.shape[0], MAX_STACKED_BYTES // max(row_bytes, 1)))
         totals = {k: 0.0 for k in METRIC_NAMES}
         for lo in range(0, rows.shape[0], per_call):
             r, st = rows[lo : lo + per_call], starts[lo : lo + per_call]
-            stacked = {k: (v[st] if k == "memory" else v[r]) for k, v in arrays.items()}
+            stacked = {k: (v[st] if k == Field.MEMORY else v[r]) for k, v in arrays.items()}
             first = r.shape not in self._traced_shapes
             start = time.perf_counter()
             out, flat = self._fused(stacked, self._schedule_values)
@@ -283,10 +313,10 @@ class PPOLearner(keras.Model):
         """The same update as ``fused_update``, one compiled call per mini-batch."""
         self.latest_weights = None
         arrays = self._arrays(buffer, batch_size)
-        rows, starts = self._plan_rows(len(arrays["advantages"]), num_epoch, batch_size, seed)
+        rows, starts = self._plan_rows(len(arrays[Field.ADVANTAGES]), num_epoch, batch_size, seed)
         totals = {k: 0.0 for k in METRIC_NAMES}
         for r, st in zip(rows, starts):
-            metrics = self.train_minibatch({k: (v[st] if k == "memory" else v[r]) for k, v in arrays.items()})
+            metrics = self.train_minibatch({k: (v[st] if k == Field.MEMORY else v[r]) for k, v in arrays.items()})
             for k in METRIC_NAMES:
                 totals[k] += metrics[k]
         return {k: v / rows.shape[0] for k, v in totals.items()}

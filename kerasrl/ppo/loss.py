@@ -19,6 +19,7 @@ from typing import Mapping, Sequence
 
 import tensorflow as tf
 
+from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 
 
@@ -43,26 +44,27 @@ def ppo_loss(
 ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
     """PPO loss on one mini-batch; returns ``(loss, {"policy_loss", "value_loss", "entropy"})``.
 
-    ``batch`` holds the model inputs plus ``actions`` (discrete, int ``[B, branches]``) or
-    ``pre_actions`` (continuous ``[B, act]``), ``old_log_probs`` ``[B]``, ``advantages`` ``[B]``,
-    ``masks`` ``[B]`` and, per stream, ``{name}_returns`` and ``{name}_value_estimates``.
+    ``batch`` holds the model inputs plus (named as ``Field``) ``actions`` (discrete, int
+    ``[B, branches]``) or ``actions_pre`` (continuous ``[B, act]``), ``action_log_probs`` of the
+    acting policy ``[B, branches or act]``, ``advantages`` ``[B]``, ``masks`` ``[B]`` and, per
+    stream, ``{name}_returns`` and ``{name}_value_estimates``.
     ``row_count``: the number of valid rows across replicas, when the caller has it (compute
     it outside any gradient tape: a collective recorded on the tape can desynchronise replicas).
     """
-    mask = tf.cast(batch["masks"], tf.float32)
+    mask = tf.cast(batch[Field.MASKS], tf.float32)
     n = global_count(mask) if row_count is None else row_count
 
     def mean(x: tf.Tensor) -> tf.Tensor:
         return tf.reduce_sum(x * mask) / n
 
-    actions = batch["actions"] if model.is_discrete else batch["pre_actions"]
+    actions = batch[Field.ACTIONS] if model.is_discrete else batch[Field.ACTIONS_PRE]
     log_prob, entropy, values = model.evaluate_actions(batch, actions, sequence_length=sequence_length)
 
     value_losses = []
     for name in stream_names:
         v = values[name]
-        v_old = batch[f"{name}_value_estimates"]
-        ret = batch[f"{name}_returns"]
+        v_old = batch[Field.value_estimates(name)]
+        ret = batch[Field.returns(name)]
         if clip_value_loss:
             v_clipped = v_old + tf.clip_by_value(v - v_old, -epsilon, epsilon)
             value_losses.append(mean(tf.maximum(tf.square(ret - v), tf.square(ret - v_clipped))))
@@ -70,8 +72,9 @@ def ppo_loss(
             value_losses.append(mean(tf.square(ret - v)))
     value_loss = tf.add_n(value_losses) / float(len(value_losses))
 
-    advantages = batch["advantages"]
-    ratio = tf.exp(log_prob - batch["old_log_probs"])
+    advantages = batch[Field.ADVANTAGES]
+    old_log_prob = tf.reduce_sum(batch[Field.ACTION_LOG_PROBS], axis=-1)
+    ratio = tf.exp(log_prob - old_log_prob)
     surrogate = tf.minimum(ratio * advantages, tf.clip_by_value(ratio, 1.0 - epsilon, 1.0 + epsilon) * advantages)
     policy_loss = -mean(surrogate)
     mean_entropy = mean(entropy)

@@ -2,15 +2,19 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from kerasrl.envs.base import BehaviorSpec, StepResult, concat_vector_observations, shared_ones
+from kerasrl.arrays import shared_ones
+from kerasrl.envs.base import StepResult
 from kerasrl.envs.env_manager import ActionInfo
+from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.numpy_policy import NumpyActorCritic
+from kerasrl.settings import INFERENCE_MODES
+from kerasrl.spec import BehaviorSpec, concat_vector_observations
 from kerasrl.timers import hierarchical_timer
 
 
@@ -41,8 +45,8 @@ class PPOPolicy:
     """
 
     def __init__(self, spec: BehaviorSpec, model: ActorCritic, seed: int = 0, inference: str = "auto") -> None:
-        if inference not in ("auto", "tf", "numpy"):
-            raise ValueError(f"inference must be 'auto', 'tf' or 'numpy', got '{inference}'.")
+        if inference not in INFERENCE_MODES:
+            raise ValueError(f"inference must be one of {list(INFERENCE_MODES)}, got '{inference}'.")
         self.spec = spec
         self.model = model
         if inference == "auto":
@@ -50,8 +54,6 @@ class PPOPolicy:
         self.inference = inference
         self.numpy_model = NumpyActorCritic(model) if inference == "numpy" else None
         self.rng = np.random.default_rng(seed)
-        self.step = 0
-        self.learning_rate = 0.0
         self.use_recurrent = model.use_recurrent
         self.stream_names = list(model.stream_names)
         self._memories: dict[int, np.ndarray] = {}
@@ -66,12 +68,17 @@ class PPOPolicy:
         )
         self.trace_seconds = 0.0
 
-    def get_current_step(self) -> int:
-        return self.step
-
-    def increment_step(self, n: int) -> int:
-        self.step += int(n)
-        return self.step
+    @property
+    def experience_fields(self) -> list[str]:
+        """The outputs of ``evaluate`` that are stored as experience, per agent and step."""
+        fields = [Field.ACTIONS, Field.ACTION_LOG_PROBS]
+        if self.spec.is_continuous:
+            fields.append(Field.ACTIONS_PRE)
+        if self.use_recurrent:
+            fields.append(Field.MEMORY)
+            if self.spec.is_discrete:
+                fields.append(Field.PREV_ACTION)
+        return fields
 
     def _agent_state(self, table: dict[int, np.ndarray], ids: np.ndarray, done: Optional[np.ndarray], width: int,
                      dtype: Any) -> np.ndarray:
@@ -92,19 +99,19 @@ class PPOPolicy:
         n = len(ids)
         inputs: dict[str, np.ndarray] = {}
         if self.spec.vector_observation_size:
-            inputs["vector_obs"] = concat_vector_observations(self.spec, obs)
+            inputs[Field.VECTOR_OBS] = concat_vector_observations(self.spec, obs)
         for j, i in enumerate(self.spec.visual_observation_indices):
-            inputs[f"visual_obs_{j}"] = obs[i]
+            inputs[Field.visual_obs(j)] = obs[i]
         if self.spec.is_discrete:
-            masks = result.action_masks if rows is None or result.action_masks is None else result.action_masks[rows]
-            inputs["action_masks"] = masks if masks is not None else shared_ones(n, self.spec.action_mask_size)
+            masks = result.action_mask if rows is None or result.action_mask is None else result.action_mask[rows]
+            inputs[Field.ACTION_MASK] = masks if masks is not None else shared_ones(n, self.spec.action_mask_size)
         if self.use_recurrent:
             done = None
             if reset_done:
                 done = result.done if rows is None else result.done[rows]
-            inputs["memory"] = self._agent_state(self._memories, ids, done, self.model.memory_size, np.float32)
+            inputs[Field.MEMORY] = self._agent_state(self._memories, ids, done, self.model.memory_size, np.float32)
             if self.spec.is_discrete:
-                inputs["prev_action"] = self._agent_state(self._prev_actions, ids, done, self.spec.action_size, np.int32)
+                inputs[Field.PREV_ACTION] = self._agent_state(self._prev_actions, ids, done, self.spec.action_size, np.int32)
         return inputs
 
     def draw_noise(self, n: int) -> np.ndarray:
@@ -123,15 +130,14 @@ class PPOPolicy:
             else:
                 outputs = {k: v.numpy() for k, v in self._act_fn(inputs, noise).items()}
         if self.use_recurrent:
-            outputs["memory"] = inputs["memory"]
+            outputs[Field.MEMORY] = inputs[Field.MEMORY]
             ids = result.agent_ids.tolist()
             for i, a in enumerate(ids):
-                self._memories[a] = outputs["memory_out"][i]
+                self._memories[a] = outputs[Field.MEMORY_OUT][i]
             if self.spec.is_discrete:
-                outputs["prev_action"] = inputs["prev_action"]
+                outputs[Field.PREV_ACTION] = inputs[Field.PREV_ACTION]
                 for i, a in enumerate(ids):
-                    self._prev_actions[a] = outputs["action"][i]
-        outputs["learning_rate"] = self.learning_rate
+                    self._prev_actions[a] = outputs[Field.ACTIONS][i]
         return outputs
 
     def get_action(self, result: StepResult) -> ActionInfo:
@@ -139,17 +145,17 @@ class PPOPolicy:
             return ActionInfo(np.zeros((0, self.spec.action_size), np.int32 if self.spec.is_discrete else np.float32),
                               None, None, None)
         out = self.evaluate(result)
-        value = {name: out[f"value_{name}"] for name in self.stream_names}
-        return ActionInfo(action=out["action"], memory=out.get("memory_out"), value=value, outputs=out)
+        value = {name: out[Field.value_estimates(name)] for name in self.stream_names}
+        return ActionInfo(action=out[Field.ACTIONS], memory=out.get(Field.MEMORY_OUT), value=value, outputs=out)
 
     def get_value_estimates(self, result: StepResult, rows: np.ndarray) -> dict[str, np.ndarray]:
         """Value of every head at ``rows`` of ``result`` (the agents' current memories are used)."""
         inputs = self.model_inputs(result, rows, reset_done=False)
         if self.numpy_model is not None:
             out = self.numpy_model.values(inputs)
-            return {name: out[f"value_{name}"] for name in self.stream_names}
+            return {name: out[Field.value_estimates(name)] for name in self.stream_names}
         out = self._value_fn(inputs)
-        return {name: out[f"value_{name}"].numpy() for name in self.stream_names}
+        return {name: out[Field.value_estimates(name)].numpy() for name in self.stream_names}
 
     def refresh(self, weights: Optional[Sequence[np.ndarray]] = None) -> None:
         """Pick up the learner's new weights (the numpy mirror re-reads them, or takes
@@ -157,11 +163,10 @@ class PPOPolicy:
         if self.numpy_model is not None:
             self.numpy_model.refresh(weights)
 
-    def update_normalization(self, vector_obs: np.ndarray) -> None:
-        if self.model.normalizer is not None and len(vector_obs):
-            self.model.normalizer.update(vector_obs)
-            if self.numpy_model is not None:
-                self.numpy_model.norm = (*self.model.normalizer.numpy_stats(), self.numpy_model.norm[2])
+    def refresh_normalizer(self) -> None:
+        """Pick up the normalizer's new statistics (TF reads the shared variables already)."""
+        if self.numpy_model is not None:
+            self.numpy_model.refresh_normalizer()
 
     def forget_agents(self) -> None:
         """Drop every agent's recurrent memory and previous action (an environment reset)."""

@@ -1,8 +1,9 @@
 """Linear decays of the PPO hyper-parameters over ``max_steps`` (TF ``polynomial_decay``, power 1)."""
 from __future__ import annotations
 
+from kerasrl.settings import PPOSettings
+
 LR_END = 1e-10
-EPSILON_END = 0.1
 BETA_END = 1e-5
 
 
@@ -14,14 +15,13 @@ def linear_decay(initial: float, end: float, step: float, max_steps: float) -> f
     return (float(initial) - float(end)) * frac + float(end)
 
 
-def ppo_schedules(learning_rate: float, epsilon: float, beta: float, step: float, max_steps: float,
-                  epsilon_end: float = EPSILON_END) -> dict[str, float]:
+def ppo_schedules(settings: PPOSettings, step: float, max_steps: float) -> dict[str, float]:
     """Current learning rate, clip epsilon and entropy coefficient at ``step``.
 
-    ``epsilon_end`` is ML-Agents' 0.1 by default; RL-Zoo configs decay the clip range to 0.
+    The clip range decays to ``epsilon_end`` (ML-Agents: 0.1; RL-Zoo configs: 0).
     """
     return {
-        "learning_rate": linear_decay(learning_rate, LR_END, step, max_steps),
-        "epsilon": linear_decay(epsilon, epsilon_end, step, max_steps),
-        "beta": linear_decay(beta, BETA_END, step, max_steps),
+        "learning_rate": linear_decay(settings.learning_rate, LR_END, step, max_steps),
+        "epsilon": linear_decay(settings.epsilon, settings.epsilon_end, step, max_steps),
+        "beta": linear_decay(settings.beta, BETA_END, step, max_steps),
     }

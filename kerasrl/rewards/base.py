@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kerasrl.envs.base import StepResult
-from kerasrl.exception import TrainerConfigError
+from kerasrl.settings import RewardSignalSettings
 
 
 class RewardSignalResult(NamedTuple):
@@ -15,34 +15,22 @@ class RewardSignalResult(NamedTuple):
 
 
 class RewardSignal:
-    """A source of reward with its own discount; ``strength`` scales it.
+    """A source of reward with its own value head and discount; ``strength`` scales it.
 
     ``use_terminal_states``: whether a terminated episode bootstraps from 0 (extrinsic) or
     keeps the value estimate (intrinsic signals).
     """
 
     short_name = "Base"
-    required_keys: tuple[str, ...] = ("strength", "gamma")
-    optional_keys: tuple[str, ...] = ()
     use_terminal_states = True
     needs_next_observations = False
 
-    def __init__(self, strength: float, gamma: float) -> None:
-        self.strength = float(strength)
-        self.gamma = float(gamma)
-        if not 0.0 <= self.gamma <= 1.0:
-            raise TrainerConfigError(f"gamma of the {self.short_name} reward signal must be in [0, 1], got {gamma}.")
+    def __init__(self, settings: RewardSignalSettings) -> None:
+        self.settings = settings
+        self.strength = settings.strength
+        self.gamma = settings.gamma
         self.stat_name = f"Policy/{self.short_name} Reward"
         self.value_name = f"Policy/{self.short_name} Value Estimate"
-
-    @classmethod
-    def check_config(cls, name: str, config: dict[str, Any]) -> None:
-        for key in cls.required_keys:
-            if key not in config:
-                raise TrainerConfigError(f"The hyper-parameter {key} could not be found for {cls.__name__}.")
-        unknown = set(config) - set(cls.required_keys) - set(cls.optional_keys)
-        if unknown:
-            raise TrainerConfigError(f"Unknown parameters given for reward signal {name}: {sorted(unknown)}")
 
     def evaluate(self, current: StepResult, next_result: StepResult, next_rows: np.ndarray) -> RewardSignalResult:
         """Rewards for the transitions into ``next_rows`` of ``next_result``."""
@@ -50,4 +38,6 @@ class RewardSignal:
         return RewardSignalResult(zeros, zeros)
 
     def update(self, update_buffer: Any, n_sequences: int) -> dict[str, float]:
+        """Train the signal's own model on the update buffer; returns its loss statistics
+        (TensorBoard keys). Called once per policy update; signals without a model return ``{}``."""
         return {}

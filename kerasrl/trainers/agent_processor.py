@@ -1,22 +1,25 @@
-"""RLTrainer: collects experiences from step results into the agent buffers (behaviour.md §6.2).
+"""The agent processor: turns one behavior's env steps into per-agent trajectories.
 
 Transitions are appended for all agents of a step at once (one batched buffer call). An
 agent's transition runs from the step result its policy acted on to the next result that
 reports it; a transition that starts from a done step is never stored (the environment may
 have reset the agent in between), so Gymnasium's autoreset step never becomes experience.
+Per-agent episode returns and lengths are kept in numpy columns, and finished episodes are
+reported to the trainer's statistics.
 """
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from kerasrl.arrays import shared_ones
 from kerasrl.buffer import Buffer
-from kerasrl.envs.base import BehaviorSpec, StepResult, concat_vector_observations, shared_ones
-from kerasrl.exception import UnityTrainerException
-from kerasrl.rewards import RewardSignal, create_reward_signal
-from kerasrl.trainer import Trainer
+from kerasrl.envs.base import StepResult
+from kerasrl.fields import Field
+from kerasrl.rewards import RewardSignal
+from kerasrl.spec import BehaviorSpec, concat_vector_observations
 
 
 class AgentTable:
@@ -69,43 +72,31 @@ class AgentTable:
             col[:] = 0.0
 
 
-class RLTrainer(Trainer):
-    """Trainer with reward signals, per-agent episode statistics and an experience buffer."""
+class AgentProcessor:
+    """Appends each step's transitions to the agents' buffers and keeps per-agent episode counters.
 
-    def __init__(self, brain_name: str, spec: BehaviorSpec, trainer_parameters: dict[str, Any], training: bool,
-                 run_id: str, reward_buff_cap: int = 1) -> None:
-        super().__init__(brain_name, spec, trainer_parameters, training, run_id, reward_buff_cap)
-        signals_cfg = trainer_parameters.get("reward_signals")
-        if not signals_cfg:
-            raise UnityTrainerException(
-                f"No reward signals were defined. At least one must be used with {type(self).__name__}."
-            )
-        if not isinstance(signals_cfg, dict):
-            raise UnityTrainerException(
-                f"reward_signals for brain {brain_name} must be a mapping of signal name to parameters."
-            )
-        self.reward_signals: dict[str, RewardSignal] = {
-            name: create_reward_signal(name, dict(cfg or {})) for name, cfg in signals_cfg.items()
-        }
-        self.training_buffer = Buffer()
-        self.agents = AgentTable(["return_environment", *(f"return_{n}" for n in self.reward_signals),
+    ``experience_fields``: the policy outputs stored per transition (``Field`` names, e.g.
+    actions and their log-probabilities); observations, rewards of every reward signal, value
+    estimates, the action mask and the done flags are stored as well.
+    """
+
+    #: Padding of a field when an agent's trajectory gains a field late (all actions allowed).
+    padding_values: dict[str, float] = {Field.ACTION_MASK: 1.0}
+
+    def __init__(self, spec: BehaviorSpec, reward_signals: Mapping[str, RewardSignal], experience_fields: Sequence[str],
+                 buffer: Buffer, stats: Any) -> None:
+        self.spec = spec
+        self.reward_signals = reward_signals
+        self.experience_fields = list(experience_fields)
+        self.buffer = buffer
+        self.stats = stats
+        self.agents = AgentTable(["return_environment", *(f"return_{n}" for n in reward_signals),
                                   "episode_steps", "trajectory_length"])
         self._pending: dict[int, tuple[StepResult, int, dict[str, Any]]] = {}
+        self.store_next_obs = any(s.needs_next_observations for s in reward_signals.values())
         self.recent_returns: deque[float] = deque(maxlen=100)
         self.episodes_completed = 0
-        self.store_next_obs = any(s.needs_next_observations for s in self.reward_signals.values())
 
-    @property
-    def trajectory_lengths(self) -> dict[int, int]:
-        """Agent id → steps in its unfinished trajectory."""
-        return {a: int(v) for a, v in self.agents.as_dict("trajectory_length").items()}
-
-    @property
-    def episode_steps(self) -> dict[int, int]:
-        """Agent id → steps in its current episode."""
-        return {a: int(v) for a, v in self.agents.as_dict("episode_steps").items()}
-
-    # -- experience collection -------------------------------------------------------------
     def _match(self, curr: StepResult, nxt: StepResult, outputs: dict[str, Any]) -> list[tuple[StepResult, Any, dict[str, Any], Any]]:
         """Groups of (source result, source rows, source outputs, next rows) to append.
 
@@ -133,84 +124,90 @@ class RLTrainer(Trainer):
             g[3].append(j)
         return [(r, np.asarray(ci, np.int64), o, np.asarray(ni, np.int64)) for r, ci, o, ni in groups.values()]
 
-    def experience_fields(self, curr: StepResult, rows: np.ndarray, outputs: dict[str, Any],
-                          nxt: StepResult, next_rows: np.ndarray) -> dict[str, np.ndarray]:
-        """The per-transition fields stored for ``rows`` of ``curr`` (subclasses add theirs)."""
+    def _observation_fields(self, fields: dict[str, np.ndarray], result: StepResult, rows: Any, nxt: bool) -> None:
         spec = self.spec
-        fields: dict[str, np.ndarray] = {}
-        obs = [o[rows] for o in curr.observations]
+        obs = [o[rows] for o in result.observations]
         if spec.vector_observation_size:
-            fields["vector_obs"] = concat_vector_observations(spec, obs)
+            fields[Field.NEXT_VECTOR_OBS if nxt else Field.VECTOR_OBS] = concat_vector_observations(spec, obs)
         for j, i in enumerate(spec.visual_observation_indices):
-            fields[f"visual_obs{j}"] = obs[i]
+            fields[Field.next_visual_obs(j) if nxt else Field.visual_obs(j)] = obs[i]
+
+    def transition_fields(self, curr: StepResult, rows: Any, outputs: dict[str, Any], nxt: StepResult,
+                          next_rows: Any) -> dict[str, np.ndarray]:
+        """Every field stored for the transitions from ``rows`` of ``curr`` to ``next_rows`` of ``nxt``."""
+        fields: dict[str, np.ndarray] = {}
+        self._observation_fields(fields, curr, rows, nxt=False)
         if self.store_next_obs:
-            nobs = [o[next_rows] for o in nxt.observations]
-            if spec.vector_observation_size:
-                fields["next_vector_in"] = concat_vector_observations(spec, nobs)
-            for j, i in enumerate(spec.visual_observation_indices):
-                fields[f"next_visual_obs{j}"] = nobs[i]
+            self._observation_fields(fields, nxt, next_rows, nxt=True)
+        for key in self.experience_fields:
+            fields[key] = outputs[key][rows]
         n = len(nxt.rewards[next_rows])
-        fields["masks"] = shared_ones(n)
-        fields["done"] = nxt.done[next_rows].astype(np.float32)
-        fields["terminated"] = nxt.terminated[next_rows].astype(np.float32)
-        fields["truncated"] = nxt.truncated[next_rows].astype(np.float32)
-        fields["environment_rewards"] = nxt.rewards[next_rows]
+        if self.spec.is_discrete:
+            masks = curr.action_mask
+            fields[Field.ACTION_MASK] = masks[rows] if masks is not None else shared_ones(n, self.spec.action_mask_size)
+        fields[Field.MASKS] = shared_ones(n)
+        fields[Field.DONE] = nxt.done[next_rows].astype(np.float32)
+        fields[Field.TERMINATED] = nxt.terminated[next_rows].astype(np.float32)
+        fields[Field.TRUNCATED] = nxt.truncated[next_rows].astype(np.float32)
+        fields[Field.ENVIRONMENT_REWARDS] = nxt.rewards[next_rows]
         return fields
 
-    def add_experiences(self, curr_all: dict[str, StepResult], next_all: dict[str, StepResult],
-                        take_action_outputs: Optional[dict[str, Any]]) -> None:
-        curr = curr_all.get(self.brain_name) if curr_all else None
-        nxt = next_all.get(self.brain_name) if next_all else None
-        if curr is None or nxt is None or take_action_outputs is None or len(curr) == 0:
+    def _record_step_stats(self, outputs: dict[str, Any]) -> None:
+        entropy = outputs.get(Field.ENTROPY)
+        if entropy is None:
             return
-        outputs = take_action_outputs
-        stats = self.stats
-        if "entropy" in outputs:
-            entropy = outputs["entropy"]
-            n = entropy.shape[0] or 1
-            stats["Policy/Entropy"].append(float(np.add.reduce(entropy)) / n)
-            stats["Policy/Learning Rate"].append(float(outputs.get("learning_rate", 0.0)))
-            for name, signal in self.reward_signals.items():
-                stats[signal.value_name].append(float(np.add.reduce(outputs[f"value_{name}"])) / n)
-        agents = self.agents
-        cols = agents.columns
-        all_slots = agents.slots(nxt.agent_ids)
+        n = entropy.shape[0] or 1
+        self.stats["Policy/Entropy"].append(float(np.add.reduce(entropy)) / n)
+        for name, signal in self.reward_signals.items():
+            self.stats[signal.value_name].append(float(np.add.reduce(outputs[Field.value_estimates(name)])) / n)
+
+    def add_experiences(self, curr: StepResult, nxt: StepResult, outputs: dict[str, Any]) -> None:
+        """Append the transitions from ``curr`` (which the policy acted on, giving ``outputs``) to ``nxt``."""
+        self._record_step_stats(outputs)
+        cols = self.agents.columns
+        all_slots = self.agents.slots(nxt.agent_ids)
         for src, rows, outs, next_rows in self._match(curr, nxt, outputs):
             ids = nxt.agent_ids[next_rows]
             if len(ids) == 0:
                 continue
             slots = all_slots[next_rows]
-            fields = self.experience_fields(src, rows, outs, nxt, next_rows)
+            fields = self.transition_fields(src, rows, outs, nxt, next_rows)
             for name, signal in self.reward_signals.items():
                 result = signal.evaluate(src, nxt, next_rows)
-                fields[f"{name}_rewards"] = np.asarray(result.scaled_reward, np.float32)
-                fields[f"{name}_value_estimates"] = np.asarray(outs[f"value_{name}"], np.float32)[rows]
+                fields[Field.rewards(name)] = np.asarray(result.scaled_reward, np.float32)
+                fields[Field.value_estimates(name)] = np.asarray(outs[Field.value_estimates(name)], np.float32)[rows]
                 cols[f"return_{name}"][slots] += result.scaled_reward
-            cols["return_environment"][slots] += fields["environment_rewards"]
+            cols["return_environment"][slots] += fields[Field.ENVIRONMENT_REWARDS]
             cols["episode_steps"][slots] += 1.0
             cols["trajectory_length"][slots] += 1.0
-            self.training_buffer.append_batch(ids, fields, padding_values=self.padding_values)
+            self.buffer.append_batch(ids, fields, padding_values=self.padding_values)
 
-    padding_values: dict[str, float] = {"action_mask": 1.0}
+    def trajectory_lengths(self, agent_ids: np.ndarray) -> np.ndarray:
+        """Steps in each agent's unfinished trajectory."""
+        return self.agents.columns["trajectory_length"][self.agents.slots(agent_ids)]
+
+    def trajectory_closed(self, agent_id: int) -> None:
+        """The agent's trajectory moved to the update buffer: start a new one."""
+        self.buffer[agent_id].reset_agent()
+        self.agents.set("trajectory_length", agent_id, 0.0)
 
     def end_episode(self) -> None:
-        """An environment reset: drop unfinished trajectories and episode statistics."""
-        self.training_buffer.reset_local_buffers()
+        """An environment reset: drop unfinished trajectories and episode counters."""
+        self.buffer.reset_local_buffers()
         self._pending.clear()
         self.agents.clear()
 
-    def record_episode_end(self, agent_id: int) -> None:
-        """Move an agent's finished-episode statistics into ``stats`` and the reward buffer."""
+    def record_episode_end(self, agent_id: int) -> float:
+        """Move an agent's finished-episode statistics into ``stats``; returns its environment return."""
         agents = self.agents
         self.stats["Environment/Episode Length"].append(agents.get("episode_steps", agent_id))
         agents.set("episode_steps", agent_id, 0.0)
         value = agents.get("return_environment", agent_id)
         agents.set("return_environment", agent_id, 0.0)
-        self.cumulative_returns_since_policy_update.append(value)
         self.stats["Environment/Cumulative Reward"].append(value)
-        self.reward_buffer.appendleft(value)
         self.recent_returns.append(value)
         self.episodes_completed += 1
         for name, signal in self.reward_signals.items():
             self.stats[signal.stat_name].append(agents.get(f"return_{name}", agent_id))
             agents.set(f"return_{name}", agent_id, 0.0)
+        return value

@@ -9,15 +9,19 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from kerasrl.envs.env_manager import EnvManager, StepInfo
-from kerasrl.exception import UnityTrainerException
-from kerasrl.timers import get_timer_tree, hierarchical_timer, timed, write_timer_tree
-from kerasrl.trainer import Trainer
+from kerasrl.exception import TrainerError, UnityTrainerException
+from kerasrl.timers import hierarchical_timer, timed, write_timer_tree
+from kerasrl.trainers.trainer import Trainer
 
 logger = logging.getLogger("kerasrl")
 
 
 class TrainerController:
-    """Steps the environment, feeds every trainer, updates and saves them."""
+    """Steps the environment, feeds every trainer, updates and saves them.
+
+    ``fast_simulation`` is passed to the env manager's reset as ``train_mode``. Curricula and
+    parameter samplers are not part of this version: passing one is an error, not ignored.
+    """
 
     def __init__(
         self,
@@ -36,17 +40,20 @@ class TrainerController:
         progress_freq: int = 0,
         inference_steps: Optional[int] = None,
     ) -> None:
+        for name, value in (("meta_curriculum", meta_curriculum), ("sampler_manager", sampler_manager),
+                            ("resampling_interval", resampling_interval)):
+            if value is not None:
+                raise TrainerError(f"TrainerController: {name} is not available in this version of kerasrl.")
+        if int(save_freq) < 1:
+            raise TrainerError(f"save_freq must be >= 1, got {save_freq}.")
         self.trainers = trainers
         self.model_path = model_path
         self.summaries_dir = summaries_dir
         self.run_id = run_id
         self.save_freq = int(save_freq)
-        self.meta_curriculum = meta_curriculum
         self.train_model = train
         self.training_seed = training_seed
         self.fast_simulation = fast_simulation
-        self.sampler_manager = sampler_manager
-        self.resampling_interval = resampling_interval
         self.progress = progress
         self.progress_freq = int(progress_freq)
         self.inference_steps = inference_steps
@@ -56,16 +63,11 @@ class TrainerController:
         np.random.seed(training_seed)
 
     def _get_measure_vals(self) -> dict[str, float]:
-        """Per brain: the curriculum measure, or the mean of the trainer's reward buffer."""
-        out: dict[str, float] = {}
-        curricula = getattr(self.meta_curriculum, "brains_to_curriculums", {}) if self.meta_curriculum else {}
-        for name, trainer in self.trainers.items():
-            if name in curricula and curricula[name].measure == "progress":
-                out[name] = trainer.get_step / trainer.get_max_steps
-            else:
-                buf = trainer.reward_buffer
-                out[name] = float(np.mean(buf)) if len(buf) else float("nan")
-        return out
+        """Per behavior: the mean of the trainer's reward buffer (NaN before any episode ends)."""
+        return {
+            name: float(np.mean(trainer.reward_buffer)) if len(trainer.reward_buffer) else float("nan")
+            for name, trainer in self.trainers.items()
+        }
 
     def _save_models(self) -> None:
         for trainer in self.trainers.values():
@@ -77,28 +79,7 @@ class TrainerController:
             trainer.export_model()
 
     def _reset_env(self, env: EnvManager) -> list[StepInfo]:
-        config: dict[str, float] = {}
-        if self.sampler_manager is not None and not self.sampler_manager.is_empty():
-            config.update(self.sampler_manager.sample_all())
-        if self.meta_curriculum is not None:
-            config.update(self.meta_curriculum.get_config())
-        return env.reset(config=config or None, train_mode=self.fast_simulation)
-
-    def reset_env_if_ready(self, env: EnvManager, steps: int) -> None:
-        lessons_changed: dict[str, bool] = {}
-        if self.meta_curriculum is not None:
-            sizes = {name: len(t.reward_buffer) for name, t in self.trainers.items()}
-            lessons_changed = self.meta_curriculum.increment_lessons(self._get_measure_vals(), reward_buff_sizes=sizes)
-        resample = (
-            self.sampler_manager is not None and not self.sampler_manager.is_empty() and steps != 0
-            and bool(self.resampling_interval) and steps % int(self.resampling_interval) == 0
-        )
-        if any(lessons_changed.values()) or resample:
-            self._reset_env(env)
-            for name, trainer in self.trainers.items():
-                trainer.end_episode()
-                if lessons_changed.get(name):
-                    trainer.reward_buffer.clear()
+        return env.reset(config=None, train_mode=self.fast_simulation)
 
     def _should_continue(self) -> bool:
         """Train until every trainer passes ``max_steps``; without training, run ``inference_steps``
@@ -129,9 +110,8 @@ class TrainerController:
         return len(new_step_infos)
 
     def write_to_tensorboard(self, global_step: int) -> None:
-        lessons = self.meta_curriculum.lesson_nums if self.meta_curriculum is not None else {}
-        for name, trainer in self.trainers.items():
-            trainer.write_summary(global_step, time.time() - self.training_start_time, lesson_num=lessons.get(name, 0))
+        for trainer in self.trainers.values():
+            trainer.write_summary(global_step, time.time() - self.training_start_time)
 
     def start_learning(self, env_manager: EnvManager) -> None:
         """Train until every trainer reaches ``max_steps``; Ctrl-C saves and exits cleanly."""
@@ -156,7 +136,6 @@ class TrainerController:
                 n_steps = self.advance(env_manager)
                 for _ in range(n_steps):
                     self.global_step += 1
-                    self.reset_env_if_ready(env_manager, self.global_step)
                     if self.train_model and self.global_step % self.save_freq == 0 and self.global_step != 0:
                         self._save_models()
                     self.write_to_tensorboard(self.global_step)

@@ -1,16 +1,23 @@
-"""Trainer base class: step counting, statistics, summaries, saving (behaviour.md §6.1)."""
+"""Trainer base class: step counting, statistics and summaries (behaviour.md §6.1).
+
+A trainer owns its step counter and its statistics; TensorBoard output goes through a
+``StatsWriter`` and TensorFlow checkpoints through the subclass's saver, so nothing here
+needs TensorFlow.
+"""
 from __future__ import annotations
 
 import logging
-import os
 from collections import defaultdict, deque
 from typing import Any, Optional
 
 import numpy as np
 
-from kerasrl.envs.base import BehaviorSpec, StepResult
+from kerasrl.envs.base import StepResult
 from kerasrl.exception import UnityTrainerException
+from kerasrl.settings import RunContext, TrainerSettings
+from kerasrl.spec import BehaviorSpec
 from kerasrl.timers import set_gauge
+from kerasrl.trainers.stats import StatsWriter
 
 logger = logging.getLogger("kerasrl.trainers")
 
@@ -18,32 +25,22 @@ logger = logging.getLogger("kerasrl.trainers")
 class Trainer:
     """Base of every trainer; subclasses implement the experience and update hooks."""
 
-    required_keys: tuple[str, ...] = ()
-
-    def __init__(self, brain_name: str, spec: BehaviorSpec, trainer_parameters: dict[str, Any], training: bool,
-                 run_id: str, reward_buff_cap: int = 1) -> None:
+    def __init__(self, brain_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
+                 reward_buff_cap: int = 1) -> None:
         self.brain_name = brain_name
         self.spec = spec
-        self.trainer_parameters = trainer_parameters
-        self.check_param_keys()
-        self.is_training = training
-        self.run_id = run_id
-        self.summary_path = str(trainer_parameters["summary_path"])
-        os.makedirs(self.summary_path, exist_ok=True)
+        self.settings = settings
+        self.context = context
+        self.is_training = context.train_model
+        self.run_id = context.run_id
+        self.max_steps = context.max_steps_for(settings)
+        self.summary_path = context.summary_path(brain_name)
+        self.stats_writer = StatsWriter(self.summary_path)
         self.stats: defaultdict[str, list[float]] = defaultdict(list)
         self._reward_buffer: deque[float] = deque(maxlen=max(int(reward_buff_cap), 1))
         self.cumulative_returns_since_policy_update: list[float] = []
         self.step = 0
-        self._summary_writer: Any = None
         self.summary_log: list[dict[str, float]] = []
-
-    def check_param_keys(self) -> None:
-        for key in self.required_keys:
-            if key not in self.trainer_parameters:
-                raise UnityTrainerException(
-                    f"The hyper-parameter {key} could not be found for the {type(self).__name__} trainer of "
-                    f"brain {self.brain_name}."
-                )
 
     def __str__(self) -> str:
         def fmt(d: Any, depth: int) -> str:
@@ -52,15 +49,16 @@ class Trainer:
             pad = "\t" * depth
             return "".join(f"\n{pad}{k}:\t{fmt(v, depth + 1)}" for k, v in d.items())
 
-        return f"Hyperparameters for the {type(self).__name__} of brain {self.brain_name}: {fmt(self.trainer_parameters, 1)}"
+        return f"Hyperparameters for the {type(self).__name__} of brain {self.brain_name}: {fmt(self.parameters, 1)}"
 
     @property
     def parameters(self) -> dict[str, Any]:
-        return self.trainer_parameters
+        """The settings in ML-Agents' flat form, ``max_steps`` as this run uses it."""
+        return {**self.settings.to_dict(), "max_steps": self.max_steps}
 
     @property
-    def get_max_steps(self) -> float:
-        return float(self.trainer_parameters["max_steps"])
+    def get_max_steps(self) -> int:
+        return self.max_steps
 
     @property
     def get_step(self) -> int:
@@ -76,7 +74,7 @@ class Trainer:
         raise UnityTrainerException(f"{type(self).__name__} has no policy.")
 
     def increment_step(self, n_steps: int) -> None:
-        self.step = self.policy.increment_step(n_steps)
+        self.step += int(n_steps)
 
     def save_model(self) -> None:
         raise UnityTrainerException(f"The save_model method was not implemented for {type(self).__name__}.")
@@ -101,33 +99,27 @@ class Trainer:
         raise UnityTrainerException("The update_policy method was not implemented.")
 
     def close(self) -> None:
-        if self._summary_writer is not None:
-            self._summary_writer.close()
-            self._summary_writer = None
-
-    def _writer(self) -> Any:
-        if self._summary_writer is None:
-            import tensorflow as tf
-
-            self._summary_writer = tf.summary.create_file_writer(self.summary_path)
-        return self._summary_writer
+        self.stats_writer.close()
 
     def write_hyperparameters(self) -> None:
-        import tensorflow as tf
+        rows = "\n".join(f"| {k} | {v} |" for k, v in self.parameters.items())
+        self.stats_writer.write_text("Hyperparameters", "| key | value |\n|---|---|\n" + rows)
 
-        rows = "\n".join(f"| {k} | {v} |" for k, v in self.trainer_parameters.items())
-        with self._writer().as_default():
-            tf.summary.text("Hyperparameters", "| key | value |\n|---|---|\n" + rows, step=0)
-
-    def write_summary(self, global_step: int, delta_train_start: float, lesson_num: int = 0) -> None:
+    def write_summary(self, global_step: int, delta_train_start: float, lesson_num: Optional[int] = None) -> None:
         """Log and write the mean of every statistic every ``summary_freq`` steps, then clear them."""
-        freq = int(self.trainer_parameters.get("summary_freq", 1000))
-        if global_step % freq != 0 or global_step == 0:
+        if global_step % self.settings.summary_freq != 0 or global_step == 0:
             return
-        import tensorflow as tf
+        step = min(self.step, self.max_steps)
+        self._log_progress(step, delta_train_start)
+        record = {key: float(np.mean(values)) for key, values in self.stats.items() if values}
+        if lesson_num is not None:
+            record["Environment/Lesson"] = float(lesson_num)
+        self.stats_writer.write_scalars(step, record)
+        self.summary_log.append({"step": float(step), **record})
+        self.stats.clear()
 
-        step = min(self.get_step, int(self.get_max_steps))
-        status = "Training." if self.is_training and self.get_step <= self.get_max_steps else "Not Training."
+    def _log_progress(self, step: int, delta_train_start: float) -> None:
+        status = "Training." if self.is_training and self.step <= self.max_steps else "Not Training."
         rewards = self.stats.get("Environment/Cumulative Reward", [])
         if rewards:
             mean, std = float(np.mean(rewards)), float(np.std(rewards))
@@ -139,14 +131,3 @@ class Trainer:
         else:
             logger.info(" %s: %s: Step: %d. No episode was completed since last summary. %s",
                         self.run_id, self.brain_name, step, status)
-        record: dict[str, float] = {"step": float(step)}
-        with self._writer().as_default():
-            for key, values in self.stats.items():
-                if values:
-                    value = float(np.mean(values))
-                    record[key] = value
-                    tf.summary.scalar(key, value, step=step)
-            tf.summary.scalar("Environment/Lesson", lesson_num, step=step)
-        self._writer().flush()
-        self.summary_log.append(record)
-        self.stats.clear()

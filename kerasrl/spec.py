@@ -1,0 +1,103 @@
+"""What a behavior's agents observe and how they act: the behavior spec and action types.
+
+Everything downstream of the environment (models, policies, trainers) reads these, so they
+live apart from the environments themselves.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Sequence
+
+import numpy as np
+
+from kerasrl.exception import EnvironmentException
+
+
+class ActionType(str, enum.Enum):
+    DISCRETE = "discrete"
+    CONTINUOUS = "continuous"
+
+
+@dataclass(frozen=True)
+class BehaviorSpec:
+    """What a behavior's agents observe and how they act.
+
+    ``observation_shapes``: one entry per observation; 1-D shapes are vector observations,
+    3-D shapes ``(height, width, channels)`` are visual observations.
+    ``action_shape``: ``(size,)`` for continuous actions; the branch sizes for discrete.
+    """
+
+    observation_shapes: tuple[tuple[int, ...], ...]
+    action_type: ActionType
+    action_shape: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "action_type", ActionType(self.action_type))
+        shapes = tuple(tuple(int(d) for d in s) for s in self.observation_shapes)
+        object.__setattr__(self, "observation_shapes", shapes)
+        object.__setattr__(self, "action_shape", tuple(int(a) for a in self.action_shape))
+        if not shapes:
+            raise EnvironmentException("BehaviorSpec needs at least one observation shape.")
+        for s in shapes:
+            if len(s) not in (1, 3) or any(d <= 0 for d in s):
+                raise EnvironmentException(
+                    f"Observation shape {s} is not a positive 1-D (vector) or 3-D (h, w, c) shape."
+                )
+        if not self.action_shape or any(a <= 0 for a in self.action_shape):
+            raise EnvironmentException(f"Action shape {self.action_shape} must be non-empty and positive.")
+        if self.action_type == ActionType.CONTINUOUS and len(self.action_shape) != 1:
+            raise EnvironmentException(
+                f"A continuous action shape must be (size,), got {self.action_shape}."
+            )
+
+    @cached_property
+    def is_discrete(self) -> bool:
+        return self.action_type == ActionType.DISCRETE
+
+    @cached_property
+    def is_continuous(self) -> bool:
+        return self.action_type == ActionType.CONTINUOUS
+
+    @cached_property
+    def discrete_branches(self) -> tuple[int, ...]:
+        """Branch sizes (discrete only; empty for continuous)."""
+        return self.action_shape if self.is_discrete else ()
+
+    @cached_property
+    def action_size(self) -> int:
+        """Columns of the action array sent to the env: branches (discrete) or dims (continuous)."""
+        return len(self.action_shape) if self.is_discrete else self.action_shape[0]
+
+    @cached_property
+    def action_mask_size(self) -> int:
+        """Width of the action-mask array: the sum of the branch sizes (0 for continuous)."""
+        return int(sum(self.action_shape)) if self.is_discrete else 0
+
+    @cached_property
+    def vector_observation_size(self) -> int:
+        return int(sum(s[0] for s in self.observation_shapes if len(s) == 1))
+
+    @cached_property
+    def vector_observation_indices(self) -> list[int]:
+        return [i for i, s in enumerate(self.observation_shapes) if len(s) == 1]
+
+    @cached_property
+    def visual_observation_shapes(self) -> list[tuple[int, int, int]]:
+        return [s for s in self.observation_shapes if len(s) == 3]  # type: ignore[misc]
+
+    @cached_property
+    def visual_observation_indices(self) -> list[int]:
+        return [i for i, s in enumerate(self.observation_shapes) if len(s) == 3]
+
+
+def concat_vector_observations(spec: BehaviorSpec, observations: Sequence[np.ndarray]) -> np.ndarray:
+    """All vector observations of a result, concatenated in spec order: ``[n, vector_observation_size]``."""
+    idx = spec.vector_observation_indices
+    if len(idx) == 1:
+        return observations[idx[0]]
+    n = observations[0].shape[0]
+    if not idx:
+        return np.zeros((n, 0), np.float32)
+    return np.concatenate([observations[i] for i in idx], axis=1)

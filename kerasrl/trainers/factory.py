@@ -1,0 +1,64 @@
+"""Builds one trainer per behavior from a trainer config (behaviour.md §2.1)."""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Union
+
+from kerasrl.exception import TrainerConfigError, TrainerError
+from kerasrl.settings import RunContext, TrainerConfig, TrainerSettings, load_trainer_config
+from kerasrl.spec import BehaviorSpec
+from kerasrl.trainers.trainer import Trainer
+
+ConfigLike = Union[TrainerConfig, Mapping[str, Any], str, None]
+
+
+def create_trainer(behavior: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
+                   reward_buff_cap: int = 1) -> Trainer:
+    """The trainer that ``settings.trainer`` names, for one behavior."""
+    if settings.pretraining is not None:
+        raise TrainerConfigError(
+            f"pretraining (behavioral cloning) for behavior {behavior} is not available in this version of kerasrl.")
+    if settings.trainer == "ppo":
+        from kerasrl.ppo.trainer import PPOTrainer
+
+        return PPOTrainer(behavior, spec, settings, context, reward_buff_cap)
+    raise TrainerError(f"The trainer config contains an unknown trainer type for brain {behavior}")
+
+
+def create_trainers(config: ConfigLike, behavior_specs: Mapping[str, BehaviorSpec], context: RunContext,
+                    reward_buff_caps: Optional[Mapping[str, int]] = None) -> dict[str, Trainer]:
+    """One trainer per behavior; ``config`` is a :class:`TrainerConfig`, a dict in ML-Agents'
+    form or a YAML path. Sections that match no behavior are reported first."""
+    trainer_config = load_trainer_config(config)
+    trainer_config.check_behaviors(behavior_specs)
+    caps = reward_buff_caps or {}
+    return {
+        name: create_trainer(name, spec, trainer_config.settings_for(name), context, caps.get(name, 1))
+        for name, spec in behavior_specs.items()
+    }
+
+
+def initialize_trainers(
+    trainer_config: ConfigLike,
+    external_brains: Mapping[str, BehaviorSpec],
+    summaries_dir: str,
+    run_id: str,
+    model_path: str,
+    keep_checkpoints: int,
+    train_model: bool,
+    load_model: bool,
+    seed: int,
+    meta_curriculum: Optional[Any] = None,
+    multi_gpu: bool = False,
+    max_steps: Optional[int] = None,
+) -> dict[str, Trainer]:
+    """ML-Agents 0.9's signature over :func:`create_trainers`. ``max_steps`` overrides every
+    section's (as ``--steps`` does). A meta-curriculum sets each behavior's reward-buffer
+    length to its ``min_lesson_length``."""
+    if multi_gpu:
+        raise TrainerError("multi_gpu is not available in this version of kerasrl; it trains on one device.")
+    context = RunContext(run_id=run_id, summaries_dir=summaries_dir, model_path=model_path,
+                         keep_checkpoints=keep_checkpoints, train_model=train_model, load_model=load_model,
+                         seed=seed, max_steps=max_steps)
+    curricula = getattr(meta_curriculum, "brains_to_curriculums", {}) if meta_curriculum is not None else {}
+    caps = {name: curriculum.min_lesson_length for name, curriculum in curricula.items()}
+    return create_trainers(trainer_config, external_brains, context, caps)

@@ -1,0 +1,70 @@
+"""RLTrainer: a trainer with reward signals, an experience buffer and an agent processor (§6.2)."""
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Optional
+
+from kerasrl.buffer import Buffer
+from kerasrl.envs.base import StepResult
+from kerasrl.rewards import RewardSignal, create_reward_signal
+from kerasrl.settings import RunContext, TrainerSettings
+from kerasrl.spec import BehaviorSpec
+from kerasrl.trainers.agent_processor import AgentProcessor
+from kerasrl.trainers.trainer import Trainer
+
+
+class RLTrainer(Trainer):
+    """Trainer with reward signals, per-agent episode statistics and an experience buffer.
+
+    Subclasses create their policy and then ``self.processor = self.make_processor(fields)``
+    with the policy outputs that are stored as experience.
+    """
+
+    def __init__(self, brain_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
+                 reward_buff_cap: int = 1) -> None:
+        super().__init__(brain_name, spec, settings, context, reward_buff_cap)
+        self.reward_signals: dict[str, RewardSignal] = {
+            name: create_reward_signal(name, signal) for name, signal in settings.reward_signals.items()
+        }
+        self.training_buffer = Buffer()
+        self.processor: AgentProcessor
+
+    def make_processor(self, experience_fields: list[str]) -> AgentProcessor:
+        return AgentProcessor(self.spec, self.reward_signals, experience_fields, self.training_buffer, self.stats)
+
+    @property
+    def recent_returns(self) -> deque[float]:
+        """Environment returns of the last (up to 100) finished episodes."""
+        return self.processor.recent_returns
+
+    @property
+    def episodes_completed(self) -> int:
+        return self.processor.episodes_completed
+
+    @property
+    def trajectory_lengths(self) -> dict[int, int]:
+        """Agent id → steps in its unfinished trajectory."""
+        return {a: int(v) for a, v in self.processor.agents.as_dict("trajectory_length").items()}
+
+    @property
+    def episode_steps(self) -> dict[int, int]:
+        """Agent id → steps in its current episode."""
+        return {a: int(v) for a, v in self.processor.agents.as_dict("episode_steps").items()}
+
+    def add_experiences(self, curr_all: dict[str, StepResult], next_all: dict[str, StepResult],
+                        take_action_outputs: Optional[dict[str, Any]]) -> None:
+        curr = curr_all.get(self.brain_name) if curr_all else None
+        nxt = next_all.get(self.brain_name) if next_all else None
+        if curr is None or nxt is None or take_action_outputs is None or len(curr) == 0:
+            return
+        self.processor.add_experiences(curr, nxt, take_action_outputs)
+
+    def end_episode(self) -> None:
+        """An environment reset: drop unfinished trajectories and episode statistics."""
+        self.processor.end_episode()
+
+    def record_episode_end(self, agent_id: int) -> None:
+        """Move an agent's finished-episode statistics into ``stats`` and the reward buffer."""
+        value = self.processor.record_episode_end(agent_id)
+        self.cumulative_returns_since_policy_update.append(value)
+        self.reward_buffer.appendleft(value)

@@ -1,0 +1,95 @@
+"""PPOTrainer's flow of data: one vocabulary from the policy to the learner, the learner's
+numbers, the reward signals' updates, and the controller's refusals."""
+import numpy as np
+import pytest
+
+from kerasrl.envs import SimpleEnvManager
+from kerasrl.envs.simple import MultiBranchMaskedEnvironment, Simple1DEnvironment
+from kerasrl.exception import TrainerError
+from kerasrl.fields import Field
+from kerasrl.settings import RunContext, load_trainer_config
+from kerasrl.trainers import TrainerController, create_trainers
+
+SMALL = {"hidden_units": 16, "num_layers": 1, "batch_size": 16, "buffer_size": 32, "time_horizon": 16,
+         "summary_freq": 50, "max_steps": 120}
+
+
+def run(tmp_path, env, max_steps=120, **overrides):
+    manager = SimpleEnvManager(env)
+    context = RunContext.in_results_dir(str(tmp_path), "t", seed=3, max_steps=max_steps)
+    trainers = create_trainers(load_trainer_config({"default": {**SMALL, **overrides}}), manager.external_brains,
+                               context)
+    tc = TrainerController(trainers, context.model_path, context.summaries_dir, "t", save_freq=10**6, training_seed=3)
+    return tc, manager, next(iter(trainers.values()))
+
+
+@pytest.mark.parametrize("make_env,recurrent", [
+    (lambda: MultiBranchMaskedEnvironment(seed=1), True),
+    (lambda: Simple1DEnvironment(use_discrete=False, seed=1), False),
+])
+def test_learner_reads_the_update_buffer_fields_by_their_own_names(tmp_path, make_env, recurrent):
+    tc, manager, trainer = run(tmp_path, make_env(), use_recurrent=recurrent, memory_size=8, sequence_length=4)
+    seen = {}
+    original = trainer.learner.update
+
+    def spy(batch, step, seed):
+        seen["fields"] = set(trainer.training_buffer.update_buffer)
+        seen["batch"] = set(batch)
+        return original(batch, step, seed)
+
+    trainer.learner.update = spy
+    tc.start_learning(manager)
+    assert seen, "no update ran"
+    assert seen["batch"] == set(trainer.learner.batch_fields) <= seen["fields"]
+    assert set(trainer.policy.experience_fields) <= seen["fields"]
+    assert Field.ACTION_LOG_PROBS in seen["batch"]
+    assert (Field.ACTION_MASK in seen["batch"]) == trainer.spec.is_discrete
+    assert (Field.ACTIONS_PRE in seen["batch"]) == trainer.spec.is_continuous
+
+
+def test_update_returns_every_metric_and_the_schedules(tmp_path):
+    tc, manager, trainer = run(tmp_path, Simple1DEnvironment(use_discrete=True, seed=2))
+    steps = []
+    original = trainer.learner.update
+    trainer.learner.update = lambda batch, step, seed: steps.append(step) or original(batch, step, seed)
+    tc.start_learning(manager)
+    metrics = trainer.last_update_metrics
+    assert {"loss", "policy_loss", "value_loss", "entropy", "learning_rate", "epsilon", "beta"} <= set(metrics)
+    assert metrics["learning_rate"] == pytest.approx(trainer.learner.schedules(steps[-1])["learning_rate"])
+    assert metrics["epsilon"] == pytest.approx(0.2 - 0.1 * steps[-1] / 120)
+    assert not hasattr(trainer.policy, "step") and not hasattr(trainer.policy, "learning_rate")
+
+
+def test_learning_rate_statistic_comes_from_the_updates(tmp_path):
+    tc, manager, trainer = run(tmp_path, Simple1DEnvironment(use_discrete=True, seed=2), max_steps=200,
+                               summary_freq=200)
+    rates = []
+    original = trainer.learner.update
+
+    def spy(batch, step, seed):
+        out = original(batch, step, seed)
+        rates.append(out["learning_rate"])
+        return out
+
+    trainer.learner.update = spy
+    tc.start_learning(manager)
+    assert len(rates) >= 2 and rates == sorted(rates, reverse=True)
+    assert trainer.summary_log[0]["Policy/Learning Rate"] == pytest.approx(np.mean(rates), rel=1e-6)
+
+
+def test_reward_signal_update_is_called_each_update_and_logged(tmp_path):
+    tc, manager, trainer = run(tmp_path, Simple1DEnvironment(use_discrete=True, seed=2), max_steps=200,
+                               summary_freq=200)
+    calls = []
+    signal = trainer.reward_signals["extrinsic"]
+    signal.update = lambda buffer, n: calls.append((len(buffer[Field.ACTIONS]), n)) or {"Losses/Test Loss": 2.5}
+    tc.start_learning(manager)
+    assert len(calls) == trainer.update_count >= 2
+    assert all(rows > 32 and n == 16 for rows, n in calls)
+    assert trainer.summary_log[0]["Losses/Test Loss"] == 2.5
+
+
+@pytest.mark.parametrize("kwarg", ["meta_curriculum", "sampler_manager", "resampling_interval"])
+def test_controller_refuses_what_this_version_does_not_do(tmp_path, kwarg):
+    with pytest.raises(TrainerError, match=kwarg):
+        TrainerController({}, str(tmp_path), str(tmp_path), "r", save_freq=10, **{kwarg: 5})

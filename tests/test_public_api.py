@@ -1,0 +1,41 @@
+"""``import kerasrl`` gives what a user needs, lazily (no TensorFlow until a TF-backed name is used)."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kerasrl
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_exported_name_resolves():
+    for name in kerasrl.__all__:
+        assert getattr(kerasrl, name) is not None, name
+    with pytest.raises(AttributeError, match="no_such_thing"):
+        kerasrl.no_such_thing  # noqa: B018
+
+
+def test_import_and_settings_do_not_import_tensorflow():
+    code = ("import sys, kerasrl; kerasrl.load_trainer_config('config/cartpole_zoo.yaml'); "
+            "kerasrl.SimpleEnvManager; kerasrl.TrainerController; kerasrl.create_trainers; kerasrl.Buffer; "
+            "print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_readme_python_example_trains(tmp_path, monkeypatch):
+    """The README's example, as written, with the run shortened through its RunContext."""
+    block = re.search(r"## From Python\n\n```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    assert "kerasrl.create_trainers" in block and "start_learning(env)" in block
+    monkeypatch.chdir(ROOT)
+    short = block.replace('kerasrl.RunContext.in_results_dir("results", "cartpole", seed=0)',
+                          f'kerasrl.RunContext.in_results_dir({str(tmp_path)!r}, "cartpole", seed=0, max_steps=64)')
+    assert short != block
+    namespace: dict = {}
+    exec(compile(short, "README.md", "exec"), namespace)  # noqa: S102
+    trainer = namespace["trainers"]["CartPole-v1"]
+    assert trainer.get_step > 64 and trainer.update_count >= 2
+    assert (tmp_path / "cartpole" / "models" / "CartPole-v1" / "checkpoint").exists()

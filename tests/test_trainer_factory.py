@@ -1,0 +1,81 @@
+"""Building trainers from a trainer config (behaviour.md §2.1): the seed's signature, run context, errors."""
+from types import SimpleNamespace
+
+import pytest
+
+from kerasrl.exception import TrainerConfigError, TrainerError
+from kerasrl.ppo.trainer import PPOTrainer
+from kerasrl.settings import RunContext, TrainerSettings, load_trainer_config
+from kerasrl.spec import BehaviorSpec
+from kerasrl.trainers import create_trainers, initialize_trainers
+
+SPEC = BehaviorSpec(((3,),), "discrete", (2,))
+SMALL = {"hidden_units": 8, "num_layers": 1}
+
+
+def init(config, tmp_path, brains=None, **kw):
+    return initialize_trainers(config, brains or {"Brain": SPEC}, str(tmp_path / "s"), "run", str(tmp_path / "m"),
+                               keep_checkpoints=3, train_model=True, load_model=False, seed=1, **kw)
+
+
+def test_seed_signature_defaults_and_paths(tmp_path):
+    t = init({"default": SMALL}, tmp_path)["Brain"]
+    assert isinstance(t, PPOTrainer)
+    assert t.summary_path == f"{tmp_path / 's'}/run_Brain"
+    assert t.model_path == f"{tmp_path / 'm'}/Brain"
+    assert t.saver.keep == 3
+    assert t.settings.hyperparameters.batch_size == TrainerSettings().hyperparameters.batch_size
+    assert t.parameters["batch_size"] == 1024 and t.parameters["hidden_units"] == 8
+
+
+def test_each_behavior_gets_its_section_or_default(tmp_path):
+    cfg = {"default": SMALL, "Brain": "Other", "Other": {**SMALL, "batch_size": 32, "buffer_size": 64}}
+    trainers = init(cfg, tmp_path, brains={"Brain": SPEC, "Plain": SPEC})
+    assert trainers["Brain"].settings.hyperparameters.batch_size == 32
+    assert trainers["Plain"].settings.hyperparameters.batch_size == 1024
+    assert cfg["Brain"] == "Other" and "summary_path" not in cfg["default"]  # nothing written into the config
+
+
+def test_max_steps_override_is_run_context_not_settings(tmp_path):
+    t = init({"default": {**SMALL, "max_steps": 500}}, tmp_path, max_steps=40)["Brain"]
+    assert t.get_max_steps == 40 and t.learner.max_steps == 40
+    assert t.settings.max_steps == 500 and t.parameters["max_steps"] == 40
+
+
+def test_misspelled_section_is_an_error_naming_the_behaviors(tmp_path):
+    with pytest.raises(TrainerConfigError, match="Brian.*Brain"):
+        init({"default": SMALL, "Brian": {"batch_size": 32}}, tmp_path)
+
+
+def test_unavailable_reward_signal_is_named(tmp_path):
+    cfg = {"default": {**SMALL, "reward_signals": {"extrinsic": {"strength": 1.0, "gamma": 0.99},
+                                                   "curiosity": {"strength": 0.02, "gamma": 0.99,
+                                                                 "encoding_size": 64}}}}
+    with pytest.raises(TrainerConfigError, match="reward signal curiosity is not available"):
+        init(cfg, tmp_path)
+
+
+def test_pretraining_is_refused_not_dropped(tmp_path):
+    cfg = {"default": {**SMALL, "pretraining": {"demo_path": "demos/x.demo", "strength": 0.5, "steps": 100}}}
+    with pytest.raises(TrainerConfigError, match="pretraining .*behavior Brain"):
+        init(cfg, tmp_path)
+
+
+def test_multi_gpu_is_refused_not_dropped(tmp_path):
+    with pytest.raises(TrainerError, match="multi_gpu"):
+        init({"default": SMALL}, tmp_path, multi_gpu=True)
+
+
+def test_meta_curriculum_sets_the_reward_buffer_length(tmp_path):
+    curriculum = SimpleNamespace(brains_to_curriculums={"Brain": SimpleNamespace(min_lesson_length=7)})
+    t = init({"default": SMALL}, tmp_path, meta_curriculum=curriculum)["Brain"]
+    assert t.reward_buffer.maxlen == 7
+
+
+def test_yaml_path_and_built_config_are_accepted(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("default:\n  hidden_units: 8\n  adam_epsilon: 1e-5\n  adam_epsilon_style: torch\n")
+    context = RunContext.in_results_dir(str(tmp_path), "r", seed=0)
+    for config in (str(path), load_trainer_config(str(path))):
+        opt = create_trainers(config, {"Brain": SPEC}, context)["Brain"].learner.optimizer
+        assert opt.epsilon == pytest.approx(1e-5) and opt.epsilon_style == "torch"
