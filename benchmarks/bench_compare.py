@@ -18,6 +18,7 @@ current / baseline of the steps/s medians and a two-sided Mann–Whitney U p-val
 samples (never reached = ranked above every reached run, tied with each other; scipy's test
 if scipy is importable, else the normal approximation with tie and continuity corrections).
 
+    git worktree add --detach /tmp/kerasrl_base <rev> && (cd /tmp/kerasrl_base && python3 setup.py build_ext --inplace)
     python benchmarks/bench_compare.py                              # /tmp/kerasrl_base vs this checkout, 20 seeds
     python benchmarks/bench_compare.py --baseline ../old --seeds 10 --steps 100000
     python benchmarks/bench_compare.py --current /tmp/kerasrl_base --seeds 1 --steps 20000   # smoke test

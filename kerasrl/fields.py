@@ -7,6 +7,18 @@ learner's batch. There is no renaming layer between them.
 """
 from __future__ import annotations
 
+from typing import Any, Callable
+
+
+def _numbered(pattern: str, doc: str) -> Callable[[Any], str]:
+    """The name of a per-camera or per-reward-signal field: ``pattern`` filled with its index or name."""
+
+    def name(which: Any) -> str:
+        return pattern.format(which)
+
+    name.__doc__ = doc
+    return name
+
 
 class Field:
     """Names of the per-step fields (constants) and of the per-camera / per-signal ones (methods)."""
@@ -40,30 +52,9 @@ class Field:
     ADVANTAGES = "advantages"
     DISCOUNTED_RETURNS = "discounted_returns"
 
-    @staticmethod
-    def visual_obs(camera: int) -> str:
-        """Camera ``camera``'s observations ``[n, h, w, c]`` (model input)."""
-        return f"visual_obs{camera}"
-
-    @staticmethod
-    def next_visual_obs(camera: int) -> str:
-        return f"next_visual_obs{camera}"
-
-    @staticmethod
-    def rewards(signal: str) -> str:
-        """The reward signal's scaled reward."""
-        return f"{signal}_rewards"
-
-    @staticmethod
-    def value_estimates(signal: str) -> str:
-        """The value head of ``signal`` when the step was taken."""
-        return f"{signal}_value_estimates"
-
-    @staticmethod
-    def returns(signal: str) -> str:
-        """GAE's λ-returns of ``signal`` (the value head's target)."""
-        return f"{signal}_returns"
-
-    @staticmethod
-    def advantage(signal: str) -> str:
-        return f"{signal}_advantage"
+    visual_obs = staticmethod(_numbered("visual_obs{}", "Camera ``i``'s observations ``[n, h, w, c]`` (model input)."))
+    next_visual_obs = staticmethod(_numbered("next_visual_obs{}", "Camera ``i``'s next observations."))
+    rewards = staticmethod(_numbered("{}_rewards", "The reward signal's scaled reward."))
+    value_estimates = staticmethod(_numbered("{}_value_estimates", "The signal's value head when the step was taken."))
+    returns = staticmethod(_numbered("{}_returns", "GAE's λ-returns of the signal (its value head's target)."))
+    advantage = staticmethod(_numbered("{}_advantage", "GAE's advantage of the signal."))

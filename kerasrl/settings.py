@@ -244,12 +244,12 @@ def _as_float(where: str, key: str, value: Any) -> float:
 
 
 def _as_int(where: str, key: str, value: Any) -> int:
-    number = _as_float(where, key, value) if not isinstance(value, int) or isinstance(value, bool) else value
-    if isinstance(number, float):
-        if not number.is_integer():
-            raise _fail(where, key, value, "must be a whole number")
-        number = int(number)
-    return number
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    number = _as_float(where, key, value)  # ML-Agents writes ``max_steps: 5.0e5``
+    if not number.is_integer():
+        raise _fail(where, key, value, "must be a whole number")
+    return int(number)
 
 
 def _as_bool(where: str, key: str, value: Any) -> bool:
