@@ -11,15 +11,9 @@ from kerasrl.envs.simple import Simple1DEnvironment
 from kerasrl.trainers import TrainerController
 from kerasrl.trainers import initialize_trainers
 
-CONFIG = {
-    "default": {
-        "trainer": "ppo", "batch_size": 16, "beta": 5.0e-3, "buffer_size": 64, "epsilon": 0.2,
-        "hidden_units": 16, "lambd": 0.95, "learning_rate": 5.0e-3, "max_steps": 300, "memory_size": 8,
-        "normalize": True, "num_epoch": 2, "num_layers": 1, "time_horizon": 16, "sequence_length": 4,
-        "summary_freq": 100, "use_recurrent": False,
-        "reward_signals": {"extrinsic": {"strength": 1.0, "gamma": 0.99}},
-    }
-}
+CONFIG = {"default": {"batch_size": 16, "buffer_size": 64, "hidden_units": 16, "learning_rate": 5.0e-3,
+                      "max_steps": 300, "memory_size": 8, "normalize": True, "num_epoch": 2, "num_layers": 1,
+                      "time_horizon": 16, "sequence_length": 4, "summary_freq": 100}}
 
 
 class InterruptingManager(SimpleEnvManager):

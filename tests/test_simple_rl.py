@@ -9,28 +9,9 @@ from kerasrl.envs.simple import MultiBranchMaskedEnvironment, Simple1DEnvironmen
 from kerasrl.trainers import TrainerController
 from kerasrl.trainers import initialize_trainers
 
-CONFIG = {
-    "default": {
-        "trainer": "ppo",
-        "batch_size": 16,
-        "beta": 5.0e-3,
-        "buffer_size": 64,
-        "epsilon": 0.2,
-        "hidden_units": 128,
-        "lambd": 0.95,
-        "learning_rate": 5.0e-3,
-        "max_steps": 2500,
-        "memory_size": 256,
-        "normalize": False,
-        "num_epoch": 3,
-        "num_layers": 2,
-        "time_horizon": 64,
-        "sequence_length": 64,
-        "summary_freq": 500,
-        "use_recurrent": False,
-        "reward_signals": {"extrinsic": {"strength": 1.0, "gamma": 0.99}},
-    }
-}
+# The seed's test config: only what differs from the defaults (kerasrl/settings.py).
+CONFIG = {"default": {"batch_size": 16, "buffer_size": 64, "learning_rate": 5.0e-3, "max_steps": 2500,
+                      "summary_freq": 500}}
 
 
 def run_training(env, tmp_path, config=CONFIG, seed=1337):

@@ -22,29 +22,8 @@ SEED = 1337
 LAST_EPISODES = 10  # the score is the mean return of the last LAST_EPISODES completed episodes
 PASS_SCORE = 0.5  # chance ≈ −0.01, optimum 1.001
 
-CONFIG = {
-    "default": {
-        "trainer": "ppo",
-        "batch_size": 32,
-        "beta": 5.0e-3,
-        "buffer_size": 128,
-        "epsilon": 0.2,
-        "hidden_units": 32,
-        "lambd": 0.95,
-        "learning_rate": 3.0e-3,
-        "max_steps": 3000,
-        "memory_size": 0,
-        "normalize": False,
-        "num_epoch": 3,
-        "num_layers": 1,
-        "time_horizon": 64,
-        "sequence_length": 64,
-        "summary_freq": 500,
-        "use_recurrent": False,
-        "vis_encode_type": "simple",
-        "reward_signals": {"extrinsic": {"strength": 1.0, "gamma": 0.99}},
-    }
-}
+CONFIG = {"default": {"batch_size": 32, "buffer_size": 128, "hidden_units": 32, "learning_rate": 3.0e-3,
+                      "max_steps": 3000, "num_layers": 1, "summary_freq": 500}}
 
 
 def train_visual(encoder, tmp_path, seed=SEED, bright=1.0, overrides=None, size=None):
