@@ -21,7 +21,10 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["kerasrl", "kerasrl.*"]),
-    package_data={"kerasrl": ["_buffer.pyx", "_kernels.pyx", "py.typed"]},
+    # The sample configs are package data (kerasrl.configs.config_path finds them once installed);
+    # the sdist adds tests/, examples/ and benchmarks/ (MANIFEST.in), the wheel only the package.
+    package_data={"kerasrl": ["_buffer.pyx", "_kernels.pyx", "py.typed"], "kerasrl.configs": ["*.yaml"]},
+    exclude_package_data={"kerasrl": ["*.c", "*.html"]},
     ext_modules=cythonize(
         extensions,
         compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
@@ -37,7 +40,8 @@ setup(
         "tensorboard>=2.16,<3",
     ],
     extras_require={
-        "test": ["pytest>=8,<10", "hypothesis>=6.100,<7"],
+        # setuptools and cython: tests/test_packaging.py builds the sdist from setup.py.
+        "test": ["pytest>=8,<10", "hypothesis>=6.100,<7", "setuptools>=68", "cython>=3.0,<4"],
         "gpu": ["tensorflow[and-cuda]>=2.16,<2.22"],
     },
     entry_points={"console_scripts": ["kerasrl-learn=kerasrl.cli:main"]},

@@ -30,20 +30,20 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 TARGET = 475.0
 
 
 def run_kerasrl(steps: int, seed: int, workdir: str) -> dict[str, Any]:
     import numpy as np
 
+    from kerasrl.configs import config_path
     from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
     from kerasrl.settings import RunContext, load_trainer_config, read_yaml
     from kerasrl.timers import get_timer_tree, reset_timers
     from kerasrl.trainers import TrainerController, create_trainers
 
     num_envs = 8
-    zoo = read_yaml(os.path.join(ROOT, "config", "cartpole_zoo.yaml"))["default"]
+    zoo = read_yaml(config_path("cartpole_zoo"))["default"]
     config = load_trainer_config({"default": {**zoo, "summary_freq": 10**9}})  # no summaries while timing
     reset_timers()
     t0 = time.perf_counter()

@@ -5,19 +5,20 @@
 
 The last line is machine-readable:
 ``final steps=<int> mean_return=<float> steps_per_sec=<float> wall_s=<float>``.
+The run goes to ``results/cartpole_ppo``; run it again with ``--force`` (start afresh) or
+``--resume`` (continue), or give another ``--run-id``.
 """
 from __future__ import annotations
 
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from kerasrl.cli import build_parser, main  # noqa: E402
+from kerasrl.configs import config_path  # noqa: E402
 
-DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "config", "cartpole_zoo.yaml")
+DEFAULT_CONFIG = config_path("cartpole_zoo")
 
 if __name__ == "__main__":
     parser = build_parser(prog="train_ppo.py", config_required=False)

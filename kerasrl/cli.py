@@ -5,22 +5,29 @@ import argparse
 import logging
 import os
 import random
+import shutil
 import sys
+import tempfile
 import time
 from typing import Any, Optional, Sequence
 
 from kerasrl.exception import TrainerError
 
 BUILTIN_ENVS = ("Simple1D", "Simple1DContinuous", "MultiBranchMasked", "VisualSimple1D")
+DEFAULT_NUM_ENVS = 8
+#: Exit status of a run stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+EXIT_INTERRUPTED = 130
 
 
-def make_env(env_id: str, num_envs: int, seed: Optional[int]) -> Any:
-    """A built-in environment by name, else a Gymnasium id (``num_envs`` agents of one behavior)."""
+def make_env(env_id: str, num_envs: Optional[int], seed: Optional[int]) -> Any:
+    """A built-in environment by name (one agent), else a Gymnasium id with ``num_envs`` copies
+    (default 8) as agents of one behavior. Gymnasium's errors (an unknown id, with its
+    suggestion; a missing optional dependency, with its pip command) become one-line errors."""
     from kerasrl.envs import GymnasiumEnv
     from kerasrl.envs.simple import MultiBranchMaskedEnvironment, Simple1DEnvironment, VisualSimple1DEnvironment
 
     if env_id in BUILTIN_ENVS:
-        if num_envs != 1:
+        if num_envs not in (None, 1):
             raise TrainerError(f"The built-in environment {env_id} has one agent; --num-envs must be 1.")
         if env_id == "Simple1D":
             return Simple1DEnvironment(use_discrete=True, seed=seed)
@@ -29,7 +36,12 @@ def make_env(env_id: str, num_envs: int, seed: Optional[int]) -> Any:
         if env_id == "MultiBranchMasked":
             return MultiBranchMaskedEnvironment(seed=seed)
         return VisualSimple1DEnvironment(use_discrete=True, seed=seed)
-    return GymnasiumEnv(env_id, num_envs=num_envs, seed=seed)
+    import gymnasium
+
+    try:
+        return GymnasiumEnv(env_id, num_envs=DEFAULT_NUM_ENVS if num_envs is None else num_envs, seed=seed)
+    except gymnasium.error.Error as e:
+        raise TrainerError(f"--env {env_id}: {' '.join(str(e).split())}") from e
 
 
 def set_tf_threads(threads: int) -> bool:
@@ -54,26 +66,74 @@ def set_tf_threads(threads: int) -> bool:
 def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Train PPO with kerasrl on a built-in or Gymnasium environment.")
     if config_required:
-        p.add_argument("trainer_config_path", help="ML-Agents-style trainer config (YAML: default + per-behavior sections)")
+        p.add_argument("trainer_config_path",
+                       help="ML-Agents-style trainer config (YAML: default + per-behavior sections), or the name of a "
+                            "shipped one: cartpole_zoo, trainer_config")
     else:
         p.add_argument("--config", dest="trainer_config_path", default=None, help="trainer config YAML")
     p.add_argument("--env", default="CartPole-v1", help=f"Gymnasium id or one of {', '.join(BUILTIN_ENVS)}")
-    p.add_argument("--num-envs", type=int, default=8, help="parallel copies of the env (agents of one behavior)")
+    p.add_argument("--num-envs", type=int, default=None,
+                   help=f"parallel copies of a Gymnasium env (agents of one behavior; default {DEFAULT_NUM_ENVS}); "
+                        "the built-in environments have one agent")
     p.add_argument("--steps", type=int, default=None,
                    help="environment steps to train for (all copies counted); overrides max_steps")
     p.add_argument("--seed", type=int, default=-1, help="random seed; -1 draws one")
     p.add_argument("--run-id", default="ppo", help="name of the run's folder under --results-dir")
     p.add_argument("--results-dir", default="results", help="where models and summaries go")
-    p.add_argument("--save-freq", type=int, default=50000, help="checkpoint every n trainer steps")
+    p.add_argument("--save-freq", type=int, default=100_000,
+                   help="checkpoint every n environment steps (all copies counted, from the run's start)")
+    p.add_argument("--save-every-minutes", type=float, default=10.0,
+                   help="also checkpoint after this many minutes without one (0: off)")
     p.add_argument("--keep-checkpoints", type=int, default=5, help="checkpoints kept")
     p.add_argument("--resume", "--load", dest="load", action="store_true", help="continue from the latest checkpoint")
+    p.add_argument("--force", action="store_true", help="start afresh in an existing run folder, deleting it first")
     p.add_argument("--inference", action="store_true",
-                   help="run the policy without training (for --steps steps, else until Ctrl-C)")
+                   help="run the trained policy of --run-id without training (for --steps steps, else until Ctrl-C)")
     p.add_argument("--progress-every", type=int, default=10000, help="print progress every n environment steps")
     p.add_argument("--tf-threads", type=int, default=1,
                    help="TensorFlow intra-op threads (1 is fastest for small MLPs; 0 = TensorFlow's default)")
     p.add_argument("--debug", action="store_true", help="debug logging")
     return p
+
+
+def config_source(path_or_name: Optional[str]) -> Optional[str]:
+    """A config file path, or the name of a shipped sample config (``cartpole_zoo``,
+    ``trainer_config``) when no such file exists."""
+    from kerasrl.configs import available_configs, config_path
+
+    if path_or_name and not os.path.exists(path_or_name) and path_or_name in available_configs():
+        return config_path(path_or_name)
+    return path_or_name
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    for flag, value, low in (("--num-envs", args.num_envs, 1), ("--steps", args.steps, 1),
+                             ("--save-freq", args.save_freq, 1), ("--save-every-minutes", args.save_every_minutes, 0)):
+        if value is not None and value < low:
+            raise TrainerError(f"{flag} must be >= {low}, got {value}.")
+    if args.force and (args.load or args.inference):
+        raise TrainerError("--force starts a run afresh; it cannot be combined with --resume or --inference.")
+
+
+def prepare_run_dir(args: argparse.Namespace) -> str:
+    """The run's folder, checked: an existing run is continued only with ``--resume`` (or run
+    with ``--inference``) and replaced only with ``--force``; it must be writable."""
+    run_dir = os.path.join(args.results_dir, args.run_id)
+    exists = os.path.isdir(run_dir) and bool(os.listdir(run_dir))
+    if args.inference and not exists:
+        raise TrainerError(f"--inference: there is no trained model in {run_dir}; train run {args.run_id} first.")
+    if exists and not (args.load or args.inference or args.force):
+        raise TrainerError(f"The run folder {run_dir} already exists: continue it with --resume, or start it "
+                           "afresh with --force (which deletes it).")
+    try:
+        if args.force and os.path.exists(run_dir):
+            shutil.rmtree(run_dir)
+        os.makedirs(run_dir, exist_ok=True)
+        with tempfile.TemporaryFile(dir=run_dir):
+            pass
+    except OSError as e:
+        raise TrainerError(f"The run folder {run_dir} cannot be written: {e.strerror or e}.") from e
+    return run_dir
 
 
 def _setup(args: argparse.Namespace, default_config: Optional[str]) -> tuple[Any, Any, dict[str, Any], int]:
@@ -82,68 +142,78 @@ def _setup(args: argparse.Namespace, default_config: Optional[str]) -> tuple[Any
     from kerasrl.settings import RunContext, load_trainer_config
     from kerasrl.trainers import create_trainers
 
-    config = load_trainer_config(args.trainer_config_path or default_config)
-    if args.num_envs < 1:
-        raise TrainerError(f"--num-envs must be >= 1, got {args.num_envs}.")
-    if args.steps is not None and args.steps < 1:
-        raise TrainerError(f"--steps must be >= 1, got {args.steps}.")
+    config = load_trainer_config(config_source(args.trainer_config_path or default_config))
+    prepare_run_dir(args)
     seed = args.seed if args.seed >= 0 else random.randrange(10000)
     env = make_env(args.env, args.num_envs, seed)
     n_agents = int(getattr(env, "num_envs", 1))
     max_steps = None if args.steps is None else max(args.steps // n_agents, 1)
     context = RunContext.in_results_dir(args.results_dir, args.run_id, keep_checkpoints=args.keep_checkpoints,
-                                        train_model=not args.inference, load_model=args.load, seed=seed,
-                                        max_steps=max_steps)
+                                        train_model=not args.inference, load_model=args.load or args.inference,
+                                        seed=seed, max_steps=max_steps)
     manager = SimpleEnvManager(env)
     return context, manager, create_trainers(config, manager.external_brains, context), n_agents
 
 
-def run_training(args: argparse.Namespace, default_config: Optional[str] = None) -> dict[str, float]:
-    """Train as ``args`` say; print progress and the final machine-readable summary line."""
-    import numpy as np
+class _Report:
+    """Progress lines and the final summary. Steps are environment steps (all copies counted)
+    since the run's start, across resumes; steps/s covers this session, without tracing."""
 
-    from kerasrl.trainers import TrainerController
+    def __init__(self, trainers: dict[str, Any], n_agents: int, inference: bool) -> None:
+        self.trainers, self.n_agents, self.inference = trainers, n_agents, inference
+        self.first_step = {name: t.get_step for name, t in trainers.items()}
+        self.start = time.perf_counter()
+        self.controller: Any = None
 
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
-    set_tf_threads(args.tf_threads)
-    start = time.perf_counter()
-    context, manager, trainers, n_agents = _setup(args, default_config)
-    first_step = {name: t.get_step for name, t in trainers.items()}
-    progress_freq = max(args.progress_every // n_agents, 1)
-    train_start = time.perf_counter()
+    def trace_seconds(self) -> float:
+        return sum(t.policy.trace_seconds + t.learner.trace_seconds for t in self.trainers.values())
 
-    def trace_seconds() -> float:
-        return sum(t.policy.trace_seconds + getattr(t, "learner").trace_seconds for t in trainers.values())
+    def summary(self) -> dict[str, float]:
+        import numpy as np
 
-    def summary() -> dict[str, float]:
-        wall = time.perf_counter() - train_start
-        if args.inference:
-            steps = tc.global_step * n_agents
+        wall = time.perf_counter() - self.start
+        if self.inference:
+            steps = session = self.controller.global_step * self.n_agents
         else:
-            steps = sum(t.get_step - first_step[n] for n, t in trainers.items()) * n_agents
-        returns = [r for t in trainers.values() for r in t.recent_returns]
-        return {
-            "steps": float(steps),
-            "mean_return": float(np.mean(returns)) if returns else float("nan"),
-            "steps_per_sec": steps / max(wall - trace_seconds(), 1e-9),
-            "wall_s": wall,
-        }
+            steps = max(t.get_step for t in self.trainers.values()) * self.n_agents
+            session = max(t.get_step - self.first_step[n] for n, t in self.trainers.items()) * self.n_agents
+        returns = [r for t in self.trainers.values() for r in t.recent_returns]
+        return {"steps": float(steps), "mean_return": float(np.mean(returns)) if returns else float("nan"),
+                "steps_per_sec": session / max(wall - self.trace_seconds(), 1e-9), "wall_s": wall}
 
-    def progress(tc: TrainerController) -> None:
-        s = summary()
+    def progress(self, controller: Any) -> None:
+        s = self.summary()
         print(f"steps={int(s['steps'])} mean_return={s['mean_return']:.2f} steps_per_sec={s['steps_per_sec']:.0f}",
               flush=True)
 
-    tc = TrainerController(trainers, context.model_path, context.summaries_dir, f"{args.run_id}-0", args.save_freq,
-                           train=not args.inference,
-                           training_seed=context.seed, progress=progress, progress_freq=progress_freq,
-                           inference_steps=context.max_steps if args.inference else None)
+    def resumed(self) -> None:
+        for name, t in self.trainers.items():
+            if t.get_step:
+                done = " (already at its max_steps: nothing left to train)" if t.get_step > t.get_max_steps else ""
+                print(f"Resumed {name} at step {t.get_step * self.n_agents} (env steps){done}.", flush=True)
+
+
+def run_training(args: argparse.Namespace, default_config: Optional[str] = None) -> dict[str, float]:
+    """Train as ``args`` say; print progress and the final machine-readable summary line."""
+    from kerasrl.trainers import TrainerController
+
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
+    _check_args(args)
+    set_tf_threads(args.tf_threads)
+    start = time.perf_counter()
+    context, manager, trainers, n_agents = _setup(args, default_config)
+    report = _Report(trainers, n_agents, args.inference)
+    minutes = args.save_every_minutes
+    tc = report.controller = TrainerController(
+        trainers, context.model_path, context.summaries_dir, f"{args.run_id}-0", max(args.save_freq // n_agents, 1),
+        train=not args.inference, training_seed=context.seed, progress=report.progress,
+        progress_freq=max(args.progress_every // n_agents, 1), save_every_seconds=60.0 * minutes if minutes else None,
+        inference_steps=context.max_steps if args.inference else None)
     print(f"kerasrl: PPO on {args.env} x{n_agents}, seed {context.seed}, results in "
-          f"{os.path.join(args.results_dir, args.run_id)} "
-          f"(set-up {train_start - start:.1f} s)", flush=True)
+          f"{os.path.join(args.results_dir, args.run_id)} (set-up {report.start - start:.1f} s)", flush=True)
+    report.resumed()
     tc.start_learning(manager)
-    result = summary()
-    result["trace_s"] = trace_seconds()
+    result = {**report.summary(), "trace_s": report.trace_seconds(), "interrupted": float(tc.interrupted)}
     if tc.interrupted:
         print("Interrupted: the model was saved; continue with --resume.", flush=True)
     print(f"final steps={int(result['steps'])} mean_return={result['mean_return']:.3f} "
@@ -151,17 +221,32 @@ def run_training(args: argparse.Namespace, default_config: Optional[str] = None)
     return result
 
 
+def quiet_tensorflow(debug: bool) -> None:
+    """TensorFlow's C++ start-up logs and oneDNN banner off unless ``--debug`` (before TF loads)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if debug else "2")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+
 def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.ArgumentParser] = None,
          default_config: Optional[str] = None) -> int:
-    """Parse ``argv``, train, and turn a ``TrainerError`` into a one-line message and exit code 2."""
+    """Parse ``argv`` and train. A ``TrainerError`` or an environment's error is one line on
+    stderr and exit status 2 (``--debug`` shows the traceback); Ctrl-C exits with 130."""
+    from kerasrl.exception import EnvironmentException
+
     parser = parser or build_parser()
     args = parser.parse_args(argv)
+    quiet_tensorflow(args.debug)
     try:
-        run_training(args, default_config=default_config)
-    except TrainerError as e:
+        result = run_training(args, default_config=default_config)
+    except (TrainerError, EnvironmentException) as e:
+        if args.debug:
+            raise
         print(f"{parser.prog}: error: {e}", file=sys.stderr)
         return 2
-    return 0
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted before training started; nothing was saved.", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_INTERRUPTED if result["interrupted"] else 0
 
 
 if __name__ == "__main__":

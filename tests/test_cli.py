@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from kerasrl.cli import build_parser, main, run_training
+from kerasrl.configs import config_path
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 FINAL = re.compile(r"^final steps=(\d+) mean_return=(\S+) steps_per_sec=(\S+) wall_s=(\S+)$", re.M)
@@ -27,8 +28,10 @@ def test_cli_trains_builtin_env_and_resumes(tmp_path, capsys):
     models = tmp_path / "r" / "models" / "Simple1D"
     assert (models / "model-301.index").exists()
     assert main(base + ["--steps", "500", "--resume"]) == 0
-    m = FINAL.search(capsys.readouterr().out)
-    assert int(m.group(1)) == 200  # 301 → 501
+    out = capsys.readouterr().out
+    assert "Resumed Simple1D at step 301" in out
+    m = FINAL.search(out)
+    assert int(m.group(1)) == 501  # the whole run: 301 → 501
     assert (models / "model-501.index").exists()
     assert main(base + ["--steps", "50", "--resume", "--inference"]) == 0
     m = FINAL.search(capsys.readouterr().out)
@@ -36,13 +39,61 @@ def test_cli_trains_builtin_env_and_resumes(tmp_path, capsys):
     assert sorted(p.name for p in models.glob("model-*.index"))[-1] == "model-501.index"  # nothing new saved
 
 
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("kerasrl-learn: error: ") and err.count("\n") == 1, err
+    return err
+
+
 def test_cli_errors_name_the_problem(tmp_path, capsys):
-    assert main([str(tmp_path / "missing.yaml"), "--env", "Simple1D", "--num-envs", "1"]) == 2
-    assert "missing.yaml" in capsys.readouterr().err
+    assert main([str(tmp_path / "missing.yaml"), "--env", "Simple1D"]) == 2
+    assert "missing.yaml" in one_line_error(capsys)
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text("default:\n  batch_size: 16\n")
-    assert main([str(cfg), "--env", "Simple1D", "--num-envs", "4"]) == 2
-    assert "--num-envs" in capsys.readouterr().err
+    cfg.write_text("default:\n  batch_size: 16\n  buffer_size: 32\n")
+    assert main([str(cfg), "--env", "Simple1D", "--num-envs", "4", "--results-dir", str(tmp_path)]) == 2
+    assert "--num-envs" in one_line_error(capsys)
+    assert main([str(cfg), "--env", "CartPol-v1", "--results-dir", str(tmp_path), "--run-id", "x"]) == 2
+    assert "CartPol-v1" in one_line_error(capsys)
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert main([str(cfg), "--env", "Simple1D", "--results-dir", str(blocked)]) == 2
+    assert str(blocked) in one_line_error(capsys)
+    assert main([str(cfg), "--env", "Simple1D", "--results-dir", str(tmp_path), "--run-id", "none", "--inference"]) == 2
+    assert "no trained model" in one_line_error(capsys)
+    assert main([str(cfg), "--env", "Simple1D", "--force", "--resume"]) == 2
+    assert "--force" in one_line_error(capsys)
+
+
+def test_existing_run_is_refused_and_force_starts_afresh(tmp_path, capsys):
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("default:\n  batch_size: 16\n  buffer_size: 32\n  hidden_units: 8\n")
+    base = [str(cfg), "--env", "Simple1D", "--seed", "1", "--results-dir", str(tmp_path), "--run-id", "r"]
+    assert main(base + ["--steps", "100"]) == 0  # built-in envs pick --num-envs 1 themselves
+    models = tmp_path / "r" / "models" / "Simple1D"
+    assert sorted(p.name for p in models.glob("model-*.index")) == ["model-101.index"]
+    capsys.readouterr()
+    assert main(base + ["--steps", "60"]) == 2
+    assert "--resume" in one_line_error(capsys) and (models / "model-101.index").exists()
+    assert main(base + ["--steps", "60", "--force"]) == 0
+    assert sorted(p.name for p in models.glob("model-*.index")) == ["model-61.index"]
+
+
+def test_ctrl_c_exits_130_after_saving(tmp_path, capsys, monkeypatch):
+    from kerasrl.trainers import TrainerController
+
+    original = TrainerController.advance
+
+    def interrupt_at_50(self, env):
+        if self.global_step == 50:
+            raise KeyboardInterrupt
+        return original(self, env)
+
+    monkeypatch.setattr(TrainerController, "advance", interrupt_at_50)
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("default:\n  batch_size: 16\n  buffer_size: 32\n  hidden_units: 8\n")
+    assert main([str(cfg), "--env", "Simple1D", "--results-dir", str(tmp_path), "--steps", "200"]) == 130
+    assert "continue with --resume" in capsys.readouterr().out
+    assert (tmp_path / "ppo" / "models" / "Simple1D" / "model-50.index").exists()
 
 
 @pytest.mark.slow
@@ -51,7 +102,7 @@ def test_cartpole_reaches_475_within_100k_steps(tmp_path):
     # round-off: a change of numerics re-draws every seed's curve (see benchmarks/bench_ppo.py for
     # the spread over seeds; SB3 also misses 475 at 100k on about one seed in ten).
     args = build_parser("train_ppo.py", config_required=False).parse_args(
-        ["--config", os.path.join(ROOT, "config", "cartpole_zoo.yaml"), "--steps", "100000", "--seed", "1",
+        ["--config", config_path("cartpole_zoo"), "--steps", "100000", "--seed", "1",
          "--results-dir", str(tmp_path), "--progress-every", "100000"]
     )
     result = run_training(args)
@@ -71,3 +122,11 @@ def test_main_job_script_runs(tmp_path):
     assert int(m.group(1)) >= 4000
     assert np.isfinite(float(m.group(2)))
     assert (tmp_path / "cartpole_ppo" / "models" / "CartPole-v1").exists()
+
+
+def test_a_shipped_config_can_be_named(tmp_path, capsys):
+    args = ["trainer_config", "--env", "Simple1D", "--steps", "20", "--results-dir", str(tmp_path)]
+    assert main(args) == 0
+    assert FINAL.search(capsys.readouterr().out)
+    assert main(["no_such_config", "--env", "Simple1D", "--results-dir", str(tmp_path), "--run-id", "b"]) == 2
+    assert "no_such_config" in capsys.readouterr().err

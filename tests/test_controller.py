@@ -4,7 +4,6 @@ import os
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from kerasrl.envs import SimpleEnvManager
 from kerasrl.envs.simple import Simple1DEnvironment

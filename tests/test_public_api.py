@@ -19,7 +19,8 @@ def test_every_exported_name_resolves():
 
 
 def test_import_and_settings_do_not_import_tensorflow():
-    code = ("import sys, kerasrl; kerasrl.load_trainer_config('config/cartpole_zoo.yaml'); "
+    code = ("import sys, kerasrl, kerasrl.configs; "
+            "kerasrl.load_trainer_config(kerasrl.configs.config_path('cartpole_zoo')); "
             "kerasrl.SimpleEnvManager; kerasrl.TrainerController; kerasrl.create_trainers; kerasrl.Buffer; "
             "print('tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

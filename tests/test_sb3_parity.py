@@ -9,18 +9,15 @@ actions, old log-probs, advantages, returns), 20 epochs of one full-batch mini-b
 clipped objective, unclipped value loss, gradient-norm clipping, PyTorch-style Adam: the
 weights after the update agree to float rounding.
 """
-import os
-
 import numpy as np
 import pytest
 
 sb3 = pytest.importorskip("stable_baselines3", reason="stable_baselines3 is not installed (pip install stable-baselines3)")
 torch = pytest.importorskip("torch", reason="torch is not installed")
 
+from kerasrl.configs import config_path  # noqa: E402
 from kerasrl.envs import GymnasiumEnv, SimpleEnvManager  # noqa: E402
 from kerasrl.trainers import initialize_trainers  # noqa: E402
-
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
 def test_update_matches_stable_baselines3(tmp_path):
@@ -29,7 +26,7 @@ def test_update_matches_stable_baselines3(tmp_path):
     from stable_baselines3.common.logger import configure
 
     torch.set_num_threads(1)
-    config = os.path.join(ROOT, "config", "cartpole_zoo.yaml")
+    config = config_path("cartpole_zoo")
     manager = SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=8, seed=0))
     trainer = next(iter(initialize_trainers(config, manager.external_brains, str(tmp_path), "p", str(tmp_path),
                                             1, True, False, 0).values()))

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kerasrl.configs import config_path
 from kerasrl.exception import TrainerConfigError
 from kerasrl.settings import (
     KEY_GROUPS, BehavioralCloningSettings, CuriositySettings, GAILSettings, NetworkSettings, PPOSettings,
@@ -16,10 +17,9 @@ from kerasrl.settings import (
     trainer_config_from_dict,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
-SHIPPED = ROOT / "config" / "trainer_config.yaml"
-ZOO = ROOT / "config" / "cartpole_zoo.yaml"
+SHIPPED = Path(config_path("trainer_config"))  # the installed package's sample configs
+ZOO = Path(config_path("cartpole_zoo"))
 MLAGENTS_0_9 = DATA / "mlagents_0_9_trainer_config.yaml"
 MLAGENTS_0_9_GAIL = DATA / "mlagents_0_9_gail_config.yaml"
 

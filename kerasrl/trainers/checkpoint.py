@@ -1,17 +1,249 @@
-"""Checkpoints of a trainer's TensorFlow state: weights, optimizer slots, normalizer, counters."""
+"""Checkpoints of a trainer's TensorFlow state: weights, optimizer slots, normalizer, counters.
+
+A checkpoint is complete or absent, and a run resumes from the newest intact one.
+
+What TensorFlow 2.21's ``CheckpointManager.save`` writes for ``model-N`` (observed by listing
+the folder during saves, and in ``MergeBundles``), in order:
+
+1. ``model-N_temp/part-00000-of-00001.{data-00000-of-00001,index}.tempstate<random>``, each
+   renamed (atomically) to drop the ``.tempstate`` suffix;
+2. ``MergeV2Checkpoints``: the data file is renamed to ``model-N.data-00000-of-00001``, then
+   ``model-N.index`` is written in place (*not* atomically) and ``model-N_temp/`` is removed;
+3. the ``checkpoint`` state file, through ``checkpoint.tmp<hex>`` and a rename (atomic), once
+   before deleting the checkpoints beyond ``keep`` and once after.
+
+So a process killed mid-save can leave a ``model-N_temp/`` folder, ``*.tempstate*`` and
+``checkpoint.tmp*`` files, a ``model-N.data-*`` without its index, or a ``model-N.index``
+cut short; the state file itself is always whole (TF writes it atomically, so we do not
+rewrite it on each save) and still names the previous checkpoints, which nothing deletes
+before the new one is recorded. The saver removes those leftovers before its first save
+(not when it is created: a process that only restores must not touch a folder another
+process is writing), adopts checkpoints the state file does not list (a killed save's, or
+all of them when the state file is unreadable) so that ``keep`` applies to them, and
+:meth:`CheckpointSaver.restore` checks every tensor of a checkpoint before using it.
+
+Limitation: saving a step that already has a checkpoint (TF overwrites ``model-N`` in
+place) leaves that one checkpoint damaged if the process is killed in the middle; older
+checkpoints stay intact, so with ``keep >= 2`` a restore falls back to the previous one.
+"""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from typing import Any, Optional
+import re
+import shutil
+import signal
+import threading
+import time
+import uuid
+from typing import Any, Callable, Iterator, Optional
 
 import tensorflow as tf
+from google.protobuf.message import DecodeError
+from google.protobuf.text_format import ParseError
 
 from kerasrl.exception import UnityTrainerException
 
 logger = logging.getLogger("kerasrl.trainers")
 
+CHECKPOINT_NAME = "model"
+STATE_FILE = "checkpoint"
+_INDEX_FILE = re.compile(r"^model-(\d+)\.index$")
+_DATA_FILE = re.compile(r"^(model-\d+)\.data-\d{5}-of-\d{5}$")
+#: Names only an interrupted write leaves behind (TF's temporaries and export_weights').
+_STALE_NAMES = (
+    re.compile(r"^model-\d+_temp$"),
+    re.compile(r"^checkpoint\.tmp[0-9a-f]+$"),
+    re.compile(r"\.tempstate\d+$"),
+    re.compile(r"\.tmp\.weights\.h5$"),
+)
+#: What reading or restoring a damaged checkpoint raises in TF 2.21: ``OpError`` (its
+#: ``DataLossError``, ``NotFoundError``...) for a bad index, a checksum mismatch or a missing
+#: file, ``IndexError`` ("Read less bytes than requested") for a truncated data file,
+#: ``AssertionError`` from ``assert_existing_objects_matched``, protobuf's errors for a bad
+#: object graph.
+_RESTORE_ERRORS = (tf.errors.OpError, ValueError, IndexError, KeyError, AssertionError, DecodeError, ParseError,
+                   OSError)
 
+
+class _DamagedCheckpoint(Exception):
+    """A checkpoint could not be used: ``file`` is the damaged file, ``reason`` one line."""
+
+    def __init__(self, file: str, error: BaseException) -> None:
+        super().__init__(file)
+        self.file = file
+        self.reason = _one_line(error)
+
+
+def _one_line(error: BaseException) -> str:
+    """``Type: first line of the message`` (at most 200 characters), for one-line reports."""
+    lines = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+# -- the folder ------------------------------------------------------------------------
+def _step_of(prefix: str) -> int:
+    """The step number of a ``.../model-N`` prefix (-1 for a prefix that is not ours)."""
+    match = _INDEX_FILE.match(os.path.basename(prefix) + ".index")
+    return int(match.group(1)) if match else -1
+
+
+def read_state(folder: str) -> Optional[Any]:
+    """The ``checkpoint`` state file's ``CheckpointState`` (paths made absolute), or None when
+    it is missing or unreadable (empty, cut short, garbage): a warning names an unreadable one,
+    and the caller then relies on the ``model-*.index`` files instead."""
+    path = os.path.join(folder, STATE_FILE)
+    if not os.path.exists(path):
+        return None
+    try:
+        state = tf.train.get_checkpoint_state(folder)
+    except (tf.errors.OpError, ValueError, DecodeError, ParseError, OSError) as e:
+        logger.warning("Checkpoint state file %s is unreadable (%s); looking for model-*.index files instead.",
+                       path, _one_line(e))
+        return None
+    if state is None:
+        logger.warning("Checkpoint state file %s is unreadable (not a CheckpointState); "
+                       "looking for model-*.index files instead.", path)
+    return state
+
+
+def _state_prefixes(folder: str, state: Any) -> list[str]:
+    """The prefixes ``state`` lists, newest first (its latest, then the others in reverse)."""
+    listed = [state.model_checkpoint_path, *reversed(state.all_model_checkpoint_paths)]
+    return _unique([os.path.normpath(os.path.join(folder, p)) for p in listed if p])
+
+
+def _disk_prefixes(folder: str) -> list[str]:
+    """The ``model-N`` prefixes with an index file in ``folder``, highest step first."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    steps = sorted((int(m.group(1)) for m in map(_INDEX_FILE.match, names) if m), reverse=True)
+    return [os.path.normpath(os.path.join(folder, f"{CHECKPOINT_NAME}-{step}")) for step in steps]
+
+
+def _unique(prefixes: list[str]) -> list[str]:
+    return list(dict.fromkeys(prefixes))
+
+
+def checkpoint_candidates(folder: str) -> list[str]:
+    """Checkpoint prefixes to try, newest first: those the state file lists (when it parses),
+    then any other ``model-N.index`` by step; only prefixes whose index file exists."""
+    folder = os.path.normpath(folder)
+    state = read_state(folder)
+    listed = _state_prefixes(folder, state) if state is not None else []
+    return [p for p in _unique(listed + _disk_prefixes(folder)) if os.path.isfile(p + ".index")]
+
+
+def remove_stale_files(folder: str) -> list[str]:
+    """Delete what an interrupted save leaves in ``folder`` (temporary folders and files, data
+    files without an index); returns the names removed. Never a complete checkpoint's file."""
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    indexed = {m.group(0)[: -len(".index")] for m in map(_INDEX_FILE.match, names) if m}
+    stale = [n for n in names if any(p.search(n) for p in _STALE_NAMES)]
+    stale += [n for n in names if (m := _DATA_FILE.match(n)) and m.group(1) not in indexed]
+    for name in stale:
+        path = os.path.join(folder, name)
+        try:
+            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+        except FileNotFoundError:
+            pass
+    if stale:
+        logger.warning("Removed what an interrupted save left in %s: %s", folder, ", ".join(sorted(stale)))
+    return stale
+
+
+def write_state(folder: str, latest: str, prefixes: list[str]) -> None:
+    """Write the ``checkpoint`` state file atomically (a temporary file, fsync, ``os.replace``)
+    with paths relative to ``folder``, so that the folder can move; ``prefixes`` oldest first."""
+    stamps = [_mtime(p + ".index") for p in prefixes]
+    lines = [f'model_checkpoint_path: "{os.path.basename(latest)}"']
+    lines += [f'all_model_checkpoint_paths: "{os.path.basename(p)}"' for p in prefixes]
+    lines += [f"all_model_checkpoint_timestamps: {t!r}" for t in stamps]
+    # The manager only tracks checkpoints newer than the last preserved one.
+    lines.append(f"last_preserved_timestamp: {min(stamps, default=time.time()) - 1.0!r}")
+    path = os.path.join(folder, STATE_FILE)
+    tmp = f"{path}.tmp{uuid.uuid4().hex}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.path.getmtime(path)
+    except OSError:
+        return time.time()
+
+
+def adopt_untracked(folder: str) -> None:
+    """Make the state file list every ``model-N`` checkpoint in ``folder`` (by step), when it is
+    unreadable or misses some (a killed save's), so that TF's manager neither fails on it nor
+    leaves those files outside ``keep`` forever. A listed checkpoint stays the latest."""
+    folder = os.path.normpath(folder)
+    state = read_state(folder)
+    on_disk = _disk_prefixes(folder)
+    listed = _state_prefixes(folder, state) if state is not None else []
+    if not set(on_disk) - set(listed):
+        if state is None and os.path.exists(os.path.join(folder, STATE_FILE)) and not on_disk:
+            os.remove(os.path.join(folder, STATE_FILE))  # unreadable and lists nothing we have
+        return
+    prefixes = sorted(set(on_disk) | {p for p in listed if os.path.isfile(p + ".index")}, key=_step_of)
+    latest = listed[0] if listed and listed[0] in prefixes else prefixes[-1]
+    logger.warning("Checkpoint state file %s did not list %s; now it does.", os.path.join(folder, STATE_FILE),
+                   ", ".join(os.path.basename(p) for p in sorted(set(on_disk) - set(listed), key=_step_of)))
+    write_state(folder, latest, prefixes)
+
+
+# -- SIGINT ----------------------------------------------------------------------------
+@contextlib.contextmanager
+def sigint_deferred(what: str) -> Iterator[None]:
+    """Hold SIGINT (Ctrl-C) back while the block runs in the main thread, then deliver it once
+    to the previous handler (Python's raises ``KeyboardInterrupt``) after the block completes,
+    however many arrived: a second Ctrl-C can then never cut a save short. Elsewhere (another
+    thread, or a handler not installed from Python) the block just runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is None:
+        yield
+        return
+    received: list[int] = []
+
+    def record(signum: int, frame: Any) -> None:
+        if not received:
+            logger.warning("Interrupted during %s; stopping once it is complete.", what)
+        received.append(signum)
+
+    signal.signal(signal.SIGINT, record)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        _deliver_sigint(previous)
+
+
+def _deliver_sigint(handler: Callable[..., Any] | int) -> None:
+    """Hand a held-back SIGINT to ``handler`` as the signal itself would have."""
+    if callable(handler):
+        handler(signal.SIGINT, None)
+    elif handler == signal.SIG_DFL:
+        signal.raise_signal(signal.SIGINT)
+
+
+# -- the saver -------------------------------------------------------------------------
 class CheckpointSaver:
     """Saves and restores ``objects`` (trackable TF/Keras objects) plus the trainer's step and
     update count in ``model_path``, keeping the newest ``keep`` checkpoints."""
@@ -25,32 +257,91 @@ class CheckpointSaver:
         self._manager: Optional[tf.train.CheckpointManager] = None
 
     def _checkpoint_manager(self) -> tf.train.CheckpointManager:
+        """TF's manager, created at the first save after clearing what an interrupted save left."""
         if self._manager is None:
             os.makedirs(self.model_path, exist_ok=True)
+            remove_stale_files(self.model_path)
+            adopt_untracked(self.model_path)
             self._manager = tf.train.CheckpointManager(self._checkpoint, self.model_path, max_to_keep=self.keep,
-                                                       checkpoint_name="model")
+                                                       checkpoint_name=CHECKPOINT_NAME)
         return self._manager
 
     def save(self, step: int, updates: int) -> str:
-        """A new checkpoint numbered ``step`` (the index file is updated last)."""
-        self._step.assign(step)
-        self._updates.assign(updates)
-        return self._checkpoint_manager().save(checkpoint_number=step)
+        """A new checkpoint numbered ``step``; returns its prefix. In the main thread, Ctrl-C
+        waits until the checkpoint and the state file are written, then raises
+        ``KeyboardInterrupt``; checkpoints beyond ``keep`` are deleted only after that."""
+        with sigint_deferred(f"the checkpoint save in {self.model_path}"):
+            self._step.assign(step)
+            self._updates.assign(updates)
+            path = self._checkpoint_manager().save(checkpoint_number=step)
+        return path
 
     def restore(self) -> tuple[int, int]:
-        """Restore the newest checkpoint; returns its ``(step, updates)``."""
-        latest = tf.train.latest_checkpoint(self.model_path)
-        if latest is None:
+        """Restore the newest intact checkpoint; returns its ``(step, updates)``.
+
+        Candidates come newest first (:func:`checkpoint_candidates`); a damaged one is logged
+        (a warning naming the file) and skipped. Every tensor of a candidate is read, checksums
+        included, before anything is assigned, so a damaged file never reaches the variables.
+        A candidate that reads but does not fit (``assert_existing_objects_matched`` fails) may
+        have assigned some variables already; that is harmless because the restore that
+        succeeds afterwards passes the same assertion, i.e. assigns every existing variable.
+        """
+        candidates = checkpoint_candidates(self.model_path)
+        if not candidates:
             raise UnityTrainerException(
                 f"The model {self.model_path} could not be found. Make sure you specified the right --run-id."
             )
-        self._checkpoint.restore(latest).assert_existing_objects_matched()
-        logger.info("Restored %s", latest)
-        return int(self._step.numpy()), int(self._updates.numpy())
+        failures = []
+        for prefix in candidates:
+            try:
+                self._restore_from(prefix)
+            except _DamagedCheckpoint as e:
+                logger.warning("Checkpoint file %s is damaged (%s); trying an older checkpoint.", e.file, e.reason)
+                failures.append(f"{os.path.basename(e.file)} ({e.reason})")
+                continue
+            logger.info("Restored %s", prefix)
+            return int(self._step.numpy()), int(self._updates.numpy())
+        raise UnityTrainerException(f"No intact checkpoint in {self.model_path}: {'; '.join(failures)}")
+
+    def _restore_from(self, prefix: str) -> None:
+        """Check, then restore ``prefix`` into the objects; raises :class:`_DamagedCheckpoint`."""
+        verify_checkpoint(prefix)
+        try:
+            self._checkpoint.restore(prefix).assert_existing_objects_matched()
+        except _RESTORE_ERRORS as e:
+            raise _DamagedCheckpoint(prefix + ".index", e) from e
+
+
+def verify_checkpoint(prefix: str) -> None:
+    """Read every tensor of checkpoint ``prefix`` (TF checks each one's CRC32C and size);
+    raises :class:`_DamagedCheckpoint` naming the index or the data file at fault."""
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        keys = list(reader.get_variable_to_dtype_map())
+    except _RESTORE_ERRORS as e:
+        raise _DamagedCheckpoint(prefix + ".index", e) from e
+    try:
+        for key in keys:
+            reader.get_tensor(key)
+    except _RESTORE_ERRORS as e:
+        raise _DamagedCheckpoint(_data_file(prefix), e) from e
+
+
+def _data_file(prefix: str) -> str:
+    """The data file of ``prefix`` (the pattern when there is not exactly one)."""
+    folder, base = os.path.split(prefix)
+    names = sorted(n for n in (os.listdir(folder or ".") if os.path.isdir(folder or ".") else [])
+                   if n.startswith(base + ".data-"))
+    return os.path.join(folder, names[0]) if len(names) == 1 else prefix + ".data-*"
 
 
 def export_weights(model: Any, path: str) -> None:
-    """Write ``model``'s weights to ``path`` (``.weights.h5``) atomically."""
+    """Write ``model``'s weights to ``path`` (``.weights.h5``) atomically, creating its folder."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     tmp = path + ".tmp.weights.h5"
-    model.save_weights(tmp)
-    os.replace(tmp, path)
+    try:
+        model.save_weights(tmp)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)

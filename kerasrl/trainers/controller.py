@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from typing import Any, Callable, Optional
 
@@ -19,8 +20,10 @@ logger = logging.getLogger("kerasrl")
 class TrainerController:
     """Steps the environment, feeds every trainer, updates and saves them.
 
-    ``fast_simulation`` is passed to the env manager's reset as ``train_mode``. Curricula and
-    parameter samplers are not part of this version: passing one is an error, not ignored.
+    Checkpoints are written whenever a trainer's step crosses a multiple of ``save_freq``
+    (trainer steps, counted across resumes), every ``save_every_seconds`` when given, at the end
+    and on Ctrl-C. ``fast_simulation`` is passed to the env manager's reset as ``train_mode``.
+    Curricula and parameter samplers are not part of this version: passing one is an error.
     """
 
     def __init__(
@@ -39,6 +42,7 @@ class TrainerController:
         progress: Optional[Callable[["TrainerController"], None]] = None,
         progress_freq: int = 0,
         inference_steps: Optional[int] = None,
+        save_every_seconds: Optional[float] = None,
     ) -> None:
         for name, value in (("meta_curriculum", meta_curriculum), ("sampler_manager", sampler_manager),
                             ("resampling_interval", resampling_interval)):
@@ -57,6 +61,12 @@ class TrainerController:
         self.progress = progress
         self.progress_freq = int(progress_freq)
         self.inference_steps = inference_steps
+        if save_every_seconds is not None and not save_every_seconds > 0:
+            raise TrainerError(f"save_every_seconds must be > 0, got {save_every_seconds}.")
+        self.save_every_seconds = save_every_seconds
+        self._saved_at: dict[str, int] = {}
+        self._saved_steps: dict[str, int] = {}
+        self._last_save_time = time.monotonic()
         self.global_step = 0
         self.interrupted = False
         self.training_start_time = time.time()
@@ -69,9 +79,19 @@ class TrainerController:
             for name, trainer in self.trainers.items()
         }
 
+    def _steps(self) -> dict[str, int]:
+        return {name: t.get_step for name, t in self.trainers.items()}
+
     def _save_models(self) -> None:
+        """Checkpoint every trainer, unless the newest checkpoints already hold these steps
+        (saving a step again would overwrite its checkpoint in place)."""
+        if self._steps() == self._saved_steps:
+            return
         for trainer in self.trainers.values():
             trainer.save_model()
+        self._saved_steps = self._steps()
+        self._saved_at = self._save_marks()
+        self._last_save_time = time.monotonic()
         logger.info("Saved models at step %d.", self.global_step)
 
     def _export_models(self) -> None:
@@ -114,7 +134,28 @@ class TrainerController:
             trainer.write_summary(global_step, time.time() - self.training_start_time)
 
     def start_learning(self, env_manager: EnvManager) -> None:
-        """Train until every trainer reaches ``max_steps``; Ctrl-C saves and exits cleanly."""
+        """Train until every trainer reaches ``max_steps``; Ctrl-C saves and exits cleanly.
+
+        An error raised while training propagates as it is: the end-of-run export and clean-up
+        never replace it (their own failures are logged instead).
+        """
+        self._prepare()
+        try:
+            for name, trainer in self.trainers.items():
+                env_manager.set_policy(name, trainer.policy)
+            self._reset_env(env_manager)
+            self._run(env_manager)
+            if self.global_step != 0 and self.train_model:
+                self._save_models()
+        except KeyboardInterrupt:
+            self.interrupted = True
+            if self.train_model:
+                logger.info("Learning was interrupted. Please wait while the model is saved.")
+                self._save_models()
+        finally:
+            self._finish(env_manager, failed=sys.exc_info()[0] is not None)
+
+    def _prepare(self) -> None:
         try:
             os.makedirs(self.model_path, exist_ok=True)
         except OSError as e:
@@ -128,33 +169,48 @@ class TrainerController:
                 trainer.write_hyperparameters()
         self.training_start_time = time.time()
         self.global_step = 0
-        try:
-            for name, trainer in self.trainers.items():
-                env_manager.set_policy(name, trainer.policy)
-            self._reset_env(env_manager)
-            while self._should_continue():
-                n_steps = self.advance(env_manager)
-                for _ in range(n_steps):
-                    self.global_step += 1
-                    if self.train_model and self.global_step % self.save_freq == 0 and self.global_step != 0:
-                        self._save_models()
-                    self.write_to_tensorboard(self.global_step)
-                    if self.progress is not None and self.progress_freq and self.global_step % self.progress_freq == 0:
-                        self.progress(self)
-            if self.global_step != 0 and self.train_model:
+        self._last_save_time = time.monotonic()
+        self._saved_at = self._save_marks()
+        self._saved_steps = self._steps() if any(t.get_step for t in self.trainers.values()) else {}
+
+    def _save_marks(self) -> dict[str, int]:
+        """Per trainer, the number of whole ``save_freq`` intervals of its step (which survives
+        resumes, so the interval is counted from the run's start)."""
+        return {name: t.get_step // self.save_freq for name, t in self.trainers.items()}
+
+    def _save_due(self) -> bool:
+        if not self.train_model:
+            return False
+        if self._save_marks() != self._saved_at:
+            return True
+        return self.save_every_seconds is not None and time.monotonic() - self._last_save_time >= self.save_every_seconds
+
+    def _run(self, env_manager: EnvManager) -> None:
+        while self._should_continue():
+            n_steps = self.advance(env_manager)
+            if self._save_due():
                 self._save_models()
-        except KeyboardInterrupt:
-            self.interrupted = True
-            if self.train_model:
-                logger.info("Learning was interrupted. Please wait while the graph is generated.")
-                self._save_models()
-        finally:
-            if self.train_model and self.global_step != 0:
-                self._export_models()
-            self._write_timing_tree()
-            for trainer in self.trainers.values():
-                trainer.close()
-            env_manager.close()
+            for _ in range(n_steps):
+                self.global_step += 1
+                self.write_to_tensorboard(self.global_step)
+                if self.progress is not None and self.progress_freq and self.global_step % self.progress_freq == 0:
+                    self.progress(self)
+
+    def _finish(self, env_manager: EnvManager, failed: bool) -> None:
+        """Export the trained weights (not after a failure: the checkpoints hold the last good
+        state), write the timers and close everything; while an error propagates, problems here
+        are logged so that they cannot hide it."""
+        steps = [("export", self._export_models)] if self.train_model and self.global_step != 0 and not failed else []
+        steps += [("timers", self._write_timing_tree)]
+        steps += [(f"close {name}", trainer.close) for name, trainer in self.trainers.items()]
+        steps += [("close the environment", env_manager.close)]
+        for what, step in steps:
+            try:
+                step()
+            except Exception:
+                if not failed:
+                    raise
+                logger.warning("While stopping after an error, %s failed too.", what, exc_info=True)
 
     def _write_timing_tree(self) -> None:
         path = os.path.join(self.summaries_dir, f"{self.run_id}_timers.json")

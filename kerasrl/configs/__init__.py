@@ -1,0 +1,49 @@
+"""The sample trainer configs shipped with kerasrl (ML-Agents' YAML format).
+
+They are package data, so they are there after ``pip install kerasrl`` too::
+
+    from kerasrl.configs import available_configs, config_path
+
+    available_configs()           # ['cartpole_zoo', 'trainer_config']
+    config_path("cartpole_zoo")   # .../kerasrl/configs/cartpole_zoo.yaml
+
+* ``trainer_config``: the ``default`` section is the built-in defaults (ML-Agents 0.9's), a
+  starting point to copy and edit;
+* ``cartpole_zoo``: PPO on CartPole-v1 with Stable-Baselines3's RL-Zoo hyper-parameters (the
+  default config of ``examples/train_ppo.py``).
+
+To get one to edit: ``cp "$(python3 -c 'from kerasrl.configs import config_path;
+print(config_path("trainer_config"))')" my_config.yaml``.
+"""
+from __future__ import annotations
+
+from importlib.resources import files
+
+from kerasrl.exception import TrainerConfigError
+
+__all__ = ["available_configs", "config_path"]
+
+_SUFFIX = ".yaml"
+
+
+def available_configs() -> list[str]:
+    """The names of the shipped configs (without ``.yaml``), sorted."""
+    return sorted(
+        entry.name[: -len(_SUFFIX)]
+        for entry in files(__name__).iterdir()
+        if entry.name.endswith(_SUFFIX) and entry.is_file()
+    )
+
+
+def config_path(name: str) -> str:
+    """The file path of the shipped config ``name`` (``"cartpole_zoo"`` or ``"cartpole_zoo.yaml"``).
+
+    Raises ``TrainerConfigError`` (one line, listing the available names) for an unknown name.
+    """
+    available = available_configs()
+    stem = name[: -len(_SUFFIX)] if isinstance(name, str) and name.endswith(_SUFFIX) else name
+    if stem not in available:
+        raise TrainerConfigError(
+            f"unknown sample config {name!r}: available configs are {', '.join(available)}"
+        )
+    return str(files(__name__) / f"{stem}{_SUFFIX}")
