@@ -50,7 +50,7 @@ def run_kerasrl(steps: int, seed: int, workdir: str) -> dict[str, Any]:
     env = GymnasiumEnv("CartPole-v1", num_envs=num_envs, seed=seed)
     manager = SimpleEnvManager(env)
     context = RunContext(run_id=f"bench{seed}", summaries_dir=os.path.join(workdir, "s"),
-                         model_path=os.path.join(workdir, "m"), keep_checkpoints=1, seed=seed, max_steps=steps // num_envs)
+                         model_path=os.path.join(workdir, "m"), keep_checkpoints=1, seed=seed, max_steps=steps)
     trainers = create_trainers(config, manager.external_brains, context)
     trainer = next(iter(trainers.values()))
     setup = time.perf_counter() - t0
@@ -61,7 +61,7 @@ def run_kerasrl(steps: int, seed: int, workdir: str) -> dict[str, Any]:
         if reached[0] is None and trainer.episodes_completed != seen[0]:
             seen[0] = trainer.episodes_completed
             if np.mean(trainer.recent_returns) >= TARGET:
-                reached[0] = trainer.get_step * num_envs
+                reached[0] = trainer.get_step
 
     tc = TrainerController(trainers, os.path.join(workdir, "m"), os.path.join(workdir, "s"), f"bench{seed}",
                            save_freq=10**9, train=True, training_seed=seed, progress=progress, progress_freq=1)
@@ -69,7 +69,7 @@ def run_kerasrl(steps: int, seed: int, workdir: str) -> dict[str, Any]:
     tc.start_learning(manager)
     wall = time.perf_counter() - start
     trace = trainer.policy.trace_seconds + trainer.learner.trace_seconds
-    done = trainer.get_step * num_envs
+    done = trainer.get_step
     tree = get_timer_tree()
 
     def total(node: dict[str, Any], name: str) -> float:

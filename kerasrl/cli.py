@@ -147,10 +147,9 @@ def _setup(args: argparse.Namespace, default_config: Optional[str]) -> tuple[Any
     seed = args.seed if args.seed >= 0 else random.randrange(10000)
     env = make_env(args.env, args.num_envs, seed)
     n_agents = int(getattr(env, "num_envs", 1))
-    max_steps = None if args.steps is None else max(args.steps // n_agents, 1)
     context = RunContext.in_results_dir(args.results_dir, args.run_id, keep_checkpoints=args.keep_checkpoints,
                                         train_model=not args.inference, load_model=args.load or args.inference,
-                                        seed=seed, max_steps=max_steps)
+                                        seed=seed, max_steps=args.steps)
     manager = SimpleEnvManager(env)
     return context, manager, create_trainers(config, manager.external_brains, context), n_agents
 
@@ -175,8 +174,8 @@ class _Report:
         if self.inference:
             steps = session = self.controller.global_step * self.n_agents
         else:
-            steps = max(t.get_step for t in self.trainers.values()) * self.n_agents
-            session = max(t.get_step - self.first_step[n] for n, t in self.trainers.items()) * self.n_agents
+            steps = max(t.get_step for t in self.trainers.values())
+            session = max(t.get_step - self.first_step[n] for n, t in self.trainers.items())
         returns = [r for t in self.trainers.values() for r in t.recent_returns]
         return {"steps": float(steps), "mean_return": float(np.mean(returns)) if returns else float("nan"),
                 "steps_per_sec": session / max(wall - self.trace_seconds(), 1e-9), "wall_s": wall}
@@ -190,7 +189,7 @@ class _Report:
         for name, t in self.trainers.items():
             if t.get_step:
                 done = " (already at its max_steps: nothing left to train)" if t.get_step > t.get_max_steps else ""
-                print(f"Resumed {name} at step {t.get_step * self.n_agents} (env steps){done}.", flush=True)
+                print(f"Resumed {name} at step {t.get_step}{done}.", flush=True)
 
 
 def run_training(args: argparse.Namespace, default_config: Optional[str] = None) -> dict[str, float]:
@@ -205,10 +204,10 @@ def run_training(args: argparse.Namespace, default_config: Optional[str] = None)
     report = _Report(trainers, n_agents, args.inference)
     minutes = args.save_every_minutes
     tc = report.controller = TrainerController(
-        trainers, context.model_path, context.summaries_dir, f"{args.run_id}-0", max(args.save_freq // n_agents, 1),
+        trainers, context.model_path, context.summaries_dir, f"{args.run_id}-0", args.save_freq,
         train=not args.inference, training_seed=context.seed, progress=report.progress,
         progress_freq=max(args.progress_every // n_agents, 1), save_every_seconds=60.0 * minutes if minutes else None,
-        inference_steps=context.max_steps if args.inference else None)
+        inference_steps=max(args.steps // n_agents, 1) if args.inference and args.steps else None)
     print(f"kerasrl: PPO on {args.env} x{n_agents}, seed {context.seed}, results in "
           f"{os.path.join(args.results_dir, args.run_id)} (set-up {report.start - start:.1f} s)", flush=True)
     report.resumed()

@@ -125,7 +125,7 @@ def test_same_seed_same_learning_curve(tmp_path):
 def test_flush_on_update_cuts_every_trajectory_for_the_update(tmp_path, flush):
     from kerasrl.envs import GymnasiumEnv
 
-    config = {"default": dict(CONFIG["default"], flush_on_update=flush, time_horizon=1000, max_steps=150,
+    config = {"default": dict(CONFIG["default"], flush_on_update=flush, time_horizon=1000, max_steps=600,
                               buffer_size=100, hidden_units=8)}
     manager = SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=4, seed=0))
     trainers = initialize_trainers(config, manager.external_brains, str(tmp_path / "s"), "run", str(tmp_path / "m"),
@@ -149,7 +149,7 @@ def test_flush_on_update_cuts_every_trajectory_for_the_update(tmp_path, flush):
         assert pending == [0] * len(seen)  # everything collected is in the update, nothing waits
         # A rollout is 101+ agent steps (26 steps of 4 envs), as SB3's n_steps × n_envs, whatever
         # the episodes: each episode's NEXT_STEP reset step stores nothing, so rows <= 104.
-        assert [step for _, _, step, _ in seen] == [26 * (k + 1) for k in range(len(seen))]
+        assert [step for _, _, step, _ in seen] == [104 * (k + 1) for k in range(len(seen))]  # 4 agents a step
         assert all(r <= 104 for r in rows) and any(r < 104 for r in rows)
         episodes = [e for _, _, _, e in seen]
         assert all(r >= 104 - (e1 - e0) - 4 for r, e0, e1 in zip(rows[1:], episodes, episodes[1:]))

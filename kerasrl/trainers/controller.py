@@ -20,8 +20,10 @@ logger = logging.getLogger("kerasrl")
 class TrainerController:
     """Steps the environment, feeds every trainer, updates and saves them.
 
-    Checkpoints are written whenever a trainer's step crosses a multiple of ``save_freq``
-    (trainer steps, counted across resumes), every ``save_every_seconds`` when given, at the end
+    A trainer's step counts its agents' steps (so ``max_steps``, ``summary_freq`` and
+    ``save_freq`` are environment steps with every copy counted); ``global_step`` counts calls
+    of the env manager. Checkpoints are written whenever a trainer's step crosses a multiple of
+    ``save_freq`` (counted from the run's start, across resumes), every ``save_every_seconds`` when given, at the end
     and on Ctrl-C. ``fast_simulation`` is passed to the env manager's reset as ``train_mode``.
     Curricula and parameter samplers are not part of this version: passing one is an error.
     """
@@ -122,16 +124,26 @@ class TrainerController:
                     trainer.process_experiences(step_info.previous_all_brain_info or {}, step_info.current_all_brain_info)
         for name, trainer in self.trainers.items():
             if self.train_model and trainer.get_step <= trainer.get_max_steps:
-                trainer.increment_step(len(new_step_infos))
+                trainer.increment_step(self._agent_steps(new_step_infos, name))
                 if trainer.is_ready_update():
                     with hierarchical_timer("update_policy"):
                         trainer.update_policy()
                     env.set_policy(name, trainer.policy)
         return len(new_step_infos)
 
-    def write_to_tensorboard(self, global_step: int) -> None:
+    @staticmethod
+    def _agent_steps(step_infos: list[StepInfo], behavior: str) -> int:
+        """How many of ``behavior``'s agents acted in ``step_infos``: the unit of every step count
+        (an env with 8 copies takes 8 steps per step of all of them)."""
+        count = 0
+        for info in step_infos:
+            action_info = (info.brain_name_to_action_info or {}).get(behavior)
+            count += len(action_info.action) if action_info is not None else 0
+        return count
+
+    def write_to_tensorboard(self) -> None:
         for trainer in self.trainers.values():
-            trainer.write_summary(global_step, time.time() - self.training_start_time)
+            trainer.write_summary(trainer.get_step, time.time() - self.training_start_time)
 
     def start_learning(self, env_manager: EnvManager) -> None:
         """Train until every trainer reaches ``max_steps``; Ctrl-C saves and exits cleanly.
@@ -190,9 +202,9 @@ class TrainerController:
             n_steps = self.advance(env_manager)
             if self._save_due():
                 self._save_models()
+            self.write_to_tensorboard()
             for _ in range(n_steps):
                 self.global_step += 1
-                self.write_to_tensorboard(self.global_step)
                 if self.progress is not None and self.progress_freq and self.global_step % self.progress_freq == 0:
                     self.progress(self)
 

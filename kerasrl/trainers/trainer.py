@@ -40,6 +40,7 @@ class Trainer:
         self._reward_buffer: deque[float] = deque(maxlen=max(int(reward_buff_cap), 1))
         self.cumulative_returns_since_policy_update: list[float] = []
         self.step = 0
+        self._last_summary_step: Optional[int] = None
         self.summary_log: list[dict[str, float]] = []
 
     def __str__(self) -> str:
@@ -106,8 +107,11 @@ class Trainer:
         self.stats_writer.write_text("Hyperparameters", "| key | value |\n|---|---|\n" + rows)
 
     def write_summary(self, global_step: int, delta_train_start: float, lesson_num: Optional[int] = None) -> None:
-        """Log and write the mean of every statistic every ``summary_freq`` steps, then clear them."""
-        if global_step % self.settings.summary_freq != 0 or global_step == 0:
+        """Log and write the mean of every statistic when ``global_step`` (this trainer's step)
+        passes a multiple of ``summary_freq``, then clear them."""
+        previous, self._last_summary_step = self._last_summary_step, global_step
+        freq = self.settings.summary_freq
+        if previous is None or global_step // freq <= previous // freq:
             return
         step = min(self.step, self.max_steps)
         self._log_progress(step, delta_train_start)
