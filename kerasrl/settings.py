@@ -180,9 +180,9 @@ class TrainerSettings(_Checked):
     """Everything one behavior's trainer is configured with."""
 
     trainer: str = setting("ppo", one_of(*TRAINER_TYPES, *UNAVAILABLE_TRAINER_TYPES), "trainer type")
-    max_steps: int = setting(50_000, at_least(1), "trainer steps to train for")
+    max_steps: int = setting(50_000, at_least(1), "steps to train for (every agent's step counted)")
     time_horizon: int = setting(64, at_least(1), "steps after which a trajectory is cut and bootstrapped")
-    summary_freq: int = setting(1000, at_least(1), "steps between summaries")
+    summary_freq: int = setting(1000, at_least(1), "steps (every agent's) between summaries")
     inference: str = setting("auto", one_of(*INFERENCE_MODES), "act in numpy (small vector MLPs) or tf")
     network: NetworkSettings = field(default_factory=NetworkSettings)
     hyperparameters: PPOSettings = field(default_factory=PPOSettings)
