@@ -52,7 +52,10 @@ def train(env, tmp_path, save_freq=10**6, **controller_kwargs):
 def test_environment_faults_surface_as_themselves(tmp_path, fault, message, at):
     with pytest.raises(EnvironmentException, match=message):
         train(BrokenEnv(fault, at), tmp_path)
-    assert not list((tmp_path / "m" / "Simple1D").glob("*.weights.h5*"))  # nothing exported after a failure
+    models = tmp_path / "m" / "Simple1D"
+    assert not list(models.glob("*.weights.h5*"))  # nothing exported after a failure
+    # The bad data never reached the trainer: its state at the failure is checkpointed.
+    assert sorted(p.name for p in models.glob("model-*.index")) == [f"model-{at - 1}.index"]
 
 
 def test_a_failure_at_the_end_does_not_hide_the_error(tmp_path, monkeypatch, caplog):

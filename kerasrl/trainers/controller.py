@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from kerasrl.envs.env_manager import EnvManager, StepInfo
-from kerasrl.exception import TrainerError, UnityTrainerException
+from kerasrl.exception import EnvironmentException, TrainerError, UnityTrainerException
 from kerasrl.timers import hierarchical_timer, timed, write_timer_tree
 from kerasrl.trainers.trainer import Trainer
 
@@ -164,8 +164,21 @@ class TrainerController:
             if self.train_model:
                 logger.info("Learning was interrupted. Please wait while the model is saved.")
                 self._save_models()
+        except EnvironmentException:
+            self._save_after_environment_failure()
+            raise
         finally:
             self._finish(env_manager, failed=sys.exc_info()[0] is not None)
+
+    def _save_after_environment_failure(self) -> None:
+        """The environment failed (its bad data is caught before any trainer sees it), so the
+        trainers' state is sound: checkpoint it, logging rather than raising a failure to save."""
+        if not self.train_model:
+            return
+        try:
+            self._save_models()
+        except Exception:
+            logger.warning("Saving the models after the environment failed did not work either.", exc_info=True)
 
     def _prepare(self) -> None:
         try:
