@@ -15,6 +15,14 @@ Medians over the seeds; ratios are kerasrl / SB3 from the same run.
     python benchmarks/bench_ppo.py --seeds 1 --steps 50000 --no-sb3
     python benchmarks/bench_ppo.py --seeds 20     # sample efficiency needs many seeds: the
                                                   # seed-to-seed spread (57k–95k for SB3) swamps 3
+
+Environment workers (``SubprocessEnvManager``): ``--workers 1 2 4`` runs kerasrl with the 8
+copies in this process (1) and split over 2 and 4 worker processes, and prints steps/s with
+the ratio to the first ``--workers`` value; ``--slow-env`` trains on ``SlowCartPole-v1``
+(kerasrl/envs/slow.py: CartPole whose every step of every copy costs 1 ms of busy CPU,
+``--slow-mode sleep`` to sleep instead). No SB3 comparison with these options.
+
+    python benchmarks/bench_ppo.py --seeds 1 --steps 30000 --workers 1 2 4 --slow-env
 """
 from __future__ import annotations
 
@@ -33,11 +41,21 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 TARGET = 475.0
 
 
-def run_kerasrl(steps: int, seed: int, workdir: str) -> dict[str, Any]:
+def make_manager(env_id: str, num_envs: int, seed: int, workers: int, make_kwargs: dict[str, Any]) -> Any:
+    """The 8 copies in this process (``workers == 1``) or split over ``workers`` processes."""
+    from kerasrl.envs import GymnasiumEnv, GymnasiumEnvFactory, SimpleEnvManager, SubprocessEnvManager
+
+    if workers == 1:
+        return SimpleEnvManager(GymnasiumEnv(env_id, num_envs=num_envs, seed=seed, **make_kwargs))
+    factory = GymnasiumEnvFactory(env_id, num_envs // workers, seed=seed, make_kwargs=make_kwargs)
+    return SubprocessEnvManager(factory, workers)
+
+
+def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1", workers: int = 1,
+                make_kwargs: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     import numpy as np
 
     from kerasrl.configs import config_path
-    from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
     from kerasrl.settings import RunContext, load_trainer_config, read_yaml
     from kerasrl.timers import get_timer_tree, reset_timers
     from kerasrl.trainers import TrainerController, create_trainers
@@ -47,12 +65,11 @@ def run_kerasrl(steps: int, seed: int, workdir: str) -> dict[str, Any]:
     config = load_trainer_config({"default": {**zoo, "summary_freq": 10**9}})  # no summaries while timing
     reset_timers()
     t0 = time.perf_counter()
-    env = GymnasiumEnv("CartPole-v1", num_envs=num_envs, seed=seed)
-    manager = SimpleEnvManager(env)
+    manager = make_manager(env_id, num_envs, seed, workers, make_kwargs or {})
     context = RunContext(run_id=f"bench{seed}", summaries_dir=os.path.join(workdir, "s"),
                          model_path=os.path.join(workdir, "m"), keep_checkpoints=1, seed=seed, max_steps=steps)
     trainers = create_trainers(config, manager.external_brains, context)
-    trainer = next(iter(trainers.values()))
+    trainer = trainers[env_id]
     setup = time.perf_counter() - t0
     reached: list[Optional[int]] = [None]
     seen = [0]
@@ -73,6 +90,9 @@ def run_kerasrl(steps: int, seed: int, workdir: str) -> dict[str, Any]:
     tree = get_timer_tree()
 
     def total(node: dict[str, Any], name: str) -> float:
+        """Time of the ``name`` blocks of this process (worker trees, marked parallel, left out)."""
+        if node.get("is_parallel"):
+            return 0.0
         if node.get("name") == name:
             return float(node["total"])
         return sum(total(c, name) for c in node.get("children", []))
@@ -80,7 +100,7 @@ def run_kerasrl(steps: int, seed: int, workdir: str) -> dict[str, Any]:
     update = total(tree, "update_policy")
     breakdown = {
         "inference": total(tree, "policy.act"),
-        "env": total(tree, "env.step"),
+        "env": total(tree, "env.step") + total(tree, "SubprocessEnvManager.step_workers"),  # workers: the wait
         "bookkeeping+buffer": total(tree, "process_step"),
         "update (incl. compile)": update,
     }
@@ -135,12 +155,45 @@ def median(values: list[Optional[float]]) -> float:
     return statistics.median(vals) if vals else float("nan")
 
 
+def main_workers(args: argparse.Namespace, import_tf: float) -> int:
+    """kerasrl alone, for every ``--workers`` value: steps/s and its ratio to the first value."""
+    import tempfile
+
+    env_id = "SlowCartPole-v1" if args.slow_env else "CartPole-v1"
+    make_kwargs = {"mode": args.slow_mode} if args.slow_env else {}
+    runs: dict[int, list[dict[str, Any]]] = {w: [] for w in args.workers}
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            for w in args.workers:  # alternating, so that a noisy neighbour hits every W alike
+                r = run_kerasrl(args.steps, seed, os.path.join(tmp, f"{seed}-{w}"), env_id, w, make_kwargs)
+                runs[w].append(r)
+                print(f"kerasrl seed {seed} workers {w}: {r['sps']:.0f} steps/s ({r['sps_all']:.0f} with compile "
+                      f"and set-up), final mean {r['final']:.1f}", flush=True)
+    slow = f" (every copy's step costs 1 ms, {args.slow_mode})" if args.slow_env else ""
+    print(f"\n{env_id}{slow}, 8 copies, Zoo hyper-parameters, {args.steps} steps, {args.seeds} seeds (medians); "
+          f"import tensorflow + kerasrl {import_tf:.2f} s")
+    print(f"{'workers':>8s}{'steps/s':>10s}{'ratio':>8s}{'with set-up':>13s}{'set-up s':>10s}{'env/wait s':>12s}"
+          f"{'final':>8s}")
+    base = median([r["sps"] for r in runs[args.workers[0]]])
+    for w, rs in runs.items():
+        sps = median([r["sps"] for r in rs])
+        print(f"{w:8d}{sps:10.0f}{sps / base:7.2f}x{median([r['sps_all'] for r in rs]):13.0f}"
+              f"{median([r['setup'] for r in rs]):10.2f}{median([r['breakdown']['env'] for r in rs]):12.2f}"
+              f"{median([r['final'] for r in rs]):8.1f}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=0, help="seeds run are first-seed .. first-seed+seeds-1")
     parser.add_argument("--no-sb3", action="store_true", help="time kerasrl alone")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1],
+                        help="env worker processes to compare (1: in process), e.g. --workers 1 2 4")
+    parser.add_argument("--slow-env", action="store_true", help="SlowCartPole-v1: every step of every copy costs 1 ms")
+    parser.add_argument("--slow-mode", choices=("busy", "sleep"), default="busy",
+                        help="how the slow env spends its 1 ms: busy CPU (default) or sleeping")
     args = parser.parse_args()
     import tempfile
 
@@ -153,6 +206,8 @@ def main() -> int:
     set_tf_threads(1)
 
     import_tf = time.perf_counter() - t
+    if args.workers != [1] or args.slow_env:
+        return main_workers(args, import_tf)
     have_sb3 = False
     if not args.no_sb3:
         try:

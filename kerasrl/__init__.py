@@ -28,7 +28,7 @@ _EXPORTS = {
     ),
     "kerasrl.envs": (
         "EnvManager", "Environment", "GymnasiumEnv", "MultiBranchMaskedEnvironment", "Simple1DEnvironment",
-        "SimpleEnvManager", "StepResult", "VisualSimple1DEnvironment",
+        "SimpleEnvManager", "StepResult", "SubprocessEnvManager", "VisualSimple1DEnvironment",
     ),
     "kerasrl.buffer": ("AgentBuffer", "Buffer"),
     "kerasrl.trainers": ("TrainerController", "create_trainer", "create_trainers", "initialize_trainers"),

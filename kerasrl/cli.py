@@ -9,6 +9,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from kerasrl.exception import TrainerError
@@ -44,6 +45,62 @@ def make_env(env_id: str, num_envs: Optional[int], seed: Optional[int]) -> Any:
         raise TrainerError(f"--env {env_id}: {' '.join(str(e).split())}") from e
 
 
+@dataclass(frozen=True)
+class WorkerEnvFactory:
+    """Builds worker ``i``'s environment for ``--workers``: ``num_envs`` copies of ``env_id``
+    (``make_env``), seeded ``seed + i * num_envs`` (Gymnasium seeds copy ``j`` of a vector env
+    ``seed + j``). Module level, so a spawned worker can unpickle it."""
+
+    env_id: str
+    num_envs: int
+    seed: int
+
+    def __call__(self, index: int) -> Any:
+        return make_env(self.env_id, self.num_envs, self.seed + index * self.num_envs)
+
+
+def copies_per_worker(env_id: str, num_envs: Optional[int], workers: int) -> int:
+    """How many environment copies each of ``workers`` worker processes hosts: N = ``--num-envs``
+    (default 8) split evenly; a built-in (one-agent) environment has one copy per worker."""
+    if env_id in BUILTIN_ENVS:
+        if num_envs not in (None, workers):
+            raise TrainerError(f"The built-in environment {env_id} has one agent: with --workers {workers} there is "
+                               f"one copy per worker, so --num-envs must be {workers} or left out.")
+        return 1
+    n = DEFAULT_NUM_ENVS if num_envs is None else num_envs
+    if workers > n or n % workers:
+        raise TrainerError(f"--num-envs {n} copies cannot be split evenly over --workers {workers}; "
+                           "choose a number of copies that the number of workers divides.")
+    return n // workers
+
+
+def check_env_id(env_id: str) -> None:
+    """An unknown Gymnasium id is the same one-line error with ``--workers`` as without."""
+    if env_id in BUILTIN_ENVS:
+        return
+    import gymnasium
+
+    import kerasrl.envs  # noqa: F401 - registers SlowCartPole-v1
+
+    try:
+        gymnasium.spec(env_id)
+    except gymnasium.error.Error as e:
+        raise TrainerError(f"--env {env_id}: {' '.join(str(e).split())}") from e
+
+
+def make_env_manager(env_id: str, num_envs: Optional[int], seed: int, workers: int) -> tuple[Any, int]:
+    """The env manager and its number of agents: ``SimpleEnvManager`` in this process for
+    ``workers == 1``, else a ``SubprocessEnvManager`` over ``workers`` processes."""
+    from kerasrl.envs import SimpleEnvManager, SubprocessEnvManager
+
+    if workers == 1:
+        env = make_env(env_id, num_envs, seed)
+        return SimpleEnvManager(env), int(getattr(env, "num_envs", 1))
+    per_worker = copies_per_worker(env_id, num_envs, workers)
+    check_env_id(env_id)
+    return SubprocessEnvManager(WorkerEnvFactory(env_id, per_worker, seed), workers), per_worker * workers
+
+
 def set_tf_threads(threads: int) -> bool:
     """Limit TensorFlow's thread pools (must run before TensorFlow executes anything).
 
@@ -75,6 +132,9 @@ def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> a
     p.add_argument("--num-envs", type=int, default=None,
                    help=f"parallel copies of a Gymnasium env (agents of one behavior; default {DEFAULT_NUM_ENVS}); "
                         "the built-in environments have one agent")
+    p.add_argument("--workers", type=int, default=1,
+                   help="processes stepping the environment copies (default 1: in this process); the --num-envs "
+                        "copies are split evenly over them, and a built-in environment gets one copy per worker")
     p.add_argument("--steps", type=int, default=None,
                    help="environment steps to train for (all copies counted); overrides max_steps")
     p.add_argument("--seed", type=int, default=-1, help="random seed; -1 draws one")
@@ -107,8 +167,9 @@ def config_source(path_or_name: Optional[str]) -> Optional[str]:
 
 
 def _check_args(args: argparse.Namespace) -> None:
-    for flag, value, low in (("--num-envs", args.num_envs, 1), ("--steps", args.steps, 1),
-                             ("--save-freq", args.save_freq, 1), ("--save-every-minutes", args.save_every_minutes, 0)):
+    for flag, value, low in (("--num-envs", args.num_envs, 1), ("--workers", getattr(args, "workers", 1), 1),
+                             ("--steps", args.steps, 1), ("--save-freq", args.save_freq, 1),
+                             ("--save-every-minutes", args.save_every_minutes, 0)):
         if value is not None and value < low:
             raise TrainerError(f"{flag} must be >= {low}, got {value}.")
     if args.force and (args.load or args.inference):
@@ -138,20 +199,24 @@ def prepare_run_dir(args: argparse.Namespace) -> str:
 
 def _setup(args: argparse.Namespace, default_config: Optional[str]) -> tuple[Any, Any, dict[str, Any], int]:
     """The run context, the env manager, the trainers and the number of agents that ``args`` describe."""
-    from kerasrl.envs import SimpleEnvManager
     from kerasrl.settings import RunContext, load_trainer_config
     from kerasrl.trainers import create_trainers
 
     config = load_trainer_config(config_source(args.trainer_config_path or default_config))
+    workers = getattr(args, "workers", 1)
+    if workers > 1:
+        copies_per_worker(args.env, args.num_envs, workers)  # a layout error before the run folder is touched
     prepare_run_dir(args)
     seed = args.seed if args.seed >= 0 else random.randrange(10000)
-    env = make_env(args.env, args.num_envs, seed)
-    n_agents = int(getattr(env, "num_envs", 1))
+    manager, n_agents = make_env_manager(args.env, args.num_envs, seed, workers)
     context = RunContext.in_results_dir(args.results_dir, args.run_id, keep_checkpoints=args.keep_checkpoints,
                                         train_model=not args.inference, load_model=args.load or args.inference,
                                         seed=seed, max_steps=args.steps)
-    manager = SimpleEnvManager(env)
-    return context, manager, create_trainers(config, manager.external_brains, context), n_agents
+    try:
+        return context, manager, create_trainers(config, manager.external_brains, context), n_agents
+    except BaseException:
+        manager.close()
+        raise
 
 
 class _Report:
@@ -194,13 +259,24 @@ class _Report:
 
 def run_training(args: argparse.Namespace, default_config: Optional[str] = None) -> dict[str, float]:
     """Train as ``args`` say; print progress and the final machine-readable summary line."""
-    from kerasrl.trainers import TrainerController
-
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
     _check_args(args)
     set_tf_threads(args.tf_threads)
     start = time.perf_counter()
     context, manager, trainers, n_agents = _setup(args, default_config)
+    try:
+        return _train(args, context, manager, trainers, n_agents, start)
+    finally:
+        if getattr(manager, "closed", True) is False:  # worker processes never outlive a failed set-up
+            manager.close()
+
+
+def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[str, Any], n_agents: int,
+           start: float) -> dict[str, float]:
+    """The training (or inference) run itself, once everything is set up."""
+    from kerasrl.exception import EnvironmentException
+    from kerasrl.trainers import TrainerController
+
     report = _Report(trainers, n_agents, args.inference)
     minutes = args.save_every_minutes
     tc = report.controller = TrainerController(
@@ -208,10 +284,18 @@ def run_training(args: argparse.Namespace, default_config: Optional[str] = None)
         train=not args.inference, training_seed=context.seed, progress=report.progress,
         progress_freq=max(args.progress_every // n_agents, 1), save_every_seconds=60.0 * minutes if minutes else None,
         inference_steps=max(args.steps // n_agents, 1) if args.inference and args.steps else None)
-    print(f"kerasrl: PPO on {args.env} x{n_agents}, seed {context.seed}, results in "
+    workers = getattr(args, "workers", 1)
+    where = f" in {workers} worker processes" if workers > 1 else ""
+    print(f"kerasrl: PPO on {args.env} x{n_agents}{where}, seed {context.seed}, results in "
           f"{os.path.join(args.results_dir, args.run_id)} (set-up {report.start - start:.1f} s)", flush=True)
     report.resumed()
-    tc.start_learning(manager)
+    try:
+        tc.start_learning(manager)
+    except EnvironmentException as e:
+        if tc.train_model and tc.saved_steps:  # the controller checkpoints before an env error propagates
+            step = max(tc.saved_steps.values())
+            raise EnvironmentException(f"{e} The model was saved at step {step}; continue with --resume.") from e
+        raise
     result = {**report.summary(), "trace_s": report.trace_seconds(), "interrupted": float(tc.interrupted)}
     if tc.interrupted:
         print("Interrupted: the model was saved; continue with --resume.", flush=True)

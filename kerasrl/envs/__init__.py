@@ -15,9 +15,12 @@ from kerasrl.envs.simple import (
     Simple1DEnvironment,
     VisualSimple1DEnvironment,
 )
+from kerasrl.envs.slow import SLOW_CARTPOLE, SlowEnvironment, SlowStep  # also registers SlowCartPole-v1
+from kerasrl.envs.subprocess_env_manager import GymnasiumEnvFactory, SubprocessEnvManager
 
 __all__ = [
     "ActionInfo", "ActionType", "BehaviorSpec", "EnvManager", "Environment", "EnvironmentException",
-    "GymnasiumEnv", "MultiBranchMaskedEnvironment", "Policy", "Simple1DEnvironment", "SimpleEnvManager",
-    "StepInfo", "StepResult", "VisualSimple1DEnvironment", "check_actions", "concat_vector_observations",
+    "GymnasiumEnv", "GymnasiumEnvFactory", "MultiBranchMaskedEnvironment", "Policy", "SLOW_CARTPOLE",
+    "Simple1DEnvironment", "SimpleEnvManager", "SlowEnvironment", "SlowStep", "StepInfo", "StepResult",
+    "SubprocessEnvManager", "VisualSimple1DEnvironment", "check_actions", "concat_vector_observations",
 ]

@@ -67,7 +67,8 @@ class TrainerController:
             raise TrainerError(f"save_every_seconds must be > 0, got {save_every_seconds}.")
         self.save_every_seconds = save_every_seconds
         self._saved_at: dict[str, int] = {}
-        self._saved_steps: dict[str, int] = {}
+        #: Per trainer, the step of the newest checkpoint this run holds (restored or written).
+        self.saved_steps: dict[str, int] = {}
         self._last_save_time = time.monotonic()
         self.global_step = 0
         self.interrupted = False
@@ -87,11 +88,11 @@ class TrainerController:
     def _save_models(self) -> None:
         """Checkpoint every trainer, unless the newest checkpoints already hold these steps
         (saving a step again would overwrite its checkpoint in place)."""
-        if self._steps() == self._saved_steps:
+        if self._steps() == self.saved_steps:
             return
         for trainer in self.trainers.values():
             trainer.save_model()
-        self._saved_steps = self._steps()
+        self.saved_steps = self._steps()
         self._saved_at = self._save_marks()
         self._last_save_time = time.monotonic()
         logger.info("Saved models at step %d.", self.global_step)
@@ -196,7 +197,7 @@ class TrainerController:
         self.global_step = 0
         self._last_save_time = time.monotonic()
         self._saved_at = self._save_marks()
-        self._saved_steps = self._steps() if any(t.get_step for t in self.trainers.values()) else {}
+        self.saved_steps = self._steps() if any(t.get_step for t in self.trainers.values()) else {}
 
     def _save_marks(self) -> dict[str, int]:
         """Per trainer, the number of whole ``save_freq`` intervals of its step (which survives
@@ -226,9 +227,9 @@ class TrainerController:
         state), write the timers and close everything; while an error propagates, problems here
         are logged so that they cannot hide it."""
         steps = [("export", self._export_models)] if self.train_model and self.global_step != 0 and not failed else []
+        steps += [("close the environment", env_manager.close)]  # first: worker processes hand over their timers
         steps += [("timers", self._write_timing_tree)]
         steps += [(f"close {name}", trainer.close) for name, trainer in self.trainers.items()]
-        steps += [("close the environment", env_manager.close)]
         for what, step in steps:
             try:
                 step()
