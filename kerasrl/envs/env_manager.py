@@ -43,6 +43,16 @@ class EnvManager(abc.ABC):
     def set_policy(self, brain_name: str, policy: Policy) -> None:
         self.policies[brain_name] = policy
 
+    def decide_actions(self, current: Mapping[str, StepResult]) -> dict[str, ActionInfo]:
+        """One call of each behavior's policy, for all of its agents in ``current``."""
+        action_infos: dict[str, ActionInfo] = {}
+        for name, result in current.items():
+            policy = self.policies.get(name)
+            if policy is None:
+                raise KeyError(f"No policy registered for behavior '{name}'; call set_policy first.")
+            action_infos[name] = policy.get_action(result)
+        return action_infos
+
     @abc.abstractmethod
     def step(self) -> list[StepInfo]:
         """Advance every environment one step with the current policies."""
@@ -82,12 +92,7 @@ class SimpleEnvManager(EnvManager):
     def step(self) -> list[StepInfo]:
         current = self.previous_step.current_all_brain_info
         with hierarchical_timer("SimpleEnvManager._take_step"):
-            action_infos: dict[str, ActionInfo] = {}
-            for name, result in current.items():
-                policy = self.policies.get(name)
-                if policy is None:
-                    raise KeyError(f"No policy registered for behavior '{name}'; call set_policy first.")
-                action_infos[name] = policy.get_action(result)
+            action_infos = self.decide_actions(current)
         if self.env.global_done:
             new_info = self.env.reset()
         else:

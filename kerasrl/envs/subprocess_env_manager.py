@@ -451,16 +451,6 @@ class SubprocessEnvManager(EnvManager):
 
     # -- steps ------------------------------------------------------------------------------
 
-    def _decide(self, current: Mapping[str, StepResult]) -> dict[str, ActionInfo]:
-        """One policy call per behavior, for its agents of every worker."""
-        action_infos: dict[str, ActionInfo] = {}
-        for name, result in current.items():
-            policy = self.policies.get(name)
-            if policy is None:
-                raise KeyError(f"No policy registered for behavior '{name}'; call set_policy first.")
-            action_infos[name] = policy.get_action(result)
-        return action_infos
-
     def _split_actions(self, action_infos: Mapping[str, ActionInfo]) -> list[dict[str, np.ndarray]]:
         """Each worker's rows of every behavior's actions."""
         out: list[dict[str, np.ndarray]] = [{} for _ in range(self.num_workers)]
@@ -523,7 +513,7 @@ class SubprocessEnvManager(EnvManager):
             raise EnvironmentException("A step was interrupted before every worker answered; call reset() first.")
         current = self.previous_step.current_all_brain_info
         with hierarchical_timer("SubprocessEnvManager._take_step"):
-            action_infos = self._decide(current)
+            action_infos = self.decide_actions(current)
         with hierarchical_timer("SubprocessEnvManager.step_workers"):
             replies = self._checked("step", self._split_actions(action_infos), self.step_timeout_s)
             new_info = self._merge(replies)
