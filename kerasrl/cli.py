@@ -5,11 +5,12 @@ import argparse
 import logging
 import os
 import random
+import shlex
 import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Optional, Sequence
 
 from kerasrl.exception import TrainerError
@@ -166,6 +167,29 @@ def config_source(path_or_name: Optional[str]) -> Optional[str]:
     return path_or_name
 
 
+def record_run(args: argparse.Namespace, context: Any, trainers: dict[str, Any]) -> None:
+    """Save what this start of the run used in its folder: ``configuration.yaml`` (the command
+    line, seed, versions and every behavior's resolved settings, rewritten atomically at each
+    start) and one line per start in ``commands.log``."""
+    import yaml
+
+    from kerasrl import __version__
+
+    run_dir = os.path.join(args.results_dir, args.run_id)
+    argv = getattr(args, "argv", None)
+    words = [os.path.basename(sys.argv[0]) or "kerasrl-learn", *sys.argv[1:]] if argv is None else argv
+    command = " ".join(map(shlex.quote, words))
+    record = {"command_line": command, "seed": context.seed, "kerasrl_version": __version__,
+              "run_context": asdict(context),
+              "behaviors": {name: t.parameters for name, t in trainers.items()}}
+    tmp = os.path.join(run_dir, "configuration.yaml.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        yaml.safe_dump(record, f, sort_keys=False)
+    os.replace(tmp, os.path.join(run_dir, "configuration.yaml"))
+    with open(os.path.join(run_dir, "commands.log"), "a", encoding="utf-8") as f:
+        f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {command}\n")
+
+
 def _check_args(args: argparse.Namespace) -> None:
     for flag, value, low in (("--num-envs", args.num_envs, 1), ("--workers", getattr(args, "workers", 1), 1),
                              ("--steps", args.steps, 1), ("--save-freq", args.save_freq, 1),
@@ -283,7 +307,9 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
         trainers, context.model_path, context.summaries_dir, f"{args.run_id}-0", args.save_freq,
         train=not args.inference, training_seed=context.seed, progress=report.progress,
         progress_freq=max(args.progress_every // n_agents, 1), save_every_seconds=60.0 * minutes if minutes else None,
-        inference_steps=max(args.steps // n_agents, 1) if args.inference and args.steps else None)
+        inference_steps=max(args.steps // n_agents, 1) if args.inference and args.steps else None,
+        timers_path=os.path.join(args.results_dir, args.run_id, "timers.json"))
+    record_run(args, context, trainers)
     workers = getattr(args, "workers", 1)
     where = f" in {workers} worker processes" if workers > 1 else ""
     print(f"kerasrl: PPO on {args.env} x{n_agents}{where}, seed {context.seed}, results in "
@@ -318,6 +344,7 @@ def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.Argumen
 
     parser = parser or build_parser()
     args = parser.parse_args(argv)
+    args.argv = [parser.prog, *(sys.argv[1:] if argv is None else argv)]
     quiet_tensorflow(args.debug)
     try:
         result = run_training(args, default_config=default_config)

@@ -493,6 +493,9 @@ class RunContext:
     load_model: bool = False
     seed: int = 0
     max_steps: Optional[int] = None
+    #: Where the per-behavior metrics CSV goes (``<metrics_dir>/<behavior>.csv``); None:
+    #: beside the TensorBoard folder, ``<summary_path>.csv`` (ML-Agents' TrainerMetrics path).
+    metrics_dir: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.keep_checkpoints < 1:
@@ -502,13 +505,20 @@ class RunContext:
 
     @classmethod
     def in_results_dir(cls, results_dir: str, run_id: str, **kwargs: Any) -> "RunContext":
-        """Models in ``results_dir/run_id/models``, summaries in ``results_dir/run_id/summaries``."""
+        """Models in ``results_dir/run_id/models``, summaries in ``results_dir/run_id/summaries``,
+        the metrics CSVs in ``results_dir/run_id``."""
         run_dir = os.path.join(results_dir, run_id)
         return cls(run_id=run_id, model_path=os.path.join(run_dir, "models"),
-                   summaries_dir=os.path.join(run_dir, "summaries"), **kwargs)
+                   summaries_dir=os.path.join(run_dir, "summaries"), metrics_dir=run_dir, **kwargs)
 
     def summary_path(self, behavior: str) -> str:
         return f"{self.summaries_dir}/{self.run_id}_{behavior}"
+
+    def metrics_path(self, behavior: str) -> str:
+        """The behavior's metrics CSV."""
+        if self.metrics_dir is None:
+            return f"{self.summary_path(behavior)}.csv"
+        return os.path.join(self.metrics_dir, f"{behavior}.csv")
 
     def behavior_model_path(self, behavior: str) -> str:
         return f"{self.model_path}/{behavior}"

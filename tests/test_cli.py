@@ -1,4 +1,5 @@
 """The command line and the main job's summary line; Gymnasium CartPole is learned."""
+import json
 import os
 import re
 import subprocess
@@ -130,3 +131,27 @@ def test_a_shipped_config_can_be_named(tmp_path, capsys):
     assert FINAL.search(capsys.readouterr().out)
     assert main(["no_such_config", "--env", "Simple1D", "--results-dir", str(tmp_path), "--run-id", "b"]) == 2
     assert "no_such_config" in capsys.readouterr().err
+
+
+def test_run_folder_records_metrics_timers_and_configuration(tmp_path, capsys):
+    import csv
+
+    import yaml
+
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("default:\n  batch_size: 16\n  buffer_size: 32\n  hidden_units: 8\n  summary_freq: 50\n")
+    base = [str(cfg), "--env", "Simple1D", "--seed", "2", "--results-dir", str(tmp_path), "--run-id", "m"]
+    assert main(base + ["--steps", "200"]) == 0
+    assert main(base + ["--steps", "300", "--resume"]) == 0
+    run = tmp_path / "m"
+    with open(run / "Simple1D.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(float(r["Step"])) for r in rows] == [50, 100, 150, 200, 250, 300]  # continued after --resume
+    assert {"Environment/Cumulative Reward", "Policy/Learning Rate", "Losses/Value Loss"} <= set(rows[0])
+    assert rows[0]["Losses/Value Loss"] == "" and rows[-1]["Losses/Value Loss"] != ""  # a later column widens the file
+    timers = json.loads((run / "timers.json").read_text())
+    assert timers["name"] == "root" and any(g["name"] == "Simple1D.mean_reward" for g in timers.get("gauges", []))
+    record = yaml.safe_load((run / "configuration.yaml").read_text())
+    assert "--resume" in record["command_line"] and record["seed"] == 2
+    assert record["behaviors"]["Simple1D"]["batch_size"] == 16 and record["behaviors"]["Simple1D"]["max_steps"] == 300
+    assert len((run / "commands.log").read_text().splitlines()) == 2

@@ -45,6 +45,7 @@ class TrainerController:
         progress_freq: int = 0,
         inference_steps: Optional[int] = None,
         save_every_seconds: Optional[float] = None,
+        timers_path: Optional[str] = None,
     ) -> None:
         for name, value in (("meta_curriculum", meta_curriculum), ("sampler_manager", sampler_manager),
                             ("resampling_interval", resampling_interval)):
@@ -66,6 +67,9 @@ class TrainerController:
         if save_every_seconds is not None and not save_every_seconds > 0:
             raise TrainerError(f"save_every_seconds must be > 0, got {save_every_seconds}.")
         self.save_every_seconds = save_every_seconds
+        #: The timer tree (with gauges) is written here at the end; default: ML-Agents'
+        #: ``{summaries_dir}/{run_id}_timers.json``.
+        self.timers_path = timers_path
         self._saved_at: dict[str, int] = {}
         #: Per trainer, the step of the newest checkpoint this run holds (restored or written).
         self.saved_steps: dict[str, int] = {}
@@ -239,9 +243,9 @@ class TrainerController:
                 logger.warning("While stopping after an error, %s failed too.", what, exc_info=True)
 
     def _write_timing_tree(self) -> None:
-        path = os.path.join(self.summaries_dir, f"{self.run_id}_timers.json")
+        path = self.timers_path or os.path.join(self.summaries_dir, f"{self.run_id}_timers.json")
         try:
-            os.makedirs(self.summaries_dir, exist_ok=True)
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             write_timer_tree(path)
         except (FileNotFoundError, OSError):
             logger.warning("Unable to save to %s. Make sure the directory exists", path)

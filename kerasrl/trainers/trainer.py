@@ -17,7 +17,7 @@ from kerasrl.exception import UnityTrainerException
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec
 from kerasrl.timers import set_gauge
-from kerasrl.trainers.stats import StatsWriter
+from kerasrl.trainers.stats import CsvStats, StatsWriter
 
 logger = logging.getLogger("kerasrl.trainers")
 
@@ -36,6 +36,7 @@ class Trainer:
         self.max_steps = context.max_steps_for(settings)
         self.summary_path = context.summary_path(brain_name)
         self.stats_writer = StatsWriter(self.summary_path)
+        self.metrics = CsvStats(context.metrics_path(brain_name))
         self.stats: defaultdict[str, list[float]] = defaultdict(list)
         self._reward_buffer: deque[float] = deque(maxlen=max(int(reward_buff_cap), 1))
         self.cumulative_returns_since_policy_update: list[float] = []
@@ -119,6 +120,7 @@ class Trainer:
         if lesson_num is not None:
             record["Environment/Lesson"] = float(lesson_num)
         self.stats_writer.write_scalars(step, record)
+        self.metrics.write_row(step, record)
         self.summary_log.append({"step": float(step), **record})
         self.stats.clear()
 
