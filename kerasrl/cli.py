@@ -148,6 +148,10 @@ def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> a
     p.add_argument("--keep-checkpoints", type=int, default=5, help="checkpoints kept")
     p.add_argument("--resume", "--load", dest="load", action="store_true", help="continue from the latest checkpoint")
     p.add_argument("--force", action="store_true", help="start afresh in an existing run folder, deleting it first")
+    p.add_argument("--initialize-from", metavar="RUN_ID", default=None,
+                   help="start this new run from the newest checkpoint of run RUN_ID (in --results-dir), step 0")
+    p.add_argument("--train", action="store_true",
+                   help="accepted for ML-Agents' command lines: training is the default (see --inference)")
     p.add_argument("--inference", action="store_true",
                    help="run the trained policy of --run-id without training (for --steps steps, else until Ctrl-C)")
     p.add_argument("--progress-every", type=int, default=10000, help="print progress every n environment steps")
@@ -198,6 +202,10 @@ def _check_args(args: argparse.Namespace) -> None:
             raise TrainerError(f"{flag} must be >= {low}, got {value}.")
     if args.force and (args.load or args.inference):
         raise TrainerError("--force starts a run afresh; it cannot be combined with --resume or --inference.")
+    if args.train and args.inference:
+        raise TrainerError("--train and --inference contradict each other.")
+    if args.initialize_from is not None and (args.load or args.inference):
+        raise TrainerError("--initialize-from starts a new run; use it without --resume and --inference.")
 
 
 def prepare_run_dir(args: argparse.Namespace) -> str:
@@ -221,6 +229,18 @@ def prepare_run_dir(args: argparse.Namespace) -> str:
     return run_dir
 
 
+def initial_models(args: argparse.Namespace) -> Optional[str]:
+    """The models folder of the run named by ``--initialize-from`` (which must exist)."""
+    if args.initialize_from is None:
+        return None
+    if args.initialize_from == args.run_id:
+        raise TrainerError("--initialize-from names this run; continue it with --resume instead.")
+    models = os.path.join(args.results_dir, args.initialize_from, "models")
+    if not os.path.isdir(models):
+        raise TrainerError(f"--initialize-from {args.initialize_from}: there is no run folder {models}.")
+    return models
+
+
 def _setup(args: argparse.Namespace, default_config: Optional[str]) -> tuple[Any, Any, dict[str, Any], int]:
     """The run context, the env manager, the trainers and the number of agents that ``args`` describe."""
     from kerasrl.settings import RunContext, load_trainer_config
@@ -230,12 +250,13 @@ def _setup(args: argparse.Namespace, default_config: Optional[str]) -> tuple[Any
     workers = getattr(args, "workers", 1)
     if workers > 1:
         copies_per_worker(args.env, args.num_envs, workers)  # a layout error before the run folder is touched
+    init = initial_models(args)
     prepare_run_dir(args)
     seed = args.seed if args.seed >= 0 else random.randrange(10000)
     manager, n_agents = make_env_manager(args.env, args.num_envs, seed, workers)
     context = RunContext.in_results_dir(args.results_dir, args.run_id, keep_checkpoints=args.keep_checkpoints,
                                         train_model=not args.inference, load_model=args.load or args.inference,
-                                        seed=seed, max_steps=args.steps)
+                                        seed=seed, max_steps=args.steps, initialize_from=init)
     try:
         return context, manager, create_trainers(config, manager.external_brains, context), n_agents
     except BaseException:

@@ -496,12 +496,18 @@ class RunContext:
     #: Where the per-behavior metrics CSV goes (``<metrics_dir>/<behavior>.csv``); None:
     #: beside the TensorBoard folder, ``<summary_path>.csv`` (ML-Agents' TrainerMetrics path).
     metrics_dir: Optional[str] = None
+    #: Another run's models folder to start from (its newest checkpoint: weights, normalizer,
+    #: optimizer), with the step counted from 0 (``--initialize-from``).
+    initialize_from: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.keep_checkpoints < 1:
             raise TrainerConfigError(f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}.")
         if self.max_steps is not None and self.max_steps < 1:
             raise TrainerConfigError(f"max_steps must be >= 1, got {self.max_steps}.")
+        if self.initialize_from is not None and self.load_model:
+            raise TrainerConfigError("initialize_from starts a new run from another one; it cannot be combined "
+                                     "with load_model (which continues this run).")
 
     @classmethod
     def in_results_dir(cls, results_dir: str, run_id: str, **kwargs: Any) -> "RunContext":

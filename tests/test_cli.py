@@ -155,3 +155,36 @@ def test_run_folder_records_metrics_timers_and_configuration(tmp_path, capsys):
     assert "--resume" in record["command_line"] and record["seed"] == 2
     assert record["behaviors"]["Simple1D"]["batch_size"] == 16 and record["behaviors"]["Simple1D"]["max_steps"] == 300
     assert len((run / "commands.log").read_text().splitlines()) == 2
+
+
+def test_initialize_from_starts_a_new_run_from_another_runs_weights(tmp_path, capsys):
+    import numpy as np
+
+    from kerasrl.envs import SimpleEnvManager
+    from kerasrl.envs.simple import Simple1DEnvironment
+    from kerasrl.settings import RunContext
+    from kerasrl.trainers import create_trainers
+
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("default:\n  batch_size: 16\n  buffer_size: 32\n  hidden_units: 8\n  normalize: true\n")
+    base = [str(cfg), "--env", "Simple1D", "--seed", "4", "--results-dir", str(tmp_path), "--train"]
+    assert main(base + ["--run-id", "first", "--steps", "150"]) == 0
+
+    def weights(context):
+        env = SimpleEnvManager(Simple1DEnvironment(use_discrete=True, seed=0))
+        trainer = create_trainers(str(cfg), env.external_brains, context)["Simple1D"]
+        return trainer, [w.numpy() for w in trainer.learner.actor_critic.weights]
+
+    trained, expected = weights(RunContext.in_results_dir(str(tmp_path), "first", load_model=True, seed=9))
+    started, got = weights(RunContext.in_results_dir(str(tmp_path), "other", seed=9,
+                                                     initialize_from=str(tmp_path / "first" / "models")))
+    assert started.get_step == 0 and started.update_count == 0 and trained.get_step == 151
+    assert all(np.array_equal(a, b) for a, b in zip(expected, got))
+    assert main(base + ["--run-id", "second", "--steps", "50", "--initialize-from", "first"]) == 0
+    assert (tmp_path / "second" / "models" / "Simple1D" / "model-51.index").exists()
+    capsys.readouterr()
+    assert main(base + ["--run-id", "third", "--initialize-from", "nope"]) == 2
+    assert "nope" in capsys.readouterr().err and not (tmp_path / "third").exists()
+    assert main(base + ["--run-id", "first", "--resume", "--initialize-from", "second"]) == 2
+    assert main(base + ["--run-id", "x", "--inference"]) == 2
+    assert "--train and --inference" in capsys.readouterr().err

@@ -55,6 +55,8 @@ class PPOTrainer(RLTrainer):
                                      optimizer=self.learner.optimizer, learner=self.learner)
         if context.load_model:
             self.load_model()
+        elif context.initialize_from is not None:
+            self.initialize_from(os.path.join(context.initialize_from, brain_name))
 
     @property
     def policy(self) -> PPOPolicy:
@@ -70,6 +72,17 @@ class PPOTrainer(RLTrainer):
         self.learner.set_schedules(self.step)
         self._policy.refresh()
         logger.info("Restored %s at step %d", self.brain_name, self.step)
+
+    def initialize_from(self, model_path: str) -> None:
+        """Start from another run's newest intact checkpoint (weights, normalizer, optimizer)
+        with the step and update count back at 0."""
+        learner = self.learner
+        CheckpointSaver(model_path, 1, model=learner.actor_critic, optimizer=learner.optimizer,
+                        learner=learner).restore()
+        self.step, self.update_count = 0, 0
+        learner.set_schedules(0)
+        self._policy.refresh()
+        logger.info("Initialized %s from %s", self.brain_name, model_path)
 
     def export_model(self) -> None:
         """Write the actor-critic weights (normalizer included) to ``{model_path}/{brain}.weights.h5`` atomically."""
