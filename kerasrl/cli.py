@@ -265,14 +265,22 @@ def _setup(args: argparse.Namespace, default_config: Optional[str]) -> tuple[Any
 
 
 class _Report:
-    """Progress lines and the final summary. Steps are environment steps (all copies counted)
-    since the run's start, across resumes; steps/s covers this session, without tracing."""
+    """Progress and the final summary. Steps are environment steps (all copies counted) since
+    the run's start, across resumes; steps/s covers this session, without tracing. Progress is
+    a bar (Keras's ``Progbar``) when stdout is a terminal, else one plain line each time."""
 
-    def __init__(self, trainers: dict[str, Any], n_agents: int, inference: bool) -> None:
+    def __init__(self, trainers: dict[str, Any], n_agents: int, inference: bool, target: Optional[int],
+                 bar: Optional[bool] = None) -> None:
         self.trainers, self.n_agents, self.inference = trainers, n_agents, inference
         self.first_step = {name: t.get_step for name, t in trainers.items()}
         self.start = time.perf_counter()
         self.controller: Any = None
+        self.target = target
+        self.bar: Any = None
+        if sys.stdout.isatty() if bar is None else bar:
+            import keras
+
+            self.bar = keras.utils.Progbar(target, unit_name="step", stateful_metrics=["mean_return", "steps/s"])
 
     def trace_seconds(self) -> float:
         return sum(t.policy.trace_seconds + t.learner.trace_seconds for t in self.trainers.values())
@@ -292,8 +300,16 @@ class _Report:
 
     def progress(self, controller: Any) -> None:
         s = self.summary()
+        if self.bar is not None:
+            self.bar.update(int(s["steps"]), [("mean_return", s["mean_return"]), ("steps/s", s["steps_per_sec"])])
+            return
         print(f"steps={int(s['steps'])} mean_return={s['mean_return']:.2f} steps_per_sec={s['steps_per_sec']:.0f}",
               flush=True)
+
+    def close(self) -> None:
+        """End the bar's line before the summary lines."""
+        if self.bar is not None:
+            print(flush=True)
 
     def resumed(self) -> None:
         for name, t in self.trainers.items():
@@ -322,7 +338,8 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
     from kerasrl.exception import EnvironmentException
     from kerasrl.trainers import TrainerController
 
-    report = _Report(trainers, n_agents, args.inference)
+    target = args.steps if args.inference else max(t.get_max_steps for t in trainers.values())
+    report = _Report(trainers, n_agents, args.inference, target)
     minutes = args.save_every_minutes
     tc = report.controller = TrainerController(
         trainers, context.model_path, context.summaries_dir, f"{args.run_id}-0", args.save_freq,
@@ -343,6 +360,8 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
             step = max(tc.saved_steps.values())
             raise EnvironmentException(f"{e} The model was saved at step {step}; continue with --resume.") from e
         raise
+    finally:
+        report.close()
     result = {**report.summary(), "trace_s": report.trace_seconds(), "interrupted": float(tc.interrupted)}
     if tc.interrupted:
         print("Interrupted: the model was saved; continue with --resume.", flush=True)

@@ -188,3 +188,18 @@ def test_initialize_from_starts_a_new_run_from_another_runs_weights(tmp_path, ca
     assert main(base + ["--run-id", "first", "--resume", "--initialize-from", "second"]) == 2
     assert main(base + ["--run-id", "x", "--inference"]) == 2
     assert "--train and --inference" in capsys.readouterr().err
+
+
+def test_progress_is_a_bar_on_a_terminal_and_lines_otherwise(tmp_path, capsys, monkeypatch):
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("default:\n  batch_size: 16\n  buffer_size: 32\n  hidden_units: 8\n")
+    base = [str(cfg), "--env", "Simple1D", "--steps", "100", "--progress-every", "20", "--results-dir", str(tmp_path)]
+    assert main(base + ["--run-id", "plain"]) == 0
+    plain = capsys.readouterr().out
+    assert len(re.findall(r"^steps=\d+ mean_return=\S+ steps_per_sec=\d+$", plain, re.M)) == 5
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert main(base + ["--run-id", "bar"]) == 0
+    out = capsys.readouterr().out
+    assert "mean_return:" in out and "steps/s:" in out and "100/100" in out  # keras.utils.Progbar's line
+    assert not re.search(r"^steps=\d+ ", out, re.M)
+    assert FINAL.search(out)  # the machine-readable line still ends the run, on its own line

@@ -93,3 +93,23 @@ def test_reward_signal_update_is_called_each_update_and_logged(tmp_path):
 def test_controller_refuses_what_this_version_does_not_do(tmp_path, kwarg):
     with pytest.raises(TrainerError, match=kwarg):
         TrainerController({}, str(tmp_path), str(tmp_path), "r", save_freq=10, **{kwarg: 5})
+
+
+def test_an_mlagents_0_9_config_trains_the_behavior_its_section_names(tmp_path, caplog):
+    """ML-Agents' shared config, unchanged: a Gymnasium env named after one of its sections
+    trains with that section's settings; the other sections are reported and ignored."""
+    from pathlib import Path
+
+    from kerasrl.envs import GymnasiumEnv
+
+    config = Path(__file__).parent / "data" / "mlagents_0_9_trainer_config.yaml"
+    manager = SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=4, seed=0, behavior_name="BasicLearning"))
+    context = RunContext.in_results_dir(str(tmp_path), "basic", seed=0, max_steps=600)
+    trainer = create_trainers(str(config), manager.external_brains, context)["BasicLearning"]
+    settings = trainer.settings
+    assert (settings.hyperparameters.batch_size, settings.network.hidden_units, settings.time_horizon) == (32, 20, 3)
+    assert settings.reward_signals["extrinsic"].gamma == 0.9
+    assert "PushBlockLearning" in caplog.text  # one of the sections for other environments
+    TrainerController({"BasicLearning": trainer}, context.model_path, context.summaries_dir, "basic",
+                      save_freq=10**6).start_learning(manager)
+    assert trainer.get_step == 604 and trainer.update_count >= 2 and trainer.episodes_completed > 0
