@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Optional, Sequence
 
-from kerasrl.exception import TrainerError
+from kerasrl.exception import TrainerError, one_line
 
 BUILTIN_ENVS = ("Simple1D", "Simple1DContinuous", "MultiBranchMasked", "VisualSimple1D")
 DEFAULT_NUM_ENVS = 8
@@ -43,7 +43,7 @@ def make_env(env_id: str, num_envs: Optional[int], seed: Optional[int]) -> Any:
     try:
         return GymnasiumEnv(env_id, num_envs=DEFAULT_NUM_ENVS if num_envs is None else num_envs, seed=seed)
     except gymnasium.error.Error as e:
-        raise TrainerError(f"--env {env_id}: {' '.join(str(e).split())}") from e
+        raise TrainerError(f"--env {env_id}: {one_line(e)}") from e
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def check_env_id(env_id: str) -> None:
     try:
         gymnasium.spec(env_id)
     except gymnasium.error.Error as e:
-        raise TrainerError(f"--env {env_id}: {' '.join(str(e).split())}") from e
+        raise TrainerError(f"--env {env_id}: {one_line(e)}") from e
 
 
 def make_env_manager(env_id: str, num_envs: Optional[int], seed: int, workers: int) -> tuple[Any, int]:

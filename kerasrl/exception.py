@@ -1,4 +1,19 @@
-"""Exceptions of the trainer stack (names kept from ML-Agents)."""
+"""Exceptions of the trainer stack (names kept from ML-Agents), and one-line error text."""
+from __future__ import annotations
+
+from typing import Optional
+
+
+def one_line(text: object) -> str:
+    """``text`` with every run of whitespace (newlines included) made one space."""
+    return " ".join(str(text).split())
+
+
+def describe(error: BaseException, limit: Optional[int] = None) -> str:
+    """``Type: message`` on one line, cut to ``limit`` characters when given."""
+    message = one_line(error)
+    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
 
 
 class TrainerError(Exception):

@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Optional, Union
 
 import yaml
 
-from kerasrl.exception import TrainerConfigError
+from kerasrl.exception import TrainerConfigError, one_line
 
 logger = logging.getLogger("kerasrl")
 
@@ -462,7 +462,7 @@ def read_yaml(path: Union[str, os.PathLike[str]]) -> Any:
     except (OSError, UnicodeDecodeError) as e:
         raise TrainerConfigError(f"Config file {path} could not be read: {e}") from e
     except yaml.YAMLError as e:
-        raise TrainerConfigError(f"Config file {path} is not valid YAML: {' '.join(str(e).split())}") from e
+        raise TrainerConfigError(f"Config file {path} is not valid YAML: {one_line(e)}") from e
 
 
 def load_trainer_config(

@@ -68,6 +68,7 @@ import numpy as np
 from kerasrl.envs.base import BehaviorSpec, Environment, EnvironmentException, StepResult
 from kerasrl.envs.env_manager import ActionInfo, EnvManager, StepInfo
 from kerasrl.envs.gym_adapter import GymnasiumEnv
+from kerasrl.exception import describe
 from kerasrl.timers import get_timer_stack, get_timer_tree, hierarchical_timer, merge_worker_tree, reset_timers
 
 __all__ = ["GymnasiumEnvFactory", "SubprocessEnvManager", "WORKER_ENV_VARS"]
@@ -106,12 +107,6 @@ class GymnasiumEnvFactory:
         seed = None if self.seed is None else self.seed + index * self.num_envs
         return GymnasiumEnv(self.env_id, num_envs=self.num_envs, seed=seed,
                             vectorization_mode=self.vectorization_mode, **dict(self.make_kwargs))
-
-
-def _one_line(error: BaseException) -> str:
-    """``Type: message`` on one line."""
-    message = " ".join(str(error).split())
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
 def _factory_label(factory: Any) -> str:
@@ -214,7 +209,7 @@ def _worker_main(conn: Connection, index: int, factory_bytes: bytes, validate: O
         _serve(conn, env, check, timer_sync_s)
     except Exception as e:  # noqa: BLE001 - reported to the main process, which raises it
         with contextlib.suppress(Exception):
-            conn.send(("error", _one_line(e), None))
+            conn.send(("error", describe(e), None))
     finally:
         if env is not None:
             with contextlib.suppress(Exception):
@@ -333,7 +328,7 @@ class SubprocessEnvManager(EnvManager):
         except Exception as e:
             raise EnvironmentException(
                 f"env_factory must be picklable (a module-level function or class instance, or a "
-                f"functools.partial of one): {_one_line(e)}") from e
+                f"functools.partial of one): {describe(e)}") from e
         ctx = multiprocessing.get_context(mp_context)
         for i in range(self.num_workers):
             conn, child_conn = ctx.Pipe()

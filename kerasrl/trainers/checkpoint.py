@@ -43,7 +43,7 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 from google.protobuf.text_format import ParseError
 
-from kerasrl.exception import UnityTrainerException
+from kerasrl.exception import UnityTrainerException, describe
 
 logger = logging.getLogger("kerasrl.trainers")
 
@@ -73,14 +73,7 @@ class _DamagedCheckpoint(Exception):
     def __init__(self, file: str, error: BaseException) -> None:
         super().__init__(file)
         self.file = file
-        self.reason = _one_line(error)
-
-
-def _one_line(error: BaseException) -> str:
-    """``Type: first line of the message`` (at most 200 characters), for one-line reports."""
-    lines = str(error).strip().splitlines()
-    text = f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
-    return text if len(text) <= 200 else text[:197] + "..."
+        self.reason = describe(error, 200)
 
 
 # -- the folder ------------------------------------------------------------------------
@@ -101,7 +94,7 @@ def read_state(folder: str) -> Optional[Any]:
         state = tf.train.get_checkpoint_state(folder)
     except (tf.errors.OpError, ValueError, DecodeError, ParseError, OSError) as e:
         logger.warning("Checkpoint state file %s is unreadable (%s); looking for model-*.index files instead.",
-                       path, _one_line(e))
+                       path, describe(e, 200))
         return None
     if state is None:
         logger.warning("Checkpoint state file %s is unreadable (not a CheckpointState); "
