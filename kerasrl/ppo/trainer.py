@@ -112,6 +112,8 @@ class PPOTrainer(RLTrainer):
         terminated = nxt.terminated[rows].tolist()
         ended = nxt.done[rows].tolist()
         with hierarchical_timer("process_experiences"):
+            with hierarchical_timer("reward_signals.evaluate"):
+                self.processor.fill_trajectory_rewards(ids)
             values_next = self.policy.get_value_estimates(nxt, rows)
             for k, agent_id in enumerate(ids):
                 self._close_trajectory(agent_id, {n: float(v[k]) for n, v in values_next.items()}, terminated[k])
@@ -178,9 +180,10 @@ class PPOTrainer(RLTrainer):
         self.stats["Losses/Policy Loss"].append(abs(metrics["policy_loss"]))
         self.stats["Policy/Learning Rate"].append(metrics["learning_rate"])
         n_sequences = max(self.hyperparameters.batch_size // self.sequence_length, 1)
-        for signal in self.reward_signals.values():
-            for key, value in signal.update(self.training_buffer.update_buffer, n_sequences).items():
-                self.stats[key].append(value)
+        with hierarchical_timer("reward_signals.update"):
+            for signal in self.reward_signals.values():
+                for key, value in signal.update(self.training_buffer.update_buffer, n_sequences).items():
+                    self.stats[key].append(value)
         self.last_update_metrics = metrics
         self.training_buffer.reset_update_buffer()
         self.rollout_steps = 0

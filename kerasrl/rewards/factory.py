@@ -1,20 +1,31 @@
 """Builds reward signals from their settings."""
 from __future__ import annotations
 
+from typing import Optional
+
 from kerasrl.exception import TrainerConfigError
 from kerasrl.rewards.base import RewardSignal
+from kerasrl.rewards.curiosity import CuriosityRewardSignal
 from kerasrl.rewards.extrinsic import ExtrinsicRewardSignal
-from kerasrl.settings import REWARD_SIGNAL_SETTINGS, RewardSignalSettings
+from kerasrl.rewards.gail import GAILRewardSignal
+from kerasrl.settings import REWARD_SIGNAL_SETTINGS, NetworkSettings, RewardSignalSettings
+from kerasrl.spec import BehaviorSpec
 
-REWARD_SIGNALS: dict[str, type[RewardSignal]] = {"extrinsic": ExtrinsicRewardSignal}
+REWARD_SIGNALS: dict[str, type[RewardSignal]] = {
+    "extrinsic": ExtrinsicRewardSignal, "curiosity": CuriosityRewardSignal, "gail": GAILRewardSignal,
+}
 
 
-def create_reward_signal(name: str, settings: RewardSignalSettings) -> RewardSignal:
+def create_reward_signal(name: str, settings: RewardSignalSettings, spec: Optional[BehaviorSpec] = None,
+                         network: Optional[NetworkSettings] = None, seed: int = 0) -> RewardSignal:
+    """The signal ``name`` (``extrinsic``, ``curiosity`` or ``gail``) for a behavior of ``spec``.
+
+    Settings of the wrong kind for ``name`` (built by hand) are an error naming both.
+    """
     cls = REWARD_SIGNALS.get(name)
     if cls is None:
-        if name in REWARD_SIGNAL_SETTINGS:
-            raise TrainerConfigError(
-                f"The reward signal {name} is not available in this version of kerasrl "
-                f"(available: {', '.join(REWARD_SIGNALS)}).")
-        raise TrainerConfigError(f"Unknown reward signal type {name}")
-    return cls(settings)
+        raise TrainerConfigError(f"Unknown reward signal type {name} (known: {', '.join(REWARD_SIGNALS)}).")
+    expected = REWARD_SIGNAL_SETTINGS[name]
+    if type(settings) is not expected:
+        raise TrainerConfigError(f"The reward signal {name} takes {expected.__name__}, got {type(settings).__name__}.")
+    return cls(settings, spec, network, seed)

@@ -1,0 +1,157 @@
+"""GAIL reward signal (behaviour.md §10.3): a discriminator between demonstrations and the policy."""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kerasrl.exception import TrainerConfigError, UnityTrainerException
+from kerasrl.fields import Field
+from kerasrl.models.gail import Z_SIZE, Discriminator
+from kerasrl.rewards.model_signal import (ModelRewardSignal, action_features, field_dtype, field_shapes,
+                                          observation_fields)
+from kerasrl.settings import GAILSettings, NetworkSettings
+from kerasrl.spec import BehaviorSpec
+
+GRADIENT_PENALTY_WEIGHT = 10.0
+#: VAIL's information constraint I_c and β's step size.
+MUTUAL_INFORMATION = 0.5
+BETA_STEP = 5.0e-4
+EPSILON = 1e-7
+
+Demo = tuple[BehaviorSpec, Any]
+
+
+def load_demo(path: str) -> Demo:
+    """The demonstrations' behavior spec and buffer (``kerasrl.demos.load``)."""
+    try:
+        from kerasrl import demos
+    except ImportError as e:  # pragma: no cover - the demos module ships with kerasrl
+        raise TrainerConfigError(f"GAIL's demo_path {path}: demonstrations cannot be read ({e}).") from e
+    return demos.load(path)
+
+
+class GAILRewardSignal(ModelRewardSignal):
+    """Reward = ``−log(1 − D(policy) + 1e-7) × strength`` (0 before the first update).
+
+    Discriminator loss ``−mean(log(D_e + ε) + log(1 − D_p + ε))`` + 10 × gradient penalty on
+    inputs interpolated per element between expert and policy rows; with VAIL also
+    ``β·(KL − 0.5)``, β adapted after every mini-batch. ``demo`` (spec, buffer) replaces
+    reading ``demo_path`` (tests, demonstrations made in memory).
+    """
+
+    short_name = "GAIL"
+    settings: GAILSettings
+
+    def __init__(self, settings: GAILSettings, spec: Optional[BehaviorSpec] = None,
+                 network: Optional[NetworkSettings] = None, seed: int = 0, demo: Optional[Demo] = None) -> None:
+        self.loss_names = ("Losses/GAIL Loss", "Policy/GAIL Policy Estimate", "Policy/GAIL Expert Estimate",
+                           *(("Policy/GAIL Beta", "Policy/GAIL KL") if settings.use_vail else ()))
+        super().__init__(settings, spec, network, seed)
+        demo_spec, buffer = demo if demo is not None else load_demo(settings.demo_path)
+        if demo_spec != self.spec:
+            raise TrainerConfigError(
+                f"The demonstrations {settings.demo_path} were recorded for {demo_spec}, "
+                f"but the behavior trained with GAIL has {self.spec}.")
+        self.expert = self._expert_tensors(buffer)
+
+    def _expert_tensors(self, buffer: Any) -> dict[str, tf.Tensor]:
+        fields = self.batch_fields
+        missing = [k for k in fields if k not in buffer]
+        if missing:
+            raise TrainerConfigError(f"The demonstrations {self.settings.demo_path} lack the fields {missing}.")
+        arrays = {k: np.asarray(buffer[k][:] if not hasattr(buffer[k], "get_batch") else buffer[k].get_batch(),
+                                field_dtype(k, self.spec)) for k in fields}
+        n = {len(v) for v in arrays.values()}
+        if len(n) != 1 or 0 in n:
+            raise TrainerConfigError(f"The demonstrations {self.settings.demo_path} are empty or have fields "
+                                     f"of different lengths.")
+        for k, v in arrays.items():
+            if not np.isfinite(v).all():
+                raise TrainerConfigError(f"The demonstrations {self.settings.demo_path} hold non-finite {k}.")
+        return {f"expert/{k}": tf.constant(v) for k, v in arrays.items()}
+
+    @property
+    def batch_fields(self) -> list[str]:
+        extra = [Field.ACTIONS, Field.DONE] if self.settings.use_actions else []
+        return [*observation_fields(self.spec), *extra]
+
+    def build_model(self) -> keras.Model:
+        s = self.settings
+        model = Discriminator(self.spec, s.encoding_size, s.use_actions, s.use_vail, self.network.vis_encode_type,
+                              seed=self.seed, name="GAIL_model")
+        shapes = field_shapes(self.spec)
+        dummy = {k: tf.zeros([1, *shapes[k]]) for k in observation_fields(self.spec)}
+        model(dummy, action_features(tf.zeros([1, self.spec.action_size]), self.spec), tf.zeros([1]))
+        return model
+
+    def _features(self, batch: Mapping[str, tf.Tensor], prefix: str = "") -> tuple[dict[str, tf.Tensor], Any, Any]:
+        obs = {k: tf.cast(batch[prefix + k], tf.float32) for k in observation_fields(self.spec)}
+        if not self.settings.use_actions:
+            return obs, None, None
+        return obs, action_features(batch[prefix + Field.ACTIONS], self.spec), batch[prefix + Field.DONE]
+
+    def rewards(self, batch: Mapping[str, tf.Tensor]) -> tf.Tensor:
+        d = self.model(*self._features(batch))
+        return -tf.math.log(1.0 - d + EPSILON)
+
+    def _gradient_penalty(self, policy: tuple, expert: tuple, seed: tf.Tensor) -> tf.Tensor:
+        """``mean((‖∂D/∂x‖ − 1)²)`` at inputs interpolated per element between expert and policy."""
+        def mix(e: Any, p: Any, k: int) -> Any:
+            if e is None:
+                return None
+            e, p = tf.cast(e, tf.float32), tf.cast(p, tf.float32)
+            alpha = tf.random.stateless_uniform(tf.shape(e), seed + tf.constant([0, 7919 * (k + 1)], tf.int64))
+            return alpha * e + (1.0 - alpha) * p
+
+        obs = {k: mix(expert[0][k], policy[0][k], i) for i, k in enumerate(sorted(policy[0]))}
+        x = self.model.features(obs, mix(expert[1], policy[1], 100), mix(expert[2], policy[2], 101))
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            d, _ = self.model.head(x)
+        g = inner.gradient(d, x)
+        return tf.reduce_mean(tf.square(tf.sqrt(tf.reduce_sum(tf.square(g), axis=-1) + EPSILON) - 1.0))
+
+    def train_step(self, batch: Mapping[str, tf.Tensor], seed: tf.Tensor) -> tf.Tensor:
+        model, vail = self.model, self.settings.use_vail
+        policy, expert = self._features(batch), self._features(batch, "expert/")
+        with tf.GradientTape() as tape:
+            x_p, x_e = model.features(*policy), model.features(*expert)
+            noise_p = noise_e = None
+            if vail:
+                rows = tf.shape(x_p)[0]
+                noise_p = tf.random.stateless_normal([rows, Z_SIZE], seed + tf.constant([0, 1], tf.int64))
+                noise_e = tf.random.stateless_normal([rows, Z_SIZE], seed + tf.constant([0, 2], tf.int64))
+            d_p, mu_p = model.head(x_p, noise_p)
+            d_e, mu_e = model.head(x_e, noise_e)
+            loss = -tf.reduce_mean(tf.math.log(d_e + EPSILON) + tf.math.log(1.0 - d_p + EPSILON))
+            loss += GRADIENT_PENALTY_WEIGHT * self._gradient_penalty(policy, expert, seed)
+            if vail:
+                var = tf.square(model.z_sigma)
+                kl = tf.reduce_mean(-tf.reduce_sum(
+                    1.0 + tf.math.log(var + EPSILON) - 0.5 * tf.square(mu_e) - 0.5 * tf.square(mu_p) - var, axis=1))
+                loss += tf.stop_gradient(model.beta) * (kl - MUTUAL_INFORMATION)
+        self.apply(tape, loss)
+        metrics = [loss, tf.reduce_mean(d_p), tf.reduce_mean(d_e)]
+        if vail:
+            beta = tf.maximum(model.beta + BETA_STEP * (kl - MUTUAL_INFORMATION), EPSILON)
+            model.beta.assign(beta)
+            metrics += [beta, kl]
+        return tf.stack(metrics)
+
+    def minibatches(self, update_buffer: Any, n_sequences: int,
+                    rng: np.random.Generator) -> Optional[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
+        policy = self.policy_rows(update_buffer)
+        n_p = len(policy[Field.MASKS])
+        n_e = int(next(iter(self.expert.values())).shape[0])
+        if n_p == 0:
+            return None
+        rows = min(self.rows_per_batch(n_sequences), n_p, n_e)
+        batches = min(n_p // rows, n_e // rows)
+        if self.settings.samples_per_update > 0:
+            batches = min(batches, max(self.settings.samples_per_update // rows, 1))
+        arrays: dict[str, Any] = {f"policy/{k}": v for k, v in policy.items() if k != Field.MASKS}
+        arrays.update(self.expert)
+        return arrays, {"policy": self.plan(n_p, rows, batches, rng), "expert": self.plan(n_e, rows, batches, rng)}

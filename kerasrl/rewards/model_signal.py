@@ -1,0 +1,203 @@
+"""Reward signals with a model of their own (curiosity, GAIL): batched rewards, fused updates.
+
+Rewards come from one compiled call over every transition of the trajectories that close
+together (``evaluate_batch``), never per agent or per step. An update is one compiled call:
+the whole update buffer (and the demonstrations) go in once with a seeded plan of row
+indices ``[num_epoch · batches, rows]``, and a ``tf.while_loop`` walks the plan, gathering
+each mini-batch and taking one gradient step on it. Model and optimizer are made in
+``build`` and the update in ``_build_update`` so that a distribution strategy only has to
+enter its scope around them.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kerasrl.exception import UnityTrainerException
+from kerasrl.fields import Field
+from kerasrl.optimizers import Adam
+from kerasrl.rewards.base import RewardSignal, RewardSignalResult
+from kerasrl.settings import NetworkSettings, RewardSignalSettings
+from kerasrl.spec import BehaviorSpec
+
+
+def observation_fields(spec: BehaviorSpec, nxt: bool = False) -> list[str]:
+    """The observation fields of ``spec`` (vector first, then one per camera)."""
+    fields = [Field.NEXT_VECTOR_OBS if nxt else Field.VECTOR_OBS] if spec.vector_observation_size else []
+    visual = Field.next_visual_obs if nxt else Field.visual_obs
+    return fields + [visual(j) for j in range(len(spec.visual_observation_shapes))]
+
+
+def field_dtype(name: str, spec: BehaviorSpec) -> np.dtype:
+    """Dtype of a stored field as the signal models take it."""
+    return np.dtype(np.int32) if name == Field.ACTIONS and spec.is_discrete else np.dtype(np.float32)
+
+
+def field_shapes(spec: BehaviorSpec) -> dict[str, tuple[int, ...]]:
+    """Row shape of every observation field (current and next) of ``spec``."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    if spec.vector_observation_size:
+        shapes[Field.VECTOR_OBS] = shapes[Field.NEXT_VECTOR_OBS] = (spec.vector_observation_size,)
+    for j, shape in enumerate(spec.visual_observation_shapes):
+        shapes[Field.visual_obs(j)] = shapes[Field.next_visual_obs(j)] = tuple(shape)
+    return shapes
+
+
+def action_features(actions: tf.Tensor, spec: BehaviorSpec) -> tf.Tensor:
+    """Actions as model input: one-hot per branch, concatenated (discrete) or the floats (continuous)."""
+    if spec.is_discrete:
+        actions = tf.cast(actions, tf.int32)
+        return tf.concat([tf.one_hot(actions[:, k], b) for k, b in enumerate(spec.discrete_branches)], axis=-1)
+    return tf.cast(actions, tf.float32)
+
+
+def masked_mean(values: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """Mean of ``values`` over rows whose ``mask`` is 1 (padding rows of sequences excluded)."""
+    return tf.reduce_sum(values * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
+
+
+class ModelRewardSignal(RewardSignal):
+    """Base of the signals with a ``keras.Model`` trained by their own Adam.
+
+    Subclasses set ``loss_names`` (the TensorBoard keys of ``train_step``'s metric vector) and
+    implement ``build_model``, ``rewards`` (unscaled, one per row) and ``train_step``.
+    """
+
+    per_step = False
+    use_terminal_states = False
+    loss_names: tuple[str, ...] = ()
+
+    def __init__(self, settings: RewardSignalSettings, spec: Optional[BehaviorSpec] = None,
+                 network: Optional[NetworkSettings] = None, seed: int = 0) -> None:
+        if spec is None:
+            raise UnityTrainerException(f"The {self.short_name} reward signal needs the behavior spec.")
+        super().__init__(settings, spec, network, seed)
+        self.has_updated = False
+        self.update_count = 0
+        self._reward_fn: Optional[Any] = None
+        self._update_fn: Optional[Any] = None
+        self.build()
+
+    # -- construction ----------------------------------------------------------------------
+    def build(self) -> None:
+        """The model, its weights and its optimizer (enter a strategy's scope around this)."""
+        tf.random.set_seed(self.seed)
+        self.model = self.build_model()
+        self.optimizer = Adam(learning_rate=self.settings.learning_rate)  # type: ignore[attr-defined]
+        self.optimizer.build(self.model.trainable_variables)
+
+    def build_model(self) -> keras.Model:
+        raise NotImplementedError
+
+    @property
+    def update_fields(self) -> list[str]:
+        """The update-buffer fields ``train_step`` reads."""
+        return [*self.batch_fields, Field.MASKS]
+
+    def _tensors(self, batch: Mapping[str, np.ndarray], fields: list[str], prefix: str = "") -> dict[str, tf.Tensor]:
+        missing = [k for k in fields if k not in batch]
+        if missing:
+            raise UnityTrainerException(f"The {self.short_name} reward signal needs the fields {missing}, "
+                                        f"which the experience lacks.")
+        return {prefix + k: tf.convert_to_tensor(np.asarray(batch[k], field_dtype(k, self.spec))) for k in fields}
+
+    # -- rewards ---------------------------------------------------------------------------
+    def rewards(self, batch: Mapping[str, tf.Tensor]) -> tf.Tensor:
+        """Unscaled reward of every row (compiled)."""
+        raise NotImplementedError
+
+    def scale(self, unscaled: np.ndarray) -> np.ndarray:
+        return unscaled * np.float32(self.strength)
+
+    def evaluate_batch(self, batch: Mapping[str, np.ndarray]) -> RewardSignalResult:
+        """Rewards of a batch of stored transitions: 0 until the first update, then one compiled call."""
+        n = len(batch[self.batch_fields[0]]) if self.batch_fields[0] in batch else 0
+        if not self.has_updated or n == 0:
+            zeros = np.zeros(n, np.float32)
+            return RewardSignalResult(zeros, zeros)
+        if self._reward_fn is None:
+            self._reward_fn = tf.function(self.rewards, reduce_retracing=True, autograph=False)
+        unscaled = self._reward_fn(self._tensors(batch, self.batch_fields)).numpy().astype(np.float32)
+        if not np.isfinite(unscaled).all():
+            raise UnityTrainerException(f"The {self.short_name} reward signal gave non-finite rewards.")
+        return RewardSignalResult(self.scale(unscaled).astype(np.float32), unscaled)
+
+    # -- updates ---------------------------------------------------------------------------
+    def train_step(self, batch: Mapping[str, tf.Tensor], seed: tf.Tensor) -> tf.Tensor:
+        """One gradient step on a mini-batch; returns the metric vector (``loss_names`` order)."""
+        raise NotImplementedError
+
+    def apply(self, tape: tf.GradientTape, loss: tf.Tensor) -> None:
+        variables = self.model.trainable_variables
+        grads = tape.gradient(loss, variables)
+        self.optimizer.apply_gradients(zip(grads, variables))
+
+    def _build_update(self) -> Any:
+        size = len(self.loss_names)
+
+        def fused(arrays: dict[str, tf.Tensor], plan: dict[str, tf.Tensor], seed: tf.Tensor) -> tf.Tensor:
+            """``plan[source]``: row indices ``[batches, rows]`` into the arrays named ``source/…``."""
+            n = tf.shape(next(iter(plan.values())))[0]
+
+            def body(i: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+                batch = {}
+                for key, value in arrays.items():
+                    source, name = key.split("/", 1)
+                    batch[name if source == "policy" else key] = tf.gather(value, plan[source][i])
+                metrics = self.train_step(batch, tf.stack([seed, tf.cast(i, tf.int64)]))
+                return i + 1, totals + metrics
+
+            _, totals = tf.while_loop(lambda i, _: i < n, body, (tf.constant(0), tf.zeros([size])))
+            return totals / tf.cast(tf.maximum(n, 1), tf.float32)
+
+        return tf.function(fused, reduce_retracing=True, autograph=False)
+
+    def rows_per_batch(self, n_sequences: int) -> int:
+        """Rows of a mini-batch: PPO's (``n_sequences`` whole sequences), as ML-Agents after #2362
+        (the seed's ``n_sequences`` *rows*, quirk §17.10, is not kept)."""
+        return max(int(n_sequences), 1) * self.sequence_length
+
+    def plan(self, n_rows: int, rows: int, batches: int, rng: np.random.Generator) -> np.ndarray:
+        """``num_epoch`` fresh permutations of ``n_rows`` row indices, cut into ``batches`` × ``rows``."""
+        epochs = [rng.permutation(n_rows)[: batches * rows].reshape(batches, rows)
+                  for _ in range(self.settings.num_epoch)]  # type: ignore[attr-defined]
+        return np.concatenate(epochs).astype(np.int32)
+
+    def minibatches(self, update_buffer: Any, n_sequences: int,
+                    rng: np.random.Generator) -> Optional[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
+        """Arrays (keys ``source/field``, source ``policy`` or e.g. ``expert``; ``train_step`` sees policy
+        fields by their plain name) and the plan per source; ``None`` when there is nothing to learn from."""
+        raise NotImplementedError
+
+    def update(self, update_buffer: Any, n_sequences: int) -> dict[str, float]:
+        """Every epoch and mini-batch of the signal's update in one compiled call; returns the mean losses."""
+        rng = np.random.default_rng([self.seed & 0xFFFFFFFF, self.update_count, 0x516])
+        prepared = self.minibatches(update_buffer, n_sequences, rng)
+        if prepared is None:
+            return {}
+        arrays, plan = prepared
+        if self._update_fn is None:
+            self._update_fn = self._build_update()
+        seed = tf.constant(self.seed * 1_000_003 + self.update_count, tf.int64)
+        tensors = {k: tf.convert_to_tensor(v) for k, v in arrays.items()}
+        out = self._update_fn(tensors, {k: tf.convert_to_tensor(v) for k, v in plan.items()}, seed).numpy()
+        self.update_count += 1
+        if not np.isfinite(out).all():
+            raise UnityTrainerException(f"The {self.short_name} reward signal's losses became {out.tolist()}.")
+        self.has_updated = True
+        return {k: float(v) for k, v in zip(self.loss_names, out.tolist())}
+
+    def policy_rows(self, update_buffer: Any) -> dict[str, np.ndarray]:
+        """The update buffer's real rows (padding of recurrent sequences left out) of ``update_fields``."""
+        missing = [k for k in self.update_fields if k not in update_buffer]
+        if missing:
+            raise UnityTrainerException(f"The {self.short_name} reward signal needs the fields {missing}, "
+                                        f"which the update buffer lacks.")
+        arrays = {k: np.asarray(update_buffer[k].get_batch(), field_dtype(k, self.spec)) for k in self.update_fields}
+        real = arrays[Field.MASKS] > 0
+        if real.all():
+            return arrays
+        return {k: v[real] for k, v in arrays.items()}

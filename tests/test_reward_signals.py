@@ -1,0 +1,128 @@
+"""Reward signals (behaviour.md §10): config errors, the shape grid, curiosity's falling
+rewards, GAIL's demonstrations and GAIL as the only signal on Simple1D."""
+import math
+
+import numpy as np
+import pytest
+
+from kerasrl.buffer import AgentBuffer
+from kerasrl.exception import TrainerConfigError
+from kerasrl.fields import Field
+from kerasrl.rewards import CuriosityRewardSignal, GAILRewardSignal, create_reward_signal
+from kerasrl.settings import CuriositySettings, GAILSettings, NetworkSettings, RewardSignalSettings, trainer_config_from_dict
+from kerasrl.spec import ActionType, BehaviorSpec
+
+VECTOR, VISUAL = ((3,),), ((20, 20, 3),)
+
+
+def make_spec(discrete: bool, visual: bool) -> BehaviorSpec:
+    action = (ActionType.DISCRETE, (2, 3)) if discrete else (ActionType.CONTINUOUS, (2,))
+    return BehaviorSpec(VISUAL if visual else VECTOR, *action)
+
+
+def make_rows(spec: BehaviorSpec, n: int, rng: np.random.Generator, padding: int = 0) -> dict:
+    """``n`` random transitions of ``spec`` as stored fields; the first ``padding`` rows are masked out."""
+    rows = {}
+    if spec.vector_observation_size:
+        obs = rng.normal(size=(n + 1, spec.vector_observation_size)).astype(np.float32)
+        rows[Field.VECTOR_OBS], rows[Field.NEXT_VECTOR_OBS] = obs[:-1], obs[1:]
+    for j, shape in enumerate(spec.visual_observation_shapes):
+        img = rng.uniform(size=(n + 1, *shape)).astype(np.float32)
+        rows[Field.visual_obs(j)], rows[Field.next_visual_obs(j)] = img[:-1], img[1:]
+    if spec.is_discrete:
+        rows[Field.ACTIONS] = np.stack([rng.integers(0, b, n) for b in spec.discrete_branches], 1).astype(np.int32)
+    else:
+        rows[Field.ACTIONS] = rng.uniform(-1, 1, size=(n, spec.action_size)).astype(np.float32)
+    rows[Field.DONE] = (rng.uniform(size=n) < 0.1).astype(np.float32)
+    rows[Field.MASKS] = np.r_[np.zeros(padding), np.ones(n - padding)].astype(np.float32)
+    return rows
+
+
+def as_buffer(rows: dict) -> AgentBuffer:
+    buffer = AgentBuffer()
+    buffer.extend_fields(rows)
+    return buffer
+
+
+def make_signal(kind: str, spec: BehaviorSpec, network: NetworkSettings, seed: int = 1, demo=None, **kw):
+    if kind == "curiosity":
+        settings = CuriositySettings(strength=1.0, gamma=0.99, encoding_size=16, **kw)
+        return CuriosityRewardSignal(settings, spec, network, seed=seed)
+    settings = GAILSettings(strength=1.0, gamma=0.99, demo_path="in-memory", encoding_size=16,
+                            use_vail=kind == "gail_vail", **kw)
+    if demo is None:
+        demo = (spec, as_buffer(make_rows(spec, 40, np.random.default_rng(seed + 1))))
+    return GAILRewardSignal(settings, spec, network, seed=seed, demo=demo)
+
+
+# -- configuration ---------------------------------------------------------------------------
+
+def config(signals: dict) -> dict:
+    return {"default": {"trainer": "ppo", "reward_signals": signals}}
+
+
+@pytest.mark.parametrize("signals, message", [
+    ({"extrinsic": {"strength": 1.0, "gamma": 0.99}, "novelty": {"strength": 1.0}}, "Unknown reward signal type novelty"),
+    ({"curiosity": {"strength": 0.1, "gamma": 0.9, "encoding_size": 8, "lr": 1e-3}}, "Unknown parameter lr for reward signal curiosity"),
+    ({"curiosity": {"strength": 0.1, "gamma": 0.9}}, "The hyper-parameter encoding_size could not be found for reward signal curiosity"),
+    ({"gail": {"strength": 0.1, "gamma": 0.9}}, "The hyper-parameter demo_path could not be found for reward signal gail"),
+    ({"gail": {"strength": 0.1, "gamma": 0.9, "demo_path": "x", "use_vail": "maybe"}}, "use_vail"),
+])
+def test_config_errors_name_the_signal_and_key(signals, message):
+    with pytest.raises(TrainerConfigError, match=message):
+        trainer_config_from_dict(config(signals)).settings_for("Brain")
+
+
+def test_defaults_and_factory():
+    settings = trainer_config_from_dict(config({
+        "curiosity": {"strength": 0.02, "gamma": 0.9, "encoding_size": 8},
+        "gail": {"strength": 0.5, "gamma": 0.8, "demo_path": "d.demo"}})).settings_for("Brain").reward_signals
+    cur, gail = settings["curiosity"], settings["gail"]
+    assert (cur.learning_rate, cur.num_epoch) == (3e-4, 3)
+    assert (gail.encoding_size, gail.learning_rate, gail.num_epoch, gail.samples_per_update, gail.use_actions,
+            gail.use_vail) == (64, 3e-4, 3, 0, False, False)
+    spec = make_spec(True, False)
+    signal = create_reward_signal("curiosity", cur, spec, NetworkSettings())
+    assert (signal.strength, signal.gamma, signal.use_terminal_states, signal.needs_next_observations) == (0.02, 0.9, False, True)
+    assert signal.stat_name == "Policy/Curiosity Reward"
+    extrinsic = create_reward_signal("extrinsic", RewardSignalSettings(strength=1.0, gamma=0.99))
+    assert extrinsic.use_terminal_states and not extrinsic.needs_next_observations
+    with pytest.raises(TrainerConfigError, match="Unknown reward signal type bogus"):
+        create_reward_signal("bogus", cur, spec)
+    with pytest.raises(TrainerConfigError, match="gail takes GAILSettings, got CuriositySettings"):
+        create_reward_signal("gail", cur, spec)
+
+
+def test_gail_refuses_a_demo_of_another_spec():
+    spec, other = make_spec(True, False), make_spec(False, False)
+    demo = (other, as_buffer(make_rows(other, 10, np.random.default_rng(0))))
+    with pytest.raises(TrainerConfigError, match=r"in-memory were recorded for .*CONTINUOUS.*has .*DISCRETE"):
+        make_signal("gail", spec, NetworkSettings(), demo=demo)
+
+
+# -- the shape grid --------------------------------------------------------------------------
+
+GRID = [(kind, discrete, visual, recurrent) for kind in ("curiosity", "gail", "gail_vail")
+        for discrete in (True, False) for visual in (False, True) for recurrent in (False, True)]
+
+
+def grid_id(case):
+    kind, discrete, visual, recurrent = case
+    return f"{kind}-{'dc' if discrete else 'cc'}-{'visual' if visual else 'vector'}{'-lstm' if recurrent else ''}"
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c[2] else c for c in GRID], ids=grid_id)
+def test_one_update_gives_finite_losses_and_rewards(case):
+    kind, discrete, visual, recurrent = case
+    spec = make_spec(discrete, visual)
+    network = NetworkSettings(use_recurrent=recurrent, sequence_length=4, memory_size=8)
+    signal = make_signal(kind, spec, network, use_actions=True) if kind != "curiosity" else make_signal(kind, spec, network)
+    rows = make_rows(spec, 24, np.random.default_rng(2), padding=3 if recurrent else 0)
+    batch = {k: rows[k] for k in signal.batch_fields}
+    before = signal.evaluate_batch(batch)
+    assert before.scaled_reward.shape == (24,) and not before.scaled_reward.any()
+    stats = signal.update(as_buffer(rows), n_sequences=2)
+    assert set(stats) == set(signal.loss_names) and all(math.isfinite(v) for v in stats.values())
+    after = signal.evaluate_batch(batch)
+    assert after.scaled_reward.shape == (24,) and after.scaled_reward.dtype == np.float32
+    assert np.isfinite(after.scaled_reward).all() and after.scaled_reward.any()
