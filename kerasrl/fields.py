@@ -48,6 +48,8 @@ class Field:
     TERMINATED = "terminated"
     TRUNCATED = "truncated"
     ENVIRONMENT_REWARDS = "environment_rewards"
+    #: The episode a demonstration row belongs to (0, 1, ... in row order; ``kerasrl.demos``).
+    EPISODE_ID = "episode_id"
     #: The advantage the policy loss uses (mean over the reward signals).
     ADVANTAGES = "advantages"
     DISCOUNTED_RETURNS = "discounted_returns"
