@@ -96,7 +96,7 @@ def test_defaults_and_factory():
 def test_gail_refuses_a_demo_of_another_spec():
     spec, other = make_spec(True, False), make_spec(False, False)
     demo = (other, as_buffer(make_rows(other, 10, np.random.default_rng(0))))
-    with pytest.raises(TrainerConfigError, match=r"in-memory were recorded for .*CONTINUOUS.*has .*DISCRETE"):
+    with pytest.raises(TrainerConfigError, match=r"demo_path in-memory is for observations \[\(3,\)\], continuous actions \(2,\), but the behavior has .*discrete"):
         make_signal("gail", spec, NetworkSettings(), demo=demo)
 
 
@@ -126,3 +126,72 @@ def test_one_update_gives_finite_losses_and_rewards(case):
     after = signal.evaluate_batch(batch)
     assert after.scaled_reward.shape == (24,) and after.scaled_reward.dtype == np.float32
     assert np.isfinite(after.scaled_reward).all() and after.scaled_reward.any()
+
+
+# -- learning --------------------------------------------------------------------------------
+
+def test_curiosity_rewards_fall_as_the_forward_model_learns_a_fixed_distribution():
+    spec = make_spec(False, False)
+    signal = make_signal("curiosity", spec, NetworkSettings(), learning_rate=3e-3)
+    signal.strength = 0.01
+    rng = np.random.default_rng(5)
+    probe = make_rows(spec, 64, rng)
+    probe_batch = {k: probe[k] for k in signal.batch_fields}
+    assert not signal.evaluate_batch(probe_batch).scaled_reward.any()
+    means = []
+    for _ in range(30):
+        signal.update(as_buffer(make_rows(spec, 64, rng)), n_sequences=32)
+        result = signal.evaluate_batch(probe_batch)
+        assert (result.scaled_reward > 0).all() and (result.scaled_reward <= 1).all()
+        means.append(float(result.unscaled_reward.mean()))
+    assert means[-1] < 0.5 * means[0], means
+
+
+def simple_config(**default) -> dict:
+    return {"default": {"batch_size": 16, "buffer_size": 64, "learning_rate": 5.0e-3, "summary_freq": 100_000, **default}}
+
+
+def test_ppo_with_curiosity_stores_next_observations_and_trains_the_signal(tmp_path):
+    from kerasrl.envs.simple import Simple1DEnvironment
+    from tests.test_simple_rl import run_training
+
+    config = simple_config(max_steps=300, reward_signals={
+        "extrinsic": {"strength": 1.0, "gamma": 0.99},
+        "curiosity": {"strength": 0.5, "gamma": 0.9, "encoding_size": 8}})
+    tc = run_training(Simple1DEnvironment(use_discrete=True, seed=1), tmp_path, config=config, seed=1)
+    trainer = next(iter(tc.trainers.values()))
+    assert trainer.processor.store_next_obs
+    stats = trainer.stats
+    assert stats["Losses/Curiosity Forward Loss"] and stats["Losses/Curiosity Inverse Loss"]
+    assert all(math.isfinite(v) for v in stats["Losses/Curiosity Forward Loss"])
+    assert any(v > 0 for v in stats["Policy/Curiosity Reward"])
+    assert stats["Policy/Curiosity Value Estimate"]
+
+
+def record_scripted_expert(discrete: bool, path) -> None:
+    from kerasrl import demos
+    from kerasrl.envs.simple import Simple1DEnvironment
+
+    def expert(obs):
+        goal = np.asarray(obs)[:, 0]
+        return (goal > 0).astype(np.int32)[:, None] if discrete else goal[:, None].astype(np.float32)
+
+    demos.record(Simple1DEnvironment(use_discrete=discrete, seed=7), expert, 500, path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("use_discrete", [True, False], ids=["discrete", "continuous"])
+def test_gail_alone_learns_simple1d_from_a_scripted_expert(use_discrete, tmp_path):
+    from kerasrl.envs.simple import Simple1DEnvironment
+    from tests.test_simple_rl import run_training
+
+    demo = tmp_path / "expert.demo"
+    record_scripted_expert(use_discrete, demo)
+    config = simple_config(max_steps=2500, reward_signals={"gail": {
+        "strength": 1.0, "gamma": 0.99, "demo_path": str(demo), "use_actions": True, "encoding_size": 32,
+        "learning_rate": 1e-3}})
+    tc = run_training(Simple1DEnvironment(use_discrete=use_discrete, seed=1337), tmp_path, config=config)
+    trainer = next(iter(tc.trainers.values()))
+    returns = list(trainer.recent_returns)[-10:]
+    assert len(returns) == 10 and np.mean(returns) >= 0.9, returns
+    assert trainer.reward_signals["gail"].has_updated

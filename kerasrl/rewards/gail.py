@@ -7,7 +7,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasrl.exception import TrainerConfigError, UnityTrainerException
+from kerasrl import demos
+from kerasrl.exception import TrainerConfigError
 from kerasrl.fields import Field
 from kerasrl.models.gail import Z_SIZE, Discriminator
 from kerasrl.rewards.model_signal import (ModelRewardSignal, action_features, field_dtype, field_shapes,
@@ -22,15 +23,6 @@ BETA_STEP = 5.0e-4
 EPSILON = 1e-7
 
 Demo = tuple[BehaviorSpec, Any]
-
-
-def load_demo(path: str) -> Demo:
-    """The demonstrations' behavior spec and buffer (``kerasrl.demos.load``)."""
-    try:
-        from kerasrl import demos
-    except ImportError as e:  # pragma: no cover - the demos module ships with kerasrl
-        raise TrainerConfigError(f"GAIL's demo_path {path}: demonstrations cannot be read ({e}).") from e
-    return demos.load(path)
 
 
 class GAILRewardSignal(ModelRewardSignal):
@@ -50,11 +42,11 @@ class GAILRewardSignal(ModelRewardSignal):
         self.loss_names = ("Losses/GAIL Loss", "Policy/GAIL Policy Estimate", "Policy/GAIL Expert Estimate",
                            *(("Policy/GAIL Beta", "Policy/GAIL KL") if settings.use_vail else ()))
         super().__init__(settings, spec, network, seed)
-        demo_spec, buffer = demo if demo is not None else load_demo(settings.demo_path)
+        demo_spec, buffer = demo if demo is not None else demos.load(settings.demo_path)
         if demo_spec != self.spec:
             raise TrainerConfigError(
-                f"The demonstrations {settings.demo_path} were recorded for {demo_spec}, "
-                f"but the behavior trained with GAIL has {self.spec}.")
+                f"GAIL's demo_path {settings.demo_path} is for {demos.describe_spec(demo_spec)}, "
+                f"but the behavior has {demos.describe_spec(self.spec)}.")
         self.expert = self._expert_tensors(buffer)
 
     def _expert_tensors(self, buffer: Any) -> dict[str, tf.Tensor]:
@@ -62,8 +54,7 @@ class GAILRewardSignal(ModelRewardSignal):
         missing = [k for k in fields if k not in buffer]
         if missing:
             raise TrainerConfigError(f"The demonstrations {self.settings.demo_path} lack the fields {missing}.")
-        arrays = {k: np.asarray(buffer[k][:] if not hasattr(buffer[k], "get_batch") else buffer[k].get_batch(),
-                                field_dtype(k, self.spec)) for k in fields}
+        arrays = {k: np.asarray(buffer[k].get_batch(), field_dtype(k, self.spec)) for k in fields}
         n = {len(v) for v in arrays.values()}
         if len(n) != 1 or 0 in n:
             raise TrainerConfigError(f"The demonstrations {self.settings.demo_path} are empty or have fields "
