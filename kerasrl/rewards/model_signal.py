@@ -10,6 +10,7 @@ enter its scope around them.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Mapping, Optional
 
 import keras
@@ -79,6 +80,8 @@ class ModelRewardSignal(RewardSignal):
         self.update_count = 0
         self._reward_fn: Optional[Any] = None
         self._update_fn: Optional[Any] = None
+        #: Seconds spent in calls that traced (compiled) a function (benchmarks leave them out).
+        self.trace_seconds = 0.0
         self.build()
 
     # -- construction ----------------------------------------------------------------------
@@ -120,10 +123,19 @@ class ModelRewardSignal(RewardSignal):
             return RewardSignalResult(zeros, zeros)
         if self._reward_fn is None:
             self._reward_fn = tf.function(self.rewards, reduce_retracing=True, autograph=False)
-        unscaled = self._reward_fn(self._tensors(batch, self.batch_fields)).numpy().astype(np.float32)
+        unscaled = self._timed(self._reward_fn, self._tensors(batch, self.batch_fields)).numpy().astype(np.float32)
         if not np.isfinite(unscaled).all():
             raise UnityTrainerException(f"The {self.short_name} reward signal gave non-finite rewards.")
         return RewardSignalResult(self.scale(unscaled).astype(np.float32), unscaled)
+
+    def _timed(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)``, adding the call's time to ``trace_seconds`` when it traced."""
+        traces = fn.experimental_get_tracing_count()
+        start = time.perf_counter()
+        out = fn(*args)
+        if fn.experimental_get_tracing_count() != traces:
+            self.trace_seconds += time.perf_counter() - start
+        return out
 
     # -- updates ---------------------------------------------------------------------------
     def train_step(self, batch: Mapping[str, tf.Tensor], seed: tf.Tensor) -> tf.Tensor:
@@ -183,7 +195,7 @@ class ModelRewardSignal(RewardSignal):
             self._update_fn = self._build_update()
         seed = tf.constant(self.seed * 1_000_003 + self.update_count, tf.int64)
         tensors = {k: tf.convert_to_tensor(v) for k, v in arrays.items()}
-        out = self._update_fn(tensors, {k: tf.convert_to_tensor(v) for k, v in plan.items()}, seed).numpy()
+        out = self._timed(self._update_fn, tensors, {k: tf.convert_to_tensor(v) for k, v in plan.items()}, seed).numpy()
         self.update_count += 1
         if not np.isfinite(out).all():
             raise UnityTrainerException(f"The {self.short_name} reward signal's losses became {out.tolist()}.")
