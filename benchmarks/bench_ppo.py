@@ -135,7 +135,7 @@ def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1"
         "bookkeeping+buffer": total(tree, "process_step"),
         "update (incl. compile)": update,
         "  of which reward-signal updates": total(tree, "reward_signals.update"),
-        "reward-signal rewards": total(tree, "reward_signals.evaluate"),
+        "  of which reward-signal rewards": total(tree, "reward_signals.evaluate"),
     }
     breakdown["other"] = wall - sum(v for k, v in breakdown.items() if not k.startswith(" "))
     return {

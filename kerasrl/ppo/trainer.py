@@ -112,18 +112,23 @@ class PPOTrainer(RLTrainer):
         terminated = nxt.terminated[rows].tolist()
         ended = nxt.done[rows].tolist()
         with hierarchical_timer("process_experiences"):
-            with hierarchical_timer("reward_signals.evaluate"):
-                self.processor.fill_trajectory_rewards(ids)
             values_next = self.policy.get_value_estimates(nxt, rows)
             for k, agent_id in enumerate(ids):
-                self._close_trajectory(agent_id, {n: float(v[k]) for n, v in values_next.items()}, terminated[k])
+                self._close_trajectory(agent_id, {n: float(v[k]) for n, v in values_next.items()}, terminated[k],
+                                       ended[k])
                 if ended[k]:
                     self.record_episode_end(agent_id)
 
-    def _close_trajectory(self, agent_id: int, value_next: dict[str, float], terminated: bool) -> None:
+    def _close_trajectory(self, agent_id: int, value_next: dict[str, float], terminated: bool,
+                          ended: bool = False) -> None:
+        """GAE of the ``per_step`` signals now; the others' (curiosity, GAIL) at the update
+        (``processor.deferred``), all their rewards in one call."""
         agent = self.training_buffer[agent_id]
+        deferred = self.processor.deferred
         advantages, returns = [], []
         for name, signal in self.reward_signals.items():
+            if name in deferred.signals:
+                continue
             v_next = 0.0 if (terminated and signal.use_terminal_states) else value_next[name]
             adv, ret = gae_and_returns(agent[Field.rewards(name)].get_batch(),
                                        agent[Field.value_estimates(name)].get_batch(),
@@ -132,13 +137,19 @@ class PPOTrainer(RLTrainer):
             agent[Field.returns(name)].set(ret)
             advantages.append(adv)
             returns.append(ret)
-        mean = len(advantages) > 1
-        agent[Field.ADVANTAGES].set(np.mean(advantages, axis=0).astype(np.float32) if mean else advantages[0])
-        agent[Field.DISCOUNTED_RETURNS].set(np.mean(returns, axis=0).astype(np.float32) if mean else returns[0])
+        if deferred:
+            deferred.placeholders(agent)
+        else:
+            mean = len(advantages) > 1
+            agent[Field.ADVANTAGES].set(np.mean(advantages, axis=0).astype(np.float32) if mean else advantages[0])
+            agent[Field.DISCOUNTED_RETURNS].set(np.mean(returns, axis=0).astype(np.float32) if mean else returns[0])
         if self.learner.actor_critic.normalizer is not None and Field.VECTOR_OBS in agent:
             self.learner.update_normalization(agent[Field.VECTOR_OBS].get_batch())
             self._policy.refresh_normalizer()
+        start = self._update_buffer_rows()
         self.training_buffer.append_update_buffer(agent_id, batch_size=None, training_length=self.sequence_length)
+        if deferred:
+            deferred.add(agent_id, start, self._update_buffer_rows(), value_next, terminated, ended)
         self.processor.trajectory_closed(agent_id)
 
     def end_episode(self) -> None:
@@ -147,6 +158,11 @@ class PPOTrainer(RLTrainer):
         self._policy.forget_agents()
 
     # -- updates -----------------------------------------------------------------------
+    def _update_buffer_rows(self) -> int:
+        """Rows in the update buffer, sequence padding included."""
+        update = self.training_buffer.update_buffer
+        return len(update[Field.MASKS]) if Field.MASKS in update else 0
+
     def _update_buffer_length(self) -> int:
         update = self.training_buffer.update_buffer
         return len(update[Field.ACTIONS]) if Field.ACTIONS in update else 0
@@ -167,6 +183,8 @@ class PPOTrainer(RLTrainer):
     def update_policy(self) -> None:
         """A PPO update over the update buffer, the reward signals' own updates, then clear it
         (fully on-policy)."""
+        with hierarchical_timer("reward_signals.evaluate"):
+            self.processor.deferred.finish(self.training_buffer.update_buffer, self.hyperparameters.lambd)
         batch = self.learning_batch()
         if not np.isfinite(batch[Field.ADVANTAGES]).all():
             raise UnityTrainerException(f"Brain {self.brain_name}: non-finite advantages in the update buffer.")

@@ -62,6 +62,6 @@ class CuriosityRewardSignal(ModelRewardSignal):
         n = len(arrays[Field.MASKS])
         if n == 0:
             return None
-        rows = min(self.rows_per_batch(n_sequences), n)
-        plan = self.plan(n, rows, n // rows, rng)
+        rows = self.rows_per_batch(n_sequences)
+        plan = self.plan(n, rows, max(n // rows, 1), rng)
         return {f"policy/{k}": v for k, v in arrays.items()}, {"policy": plan}

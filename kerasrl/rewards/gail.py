@@ -47,9 +47,9 @@ class GAILRewardSignal(ModelRewardSignal):
             raise TrainerConfigError(
                 f"GAIL's demo_path {settings.demo_path} is for {demos.describe_spec(demo_spec)}, "
                 f"but the behavior has {demos.describe_spec(self.spec)}.")
-        self.expert = self._expert_tensors(buffer)
+        self.expert = self._expert_arrays(buffer)
 
-    def _expert_tensors(self, buffer: Any) -> dict[str, tf.Tensor]:
+    def _expert_arrays(self, buffer: Any) -> dict[str, np.ndarray]:
         fields = self.batch_fields
         missing = [k for k in fields if k not in buffer]
         if missing:
@@ -62,7 +62,7 @@ class GAILRewardSignal(ModelRewardSignal):
         for k, v in arrays.items():
             if not np.isfinite(v).all():
                 raise TrainerConfigError(f"The demonstrations {self.settings.demo_path} hold non-finite {k}.")
-        return {f"expert/{k}": tf.constant(v) for k, v in arrays.items()}
+        return {f"expert/{k}": v for k, v in arrays.items()}
 
     @property
     def batch_fields(self) -> list[str]:
@@ -136,13 +136,13 @@ class GAILRewardSignal(ModelRewardSignal):
                     rng: np.random.Generator) -> Optional[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
         policy = self.policy_rows(update_buffer)
         n_p = len(policy[Field.MASKS])
-        n_e = int(next(iter(self.expert.values())).shape[0])
+        n_e = len(next(iter(self.expert.values())))
         if n_p == 0:
             return None
-        rows = min(self.rows_per_batch(n_sequences), n_p, n_e)
-        batches = min(n_p // rows, n_e // rows)
+        rows = self.rows_per_batch(n_sequences)
+        batches = max(min(n_p // rows, n_e // rows), 1)
         if self.settings.samples_per_update > 0:
             batches = min(batches, max(self.settings.samples_per_update // rows, 1))
         arrays: dict[str, Any] = {f"policy/{k}": v for k, v in policy.items() if k != Field.MASKS}
-        arrays.update(self.expert)
+        arrays.update(self.expert)  # numpy: indexed by the plan on the host
         return arrays, {"policy": self.plan(n_p, rows, batches, rng), "expert": self.plan(n_e, rows, batches, rng)}

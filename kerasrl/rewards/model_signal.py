@@ -150,22 +150,19 @@ class ModelRewardSignal(RewardSignal):
     def _build_update(self) -> Any:
         size = len(self.loss_names)
 
-        def fused(arrays: dict[str, tf.Tensor], plan: dict[str, tf.Tensor], seed: tf.Tensor) -> tf.Tensor:
-            """``plan[source]``: row indices ``[batches, rows]`` into the arrays named ``source/…``."""
-            n = tf.shape(next(iter(plan.values())))[0]
+        def fused(stacked: dict[str, tf.Tensor], seed: tf.Tensor) -> tf.Tensor:
+            """``stacked``: every mini-batch of the update, ``[batches, rows, ...]`` per field."""
+            n = tf.shape(next(iter(stacked.values())))[0]
 
             def body(i: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-                batch = {}
-                for key, value in arrays.items():
-                    source, name = key.split("/", 1)
-                    batch[name if source == "policy" else key] = tf.gather(value, plan[source][i])
-                metrics = self.train_step(batch, tf.stack([seed, tf.cast(i, tf.int64)]))
+                metrics = self.train_step({k: v[i] for k, v in stacked.items()}, tf.stack([seed, tf.cast(i, tf.int64)]))
                 return i + 1, totals + metrics
 
             _, totals = tf.while_loop(lambda i, _: i < n, body, (tf.constant(0), tf.zeros([size])))
             return totals / tf.cast(tf.maximum(n, 1), tf.float32)
 
-        return tf.function(fused, reduce_retracing=True, autograph=False)
+        # XLA for vector observations: the mini-batches have one shape (``plan``), so it compiles once.
+        return tf.function(fused, jit_compile=not self.spec.visual_observation_shapes, autograph=False)
 
     def rows_per_batch(self, n_sequences: int) -> int:
         """Rows of a mini-batch: PPO's (``n_sequences`` whole sequences), as ML-Agents after #2362
@@ -173,15 +170,22 @@ class ModelRewardSignal(RewardSignal):
         return max(int(n_sequences), 1) * self.sequence_length
 
     def plan(self, n_rows: int, rows: int, batches: int, rng: np.random.Generator) -> np.ndarray:
-        """``num_epoch`` fresh permutations of ``n_rows`` row indices, cut into ``batches`` × ``rows``."""
-        epochs = [rng.permutation(n_rows)[: batches * rows].reshape(batches, rows)
-                  for _ in range(self.settings.num_epoch)]  # type: ignore[attr-defined]
-        return np.concatenate(epochs).astype(np.int32)
+        """Row indices ``[num_epoch · batches, rows]``: a fresh permutation of ``n_rows`` per epoch; rows
+        short of one mini-batch are filled up with repeated ones, so that the update keeps one shape."""
+        need = batches * rows
+        epochs = []
+        for _ in range(self.settings.num_epoch):  # type: ignore[attr-defined]
+            perm = rng.permutation(n_rows)
+            if n_rows < need:
+                perm = np.concatenate([perm, rng.integers(0, n_rows, need - n_rows)])
+            epochs.append(perm[:need].reshape(batches, rows))
+        return np.concatenate(epochs)
 
     def minibatches(self, update_buffer: Any, n_sequences: int,
                     rng: np.random.Generator) -> Optional[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
         """Arrays (keys ``source/field``, source ``policy`` or e.g. ``expert``; ``train_step`` sees policy
-        fields by their plain name) and the plan per source; ``None`` when there is nothing to learn from."""
+        fields by their plain name) and the ``plan`` of row indices per source; ``None`` when there is
+        nothing to learn from."""
         raise NotImplementedError
 
     def update(self, update_buffer: Any, n_sequences: int) -> dict[str, float]:
@@ -193,9 +197,12 @@ class ModelRewardSignal(RewardSignal):
         arrays, plan = prepared
         if self._update_fn is None:
             self._update_fn = self._build_update()
+        stacked = {}
+        for key, value in arrays.items():
+            source, name = key.split("/", 1)
+            stacked[name if source == "policy" else key] = np.asarray(value)[plan[source]]
         seed = tf.constant(self.seed * 1_000_003 + self.update_count, tf.int64)
-        tensors = {k: tf.convert_to_tensor(v) for k, v in arrays.items()}
-        out = self._timed(self._update_fn, tensors, {k: tf.convert_to_tensor(v) for k, v in plan.items()}, seed).numpy()
+        out = self._timed(self._update_fn, stacked, seed).numpy()
         self.update_count += 1
         if not np.isfinite(out).all():
             raise UnityTrainerException(f"The {self.short_name} reward signal's losses became {out.tolist()}.")

@@ -17,9 +17,9 @@ import numpy as np
 from kerasrl.arrays import shared_ones
 from kerasrl.buffer import Buffer
 from kerasrl.envs.base import StepResult
-from kerasrl.exception import UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.rewards import RewardSignal
+from kerasrl.rewards.batched import UpdateBatchRewards
 from kerasrl.spec import BehaviorSpec, concat_vector_observations
 
 
@@ -79,9 +79,9 @@ class AgentProcessor:
     ``experience_fields``: the policy outputs stored per transition (``Field`` names, e.g.
     actions and their log-probabilities); observations, rewards of every reward signal, value
     estimates, the action mask and the done flags are stored as well. Signals that are not
-    ``per_step`` (curiosity, GAIL) get their rewards in ``fill_trajectory_rewards`` when the
-    trajectories close, in one compiled call for all of them; the next observations are stored
-    only when a signal ``needs_next_observations``.
+    ``per_step`` (curiosity, GAIL) get their rewards at update time (``deferred``, one compiled
+    call per update); the next observations are stored only when a signal
+    ``needs_next_observations``.
     """
 
     #: Padding of a field when an agent's trajectory gains a field late (all actions allowed).
@@ -98,6 +98,8 @@ class AgentProcessor:
                                   "episode_steps", "trajectory_length"])
         self._pending: dict[int, tuple[StepResult, int, dict[str, Any]]] = {}
         self.store_next_obs = any(s.needs_next_observations for s in reward_signals.values())
+        #: Rewards, GAE and episode statistics of the signals that are not ``per_step``.
+        self.deferred = UpdateBatchRewards(reward_signals, self.agents, stats)
         self.recent_returns: deque[float] = deque(maxlen=100)
         self.episodes_completed = 0
 
@@ -188,29 +190,6 @@ class AgentProcessor:
             cols["trajectory_length"][slots] += 1.0
             self.buffer.append_batch(ids, fields, padding_values=self.padding_values)
 
-    def fill_trajectory_rewards(self, agent_ids: Sequence[int]) -> None:
-        """Rewards of the signals that are not ``per_step`` for the whole unfinished trajectories
-        of ``agent_ids`` (about to close): one ``evaluate_batch`` call per signal over all of them,
-        stored as ``{name}_rewards`` and added to the agents' episode returns of that signal."""
-        batch_signals = [(n, s) for n, s in self.reward_signals.items() if not s.per_step]
-        if not batch_signals or not len(agent_ids):
-            return
-        agents = [self.buffer[a] for a in agent_ids]
-        lengths = np.array([len(a[Field.MASKS]) for a in agents], np.int64)
-        splits = np.cumsum(lengths)[:-1]
-        slots = self.agents.slots(np.asarray(agent_ids, np.int64))
-        for name, signal in batch_signals:
-            fields = signal.batch_fields
-            missing = [k for k in fields if k not in agents[0]]
-            if missing:
-                raise UnityTrainerException(f"The {signal.short_name} reward signal needs the fields {missing}, "
-                                            f"which the trajectories lack.")
-            batch = {k: np.concatenate([a[k].get_batch() for a in agents]) for k in fields}
-            scaled = signal.evaluate_batch(batch).scaled_reward
-            for agent, part in zip(agents, np.split(scaled, splits)):
-                agent[Field.rewards(name)].set(part)
-            self.agents.columns[f"return_{name}"][slots] += np.add.reduceat(scaled, np.r_[0, splits]) if len(scaled) else 0.0
-
     def trajectory_lengths(self, agent_ids: np.ndarray) -> np.ndarray:
         """Steps in each agent's unfinished trajectory."""
         return self.agents.columns["trajectory_length"][self.agents.slots(agent_ids)]
@@ -237,6 +216,7 @@ class AgentProcessor:
         self.recent_returns.append(value)
         self.episodes_completed += 1
         for name, signal in self.reward_signals.items():
-            self.stats[signal.stat_name].append(agents.get(f"return_{name}", agent_id))
-            agents.set(f"return_{name}", agent_id, 0.0)
+            if signal.per_step:  # the others' returns are complete at the next update (``deferred``)
+                self.stats[signal.stat_name].append(agents.get(f"return_{name}", agent_id))
+                agents.set(f"return_{name}", agent_id, 0.0)
         return value
