@@ -44,15 +44,16 @@ def as_buffer(rows: dict) -> AgentBuffer:
     return buffer
 
 
-def make_signal(kind: str, spec: BehaviorSpec, network: NetworkSettings, seed: int = 1, demo=None, **kw):
+def make_signal(kind: str, spec: BehaviorSpec, network: NetworkSettings, seed: int = 1, demo=None,
+                jit_compile: bool = False, **kw):
     if kind == "curiosity":
         settings = CuriositySettings(strength=1.0, gamma=0.99, encoding_size=16, **kw)
-        return CuriosityRewardSignal(settings, spec, network, seed=seed)
+        return CuriosityRewardSignal(settings, spec, network, seed=seed, jit_compile=jit_compile)
     settings = GAILSettings(strength=1.0, gamma=0.99, demo_path="in-memory", encoding_size=16,
                             use_vail=kind == "gail_vail", **kw)
     if demo is None:
         demo = (spec, as_buffer(make_rows(spec, 40, np.random.default_rng(seed + 1))))
-    return GAILRewardSignal(settings, spec, network, seed=seed, demo=demo)
+    return GAILRewardSignal(settings, spec, network, seed=seed, jit_compile=jit_compile, demo=demo)
 
 
 # -- configuration ---------------------------------------------------------------------------
@@ -102,21 +103,27 @@ def test_gail_refuses_a_demo_of_another_spec():
 
 # -- the shape grid --------------------------------------------------------------------------
 
-GRID = [(kind, discrete, visual, recurrent) for kind in ("curiosity", "gail", "gail_vail")
+GRID = [(kind, discrete, visual, recurrent, False) for kind in ("curiosity", "gail", "gail_vail")
         for discrete in (True, False) for visual in (False, True) for recurrent in (False, True)]
+#: The XLA-compiled update (PPO's ``jit_compile``) once per signal.
+GRID += [("curiosity", True, False, False, True), ("gail_vail", False, False, True, True)]
 
 
 def grid_id(case):
-    kind, discrete, visual, recurrent = case
-    return f"{kind}-{'dc' if discrete else 'cc'}-{'visual' if visual else 'vector'}{'-lstm' if recurrent else ''}"
+    kind, discrete, visual, recurrent, jit = case
+    return (f"{kind}-{'dc' if discrete else 'cc'}-{'visual' if visual else 'vector'}{'-lstm' if recurrent else ''}"
+            f"{'-xla' if jit else ''}")
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c[2] else c for c in GRID], ids=grid_id)
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c[2] or c[4] else c for c in GRID],
+                         ids=grid_id)
 def test_one_update_gives_finite_losses_and_rewards(case):
-    kind, discrete, visual, recurrent = case
+    kind, discrete, visual, recurrent, jit = case
     spec = make_spec(discrete, visual)
     network = NetworkSettings(use_recurrent=recurrent, sequence_length=4, memory_size=8)
-    signal = make_signal(kind, spec, network, use_actions=True) if kind != "curiosity" else make_signal(kind, spec, network)
+    options = {} if kind == "curiosity" else {"use_actions": True}
+    signal = make_signal(kind, spec, network, jit_compile=jit, **options)
+    assert signal.jit_compile == jit
     rows = make_rows(spec, 24, np.random.default_rng(2), padding=3 if recurrent else 0)
     batch = {k: rows[k] for k in signal.batch_fields}
     before = signal.evaluate_batch(batch)

@@ -33,7 +33,7 @@ class RewardSignal:
     per_step = True
 
     def __init__(self, settings: RewardSignalSettings, spec: Optional[BehaviorSpec] = None,
-                 network: Optional[NetworkSettings] = None, seed: int = 0) -> None:
+                 network: Optional[NetworkSettings] = None, seed: int = 0, jit_compile: bool = False) -> None:
         self.settings = settings
         self.spec = spec
         self.network = network if network is not None else NetworkSettings()

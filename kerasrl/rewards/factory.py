@@ -17,10 +17,11 @@ REWARD_SIGNALS: dict[str, type[RewardSignal]] = {
 
 
 def create_reward_signal(name: str, settings: RewardSignalSettings, spec: Optional[BehaviorSpec] = None,
-                         network: Optional[NetworkSettings] = None, seed: int = 0) -> RewardSignal:
+                         network: Optional[NetworkSettings] = None, seed: int = 0,
+                         jit_compile: bool = False) -> RewardSignal:
     """The signal ``name`` (``extrinsic``, ``curiosity`` or ``gail``) for a behavior of ``spec``.
 
-    Settings of the wrong kind for ``name`` (built by hand) are an error naming both.
+    ``jit_compile``: XLA for the signal's update (PPO's setting). Settings of the wrong kind for ``name`` (built by hand) are an error naming both.
     """
     cls = REWARD_SIGNALS.get(name)
     if cls is None:
@@ -28,4 +29,4 @@ def create_reward_signal(name: str, settings: RewardSignalSettings, spec: Option
     expected = REWARD_SIGNAL_SETTINGS[name]
     if type(settings) is not expected:
         raise TrainerConfigError(f"The reward signal {name} takes {expected.__name__}, got {type(settings).__name__}.")
-    return cls(settings, spec, network, seed)
+    return cls(settings, spec, network, seed, jit_compile)

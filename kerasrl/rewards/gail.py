@@ -38,10 +38,11 @@ class GAILRewardSignal(ModelRewardSignal):
     settings: GAILSettings
 
     def __init__(self, settings: GAILSettings, spec: Optional[BehaviorSpec] = None,
-                 network: Optional[NetworkSettings] = None, seed: int = 0, demo: Optional[Demo] = None) -> None:
+                 network: Optional[NetworkSettings] = None, seed: int = 0, jit_compile: bool = False,
+                 demo: Optional[Demo] = None) -> None:
         self.loss_names = ("Losses/GAIL Loss", "Policy/GAIL Policy Estimate", "Policy/GAIL Expert Estimate",
                            *(("Policy/GAIL Beta", "Policy/GAIL KL") if settings.use_vail else ()))
-        super().__init__(settings, spec, network, seed)
+        super().__init__(settings, spec, network, seed, jit_compile)
         demo_spec, buffer = demo if demo is not None else demos.load(settings.demo_path)
         if demo_spec != self.spec:
             raise TrainerConfigError(

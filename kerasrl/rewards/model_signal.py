@@ -72,11 +72,13 @@ class ModelRewardSignal(RewardSignal):
     loss_names: tuple[str, ...] = ()
 
     def __init__(self, settings: RewardSignalSettings, spec: Optional[BehaviorSpec] = None,
-                 network: Optional[NetworkSettings] = None, seed: int = 0) -> None:
+                 network: Optional[NetworkSettings] = None, seed: int = 0, jit_compile: bool = False) -> None:
         if spec is None:
             raise UnityTrainerException(f"The {self.short_name} reward signal needs the behavior spec.")
         super().__init__(settings, spec, network, seed)
         self.has_updated = False
+        #: XLA for the update (as PPO's ``jit_compile``; vector observations only).
+        self.jit_compile = bool(jit_compile) and not spec.visual_observation_shapes
         self.update_count = 0
         self._reward_fn: Optional[Any] = None
         self._update_fn: Optional[Any] = None
@@ -161,8 +163,8 @@ class ModelRewardSignal(RewardSignal):
             _, totals = tf.while_loop(lambda i, _: i < n, body, (tf.constant(0), tf.zeros([size])))
             return totals / tf.cast(tf.maximum(n, 1), tf.float32)
 
-        # XLA for vector observations: the mini-batches have one shape (``plan``), so it compiles once.
-        return tf.function(fused, jit_compile=not self.spec.visual_observation_shapes, autograph=False)
+        # The mini-batches have one shape (``plan``), so XLA compiles once.
+        return tf.function(fused, jit_compile=self.jit_compile, autograph=False)
 
     def rows_per_batch(self, n_sequences: int) -> int:
         """Rows of a mini-batch: PPO's (``n_sequences`` whole sequences), as ML-Agents after #2362

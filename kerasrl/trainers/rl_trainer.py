@@ -24,7 +24,8 @@ class RLTrainer(Trainer):
                  reward_buff_cap: int = 1) -> None:
         super().__init__(brain_name, spec, settings, context, reward_buff_cap)
         self.reward_signals: dict[str, RewardSignal] = {
-            name: create_reward_signal(name, signal, spec, settings.network, seed=context.seed)
+            name: create_reward_signal(name, signal, spec, settings.network, seed=context.seed,
+                                       jit_compile=settings.hyperparameters.jit_compile)
             for name, signal in settings.reward_signals.items()
         }
         self.training_buffer = Buffer()
