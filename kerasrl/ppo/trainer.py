@@ -51,8 +51,10 @@ class PPOTrainer(RLTrainer):
         #: ``n_steps × n_envs``. A rollout may then hold a few fewer transitions than that; the
         #: learner pads a batch shorter than ``batch_size`` with masked rows.
         self.rollout_steps = 0
+        signal_states = {f"reward_signal_{name}": signal.checkpoint_state()
+                         for name, signal in self.reward_signals.items() if signal.checkpoint_state() is not None}
         self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, model=model,
-                                     optimizer=self.learner.optimizer, learner=self.learner)
+                                     optimizer=self.learner.optimizer, learner=self.learner, **signal_states)
         if context.load_model:
             self.load_model()
         elif context.initialize_from is not None:

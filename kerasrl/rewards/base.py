@@ -64,6 +64,11 @@ class RewardSignal:
         """The stored fields ``evaluate_batch`` reads."""
         return []
 
+    def checkpoint_state(self) -> Optional[Any]:
+        """A trackable object with the signal's training state (model, optimizer), saved in the
+        trainer's checkpoints; ``None`` for signals without one."""
+        return None
+
     def update(self, update_buffer: Any, n_sequences: int) -> dict[str, float]:
         """Train the signal's own model on the update buffer; returns its loss statistics
         (TensorBoard keys). Called once per policy update; signals without a model return ``{}``."""

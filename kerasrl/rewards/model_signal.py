@@ -76,15 +76,28 @@ class ModelRewardSignal(RewardSignal):
         if spec is None:
             raise UnityTrainerException(f"The {self.short_name} reward signal needs the behavior spec.")
         super().__init__(settings, spec, network, seed)
-        self.has_updated = False
+        #: Updates done (checkpointed: the rewards stay on after a resume).
+        self._updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
         #: XLA for the update (as PPO's ``jit_compile``; vector observations only).
         self.jit_compile = bool(jit_compile) and not spec.visual_observation_shapes
-        self.update_count = 0
         self._reward_fn: Optional[Any] = None
         self._update_fn: Optional[Any] = None
         #: Seconds spent in calls that traced (compiled) a function (benchmarks leave them out).
         self.trace_seconds = 0.0
         self.build()
+
+    @property
+    def update_count(self) -> int:
+        return int(self._updates.numpy())
+
+    @property
+    def has_updated(self) -> bool:
+        """Rewards are 0 until the model's first update."""
+        return self.update_count > 0
+
+    def checkpoint_state(self) -> Optional[tf.train.Checkpoint]:
+        """The model, its optimizer and the update count, for the trainer's checkpoints."""
+        return tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, updates=self._updates)
 
     # -- construction ----------------------------------------------------------------------
     def build(self) -> None:
@@ -192,7 +205,8 @@ class ModelRewardSignal(RewardSignal):
 
     def update(self, update_buffer: Any, n_sequences: int) -> dict[str, float]:
         """Every epoch and mini-batch of the signal's update in one compiled call; returns the mean losses."""
-        rng = np.random.default_rng([self.seed & 0xFFFFFFFF, self.update_count, 0x516])
+        count = self.update_count
+        rng = np.random.default_rng([self.seed & 0xFFFFFFFF, count, 0x516])
         prepared = self.minibatches(update_buffer, n_sequences, rng)
         if prepared is None:
             return {}
@@ -203,12 +217,11 @@ class ModelRewardSignal(RewardSignal):
         for key, value in arrays.items():
             source, name = key.split("/", 1)
             stacked[name if source == "policy" else key] = np.asarray(value)[plan[source]]
-        seed = tf.constant(self.seed * 1_000_003 + self.update_count, tf.int64)
+        seed = tf.constant(self.seed * 1_000_003 + count, tf.int64)
         out = self._timed(self._update_fn, stacked, seed).numpy()
-        self.update_count += 1
         if not np.isfinite(out).all():
             raise UnityTrainerException(f"The {self.short_name} reward signal's losses became {out.tolist()}.")
-        self.has_updated = True
+        self._updates.assign_add(1)
         return {k: float(v) for k, v in zip(self.loss_names, out.tolist())}
 
     def policy_rows(self, update_buffer: Any) -> dict[str, np.ndarray]:
