@@ -202,3 +202,73 @@ def test_gail_alone_learns_simple1d_from_a_scripted_expert(use_discrete, tmp_pat
     returns = list(trainer.recent_returns)[-10:]
     assert len(returns) == 10 and np.mean(returns) >= 0.9, returns
     assert trainer.reward_signals["gail"].has_updated
+
+
+def test_signal_state_is_checkpointed_and_restored(tmp_path):
+    from kerasrl.trainers.checkpoint import CheckpointSaver
+
+    spec = make_spec(True, False)
+    rows = make_rows(spec, 32, np.random.default_rng(3))
+    batch = {k: rows[k] for k in ("vector_obs", "actions", "done")}
+    trained = make_signal("gail_vail", spec, NetworkSettings(), seed=1, use_actions=True)
+    trained.update(as_buffer(rows), n_sequences=16)
+    CheckpointSaver(str(tmp_path), 1, signal=trained.checkpoint_state()).save(10, 1)
+    fresh = make_signal("gail_vail", spec, NetworkSettings(), seed=2, use_actions=True)
+    assert not fresh.has_updated
+    CheckpointSaver(str(tmp_path), 1, signal=fresh.checkpoint_state()).restore()
+    assert fresh.has_updated and float(fresh.model.beta.numpy()) == float(trained.model.beta.numpy())
+    np.testing.assert_allclose(fresh.evaluate_batch(batch).scaled_reward, trained.evaluate_batch(batch).scaled_reward,
+                               rtol=1e-6)
+    assert fresh.optimizer.iterations.numpy() == trained.optimizer.iterations.numpy() > 0
+
+
+class _CountingSignal:
+    """A non-per-step signal whose reward is a stored column (checks the update-time GAE)."""
+
+    per_step, use_terminal_states, gamma = False, False, 0.9
+    stat_name = "Policy/Test Reward"
+    batch_fields = ["vector_obs"]
+
+    def __init__(self):
+        self.calls = 0
+
+    def evaluate_batch(self, batch):
+        from kerasrl.rewards import RewardSignalResult
+
+        self.calls += 1
+        r = batch["vector_obs"][:, 0].astype(np.float32)
+        return RewardSignalResult(r, r)
+
+
+def test_update_time_rewards_run_gae_per_trajectory_in_one_call():
+    from collections import defaultdict
+
+    from kerasrl.ppo.gae import gae_and_returns
+    from kerasrl.rewards.batched import UpdateBatchRewards
+    from kerasrl.trainers.agent_processor import AgentTable
+
+    signal = _CountingSignal()
+    table = AgentTable(["return_test"])
+    table.slots(np.array([4, 5]))
+    stats = defaultdict(list)
+    deferred = UpdateBatchRewards({"test": signal}, table, stats)
+    rng = np.random.default_rng(0)
+    # Two trajectories: agent 4 with 3 rows behind 2 padding rows (episode continues), agent 5 with 4 rows (ended).
+    masks = np.array([0, 0, 1, 1, 1, 1, 1, 1, 1], np.float32)
+    obs = rng.uniform(size=(9, 1)).astype(np.float32) * masks[:, None]
+    values = rng.normal(size=9).astype(np.float32)
+    ub = as_buffer({Field.MASKS: masks, Field.VECTOR_OBS: obs, Field.value_estimates("test"): values,
+                    Field.rewards("test"): np.zeros(9, np.float32)})
+    deferred.add(4, 0, 5, {"test": 0.5}, terminated=False, ended=False)
+    deferred.add(5, 5, 9, {"test": 2.0}, terminated=True, ended=True)
+    deferred.finish(ub, lambd=0.8)
+    assert signal.calls == 1 and not deferred.segments
+    adv = ub[Field.advantage("test")].get_batch()
+    for rows, v_next in ((slice(2, 5), 0.5), (slice(5, 9), 2.0)):  # intrinsic: a terminal state keeps V
+        expected, _ = gae_and_returns(obs[rows, 0], values[rows], v_next, 0.9, 0.8)
+        np.testing.assert_allclose(adv[rows], expected, rtol=1e-6)
+    assert not adv[:2].any()
+    np.testing.assert_allclose(ub[Field.ADVANTAGES].get_batch(), adv)
+    assert stats["Policy/Test Reward"] == [pytest.approx(float(obs[5:, 0].sum()))]
+    assert table.get("return_test", 4) == pytest.approx(float(obs[2:5, 0].sum()))
+    assert table.get("return_test", 5) == 0.0
