@@ -3,7 +3,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kerasrl.exception import TrainerConfigError, TrainerError
+from kerasrl.exception import TrainerConfigError, TrainerError, UnityTrainerException
 from kerasrl.ppo.trainer import PPOTrainer
 from kerasrl.settings import RunContext, TrainerSettings, load_trainer_config
 from kerasrl.spec import BehaviorSpec
@@ -47,11 +47,16 @@ def test_misspelled_section_is_an_error_naming_the_behaviors(tmp_path):
         init({"default": SMALL, "Brian": {"batch_size": 32}}, tmp_path)
 
 
-def test_unavailable_reward_signal_is_named(tmp_path):
+def test_curiosity_and_gail_signals_are_made_with_their_value_heads(tmp_path):
     cfg = {"default": {**SMALL, "reward_signals": {"extrinsic": {"strength": 1.0, "gamma": 0.99},
                                                    "curiosity": {"strength": 0.02, "gamma": 0.99,
                                                                  "encoding_size": 64}}}}
-    with pytest.raises(TrainerConfigError, match="reward signal curiosity is not available"):
+    trainer = init(cfg, tmp_path)["Brain"]
+    assert type(trainer.reward_signals["curiosity"]).__name__ == "CuriosityRewardSignal"
+    assert set(trainer.learner.actor_critic.value_heads) == {"extrinsic", "curiosity"}
+    missing = str(tmp_path / "nowhere.demo")
+    cfg["default"]["reward_signals"] = {"gail": {"strength": 1.0, "gamma": 0.99, "demo_path": missing}}
+    with pytest.raises(UnityTrainerException, match="nowhere.demo"):
         init(cfg, tmp_path)
 
 

@@ -1,18 +1,21 @@
 """Builds reward signals from their settings."""
 from __future__ import annotations
 
-from typing import Optional
+import importlib
+from typing import Optional, Union
 
 from kerasrl.exception import TrainerConfigError
 from kerasrl.rewards.base import RewardSignal
-from kerasrl.rewards.curiosity import CuriosityRewardSignal
 from kerasrl.rewards.extrinsic import ExtrinsicRewardSignal
-from kerasrl.rewards.gail import GAILRewardSignal
 from kerasrl.settings import REWARD_SIGNAL_SETTINGS, NetworkSettings, RewardSignalSettings
 from kerasrl.spec import BehaviorSpec
 
-REWARD_SIGNALS: dict[str, type[RewardSignal]] = {
-    "extrinsic": ExtrinsicRewardSignal, "curiosity": CuriosityRewardSignal, "gail": GAILRewardSignal,
+#: Signal name → its class, or the ``module:Class`` that holds it (imported when first made:
+#: the model signals load TensorFlow).
+REWARD_SIGNALS: dict[str, Union[type[RewardSignal], str]] = {
+    "extrinsic": ExtrinsicRewardSignal,
+    "curiosity": "kerasrl.rewards.curiosity:CuriosityRewardSignal",
+    "gail": "kerasrl.rewards.gail:GAILRewardSignal",
 }
 
 
@@ -24,6 +27,9 @@ def create_reward_signal(name: str, settings: RewardSignalSettings, spec: Option
     ``jit_compile``: XLA for the signal's update (PPO's setting). Settings of the wrong kind for ``name`` (built by hand) are an error naming both.
     """
     cls = REWARD_SIGNALS.get(name)
+    if isinstance(cls, str):
+        module, _, attr = cls.partition(":")
+        cls = getattr(importlib.import_module(module), attr)
     if cls is None:
         raise TrainerConfigError(f"Unknown reward signal type {name} (known: {', '.join(REWARD_SIGNALS)}).")
     expected = REWARD_SIGNAL_SETTINGS[name]
