@@ -137,8 +137,13 @@ class ModelRewardSignal(RewardSignal):
             zeros = np.zeros(n, np.float32)
             return RewardSignalResult(zeros, zeros)
         if self._reward_fn is None:
-            self._reward_fn = tf.function(self.rewards, reduce_retracing=True, autograph=False)
-        unscaled = self._timed(self._reward_fn, self._tensors(batch, self.batch_fields)).numpy().astype(np.float32)
+            self._reward_fn = (tf.function(self.rewards, jit_compile=True, autograph=False) if self.jit_compile
+                               else tf.function(self.rewards, reduce_retracing=True, autograph=False))
+        arrays = {k: np.asarray(batch[k], field_dtype(k, self.spec)) for k in self.batch_fields}
+        if self.jit_compile:  # rows padded to a power of two: XLA compiles a few shapes only
+            size = max(64, 1 << (n - 1).bit_length())
+            arrays = {k: np.concatenate([v, np.zeros((size - n, *v.shape[1:]), v.dtype)]) for k, v in arrays.items()}
+        unscaled = self._timed(self._reward_fn, arrays).numpy()[:n].astype(np.float32)
         if not np.isfinite(unscaled).all():
             raise UnityTrainerException(f"The {self.short_name} reward signal gave non-finite rewards.")
         return RewardSignalResult(self.scale(unscaled).astype(np.float32), unscaled)
