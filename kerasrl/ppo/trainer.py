@@ -51,8 +51,17 @@ class PPOTrainer(RLTrainer):
         #: ``n_steps × n_envs``. A rollout may then hold a few fewer transitions than that; the
         #: learner pads a batch shorter than ``batch_size`` with masked rows.
         self.rollout_steps = 0
+        #: Behavioral cloning from ``pretraining``'s demonstration after every PPO update (§11.1).
+        self.bc_module = None
+        if settings.pretraining is not None:
+            from kerasrl.bc.module import BCModule
+
+            hp = self.hyperparameters
+            self.bc_module = BCModule(model, spec, settings.pretraining, hp.learning_rate, hp.batch_size, hp.num_epoch,
+                                      seed=self.seed, behavior=brain_name)
+        bc_state = {} if self.bc_module is None else {"bc_optimizer": self.bc_module.optimizer}
         self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, model=model,
-                                     optimizer=self.learner.optimizer, learner=self.learner)
+                                     optimizer=self.learner.optimizer, learner=self.learner, **bc_state)
         if context.load_model:
             self.load_model()
         elif context.initialize_from is not None:
@@ -181,7 +190,13 @@ class PPOTrainer(RLTrainer):
         for signal in self.reward_signals.values():
             for key, value in signal.update(self.training_buffer.update_buffer, n_sequences).items():
                 self.stats[key].append(value)
+        weights = self.learner.latest_weights
+        if self.bc_module is not None:
+            with hierarchical_timer("bc.update"):
+                for key, value in self.bc_module.update(self.step).items():
+                    self.stats[key].append(value)
+            weights = None  # BC moved the weights after the PPO update: the policy re-reads them
         self.last_update_metrics = metrics
         self.training_buffer.reset_update_buffer()
         self.rollout_steps = 0
-        self._policy.refresh(self.learner.latest_weights)
+        self._policy.refresh(weights)
