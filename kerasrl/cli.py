@@ -154,6 +154,9 @@ def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> a
                    help="accepted for ML-Agents' command lines: training is the default (see --inference)")
     p.add_argument("--inference", action="store_true",
                    help="run the trained policy of --run-id without training (for --steps steps, else until Ctrl-C)")
+    p.add_argument("--record-demo", metavar="PATH", default=None,
+                   help="with --resume and --steps N: run the trained policy of --run-id for N steps and write them "
+                        "as a demonstration file (no training)")
     p.add_argument("--progress-every", type=int, default=10000, help="print progress every n environment steps")
     p.add_argument("--tf-threads", type=int, default=1,
                    help="TensorFlow intra-op threads (1 is fastest for small MLPs; 0 = TensorFlow's default)")
@@ -370,6 +373,31 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
     return result
 
 
+def record_demo(args: argparse.Namespace, default_config: Optional[str] = None) -> dict[str, float]:
+    """``--record-demo PATH --steps N --resume``: the run's restored policy acts for N steps (of
+    its one behavior) and ``kerasrl.demos.record`` writes them to PATH; nothing is trained."""
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
+    _check_args(args)
+    if not args.load:
+        raise TrainerError("--record-demo records the policy of a trained run: add --resume (with its --run-id).")
+    if args.steps is None:
+        raise TrainerError("--record-demo needs --steps N, the number of steps to record.")
+    set_tf_threads(args.tf_threads)
+    from kerasrl.demos import record
+
+    context, manager, trainers, _ = _setup(argparse.Namespace(**{**vars(args), "inference": True}), default_config)
+    try:
+        if len(trainers) != 1:
+            raise TrainerError(f"--record-demo records one behavior; the environment has {sorted(trainers)}.")
+        name, trainer = next(iter(trainers.items()))
+        record(manager, trainer.policy, args.steps, args.record_demo, behavior=name, seed=context.seed)
+    finally:
+        manager.close()
+    print(f"Recorded {args.steps} steps of {name} (run {args.run_id}, step {trainer.get_step}) to {args.record_demo}.",
+          flush=True)
+    return {"interrupted": 0.0}
+
+
 def quiet_tensorflow(debug: bool) -> None:
     """TensorFlow's C++ start-up logs and oneDNN banner off unless ``--debug`` (before TF loads)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if debug else "2")
@@ -387,7 +415,10 @@ def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.Argumen
     args.argv = [parser.prog, *(sys.argv[1:] if argv is None else argv)]
     quiet_tensorflow(args.debug)
     try:
-        result = run_training(args, default_config=default_config)
+        if args.record_demo is not None:
+            result = record_demo(args, default_config=default_config)
+        else:
+            result = run_training(args, default_config=default_config)
     except (TrainerError, EnvironmentException) as e:
         if args.debug:
             raise
