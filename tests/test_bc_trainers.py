@@ -172,3 +172,16 @@ def test_cli_records_a_demo_from_a_trained_run(tmp_path, capsys):
     spec, buffer = demos.load(demo)
     assert spec.is_discrete and len(buffer[Field.ACTIONS]) == 40
     assert "Recorded 40 steps" in capsys.readouterr().out
+
+
+def test_ppo_with_pretraining_checkpoints_the_bc_optimizer(expert_demos, tmp_path):
+    config = {"default": {"batch_size": 16, "buffer_size": 32, "hidden_units": 16, "num_layers": 1, "max_steps": 80, "time_horizon": 8,
+                          "pretraining": {"demo_path": expert_demos[True], "strength": 0.5, "steps": 1000}}}
+    trainer = train(config, Simple1DEnvironment(True, seed=1), tmp_path)["Simple1D"]
+    assert trainer.bc_module is not None and trainer.bc_module.update_count > 0
+    assert all(np.isfinite(trainer.stats["Losses/Pretraining Loss"])) and trainer.stats["Losses/Pretraining Loss"]
+    iterations = int(trainer.bc_module.optimizer.iterations.numpy())
+    assert iterations > 0
+    context = RunContext(summaries_dir=str(tmp_path / "s"), model_path=str(tmp_path / "m"), seed=1, load_model=True)
+    resumed = create_trainers(config, {"Simple1D": trainer.spec}, context)["Simple1D"]
+    assert int(resumed.bc_module.optimizer.iterations.numpy()) == iterations

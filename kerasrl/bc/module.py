@@ -7,6 +7,8 @@ PPO's; ``samples_per_update`` (0: all) caps the demonstration rows one epoch use
 """
 from __future__ import annotations
 
+import keras
+
 from kerasrl.bc.learner import BCLearner, as_tensors, imitation_batch
 from kerasrl.demos import load_demo
 from kerasrl.models.actor_critic import ActorCritic
@@ -39,7 +41,8 @@ class BCModule:
         self.update_count = 0
 
     @property
-    def optimizer(self):  # noqa: ANN201 - a Keras optimizer (checkpointed with the trainer)
+    def optimizer(self) -> keras.optimizers.Optimizer:
+        """The module's own Adam (checkpointed with the trainer)."""
         return self.learner.optimizer
 
     def learning_rate(self, step: int) -> float:
