@@ -185,3 +185,11 @@ def test_ppo_with_pretraining_checkpoints_the_bc_optimizer(expert_demos, tmp_pat
     context = RunContext(summaries_dir=str(tmp_path / "s"), model_path=str(tmp_path / "m"), seed=1, load_model=True)
     resumed = create_trainers(config, {"Simple1D": trainer.spec}, context)["Simple1D"]
     assert int(resumed.bc_module.optimizer.iterations.numpy()) == iterations
+
+
+def test_offline_bc_is_reproducible_under_a_seed(expert_demos, tmp_path):
+    config = bc_config(expert_demos[False], max_steps=25)
+    runs = [train(config, Simple1DEnvironment(False, seed=1), tmp_path / str(i))["Simple1D"] for i in range(2)]
+    assert runs[0].update_count > 0
+    for a, b in zip(runs[0].model.get_weights(), runs[1].model.get_weights()):
+        np.testing.assert_array_equal(a, b)
