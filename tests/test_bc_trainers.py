@@ -193,3 +193,65 @@ def test_offline_bc_is_reproducible_under_a_seed(expert_demos, tmp_path):
     assert runs[0].update_count > 0
     for a, b in zip(runs[0].model.get_weights(), runs[1].model.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+MLAGENTS_OFFLINE_BC = """
+default:
+    trainer: offline_bc
+    batch_size: 64
+    summary_freq: 1000
+    max_steps: 5.0e4
+    batches_per_epoch: 10
+    use_recurrent: false
+    hidden_units: 128
+    learning_rate: 3.0e-4
+    num_layers: 2
+    sequence_length: 32
+    memory_size: 256
+    demo_path: ./UnitySDK/Assets/Demonstrations/<Your_Demo_File>.demo
+
+HallwayLearning:
+    trainer: offline_bc
+    max_steps: 5.0e5
+    num_epoch: 5
+    batch_size: 64
+    batches_per_epoch: 5
+    num_layers: 2
+    hidden_units: 128
+    sequence_length: 16
+    use_recurrent: true
+    memory_size: 256
+    demo_path: ./UnitySDK/Assets/Demonstrations/Hallway.demo
+"""
+
+MLAGENTS_ONLINE_BC = """
+default:
+    trainer: online_bc
+    brain_to_imitate: <Your_Brain_Asset_Name>
+    batch_size: 64
+    time_horizon: 64
+    summary_freq: 1000
+    max_steps: 5.0e4
+    batches_per_epoch: 10
+    use_recurrent: false
+    hidden_units: 128
+    learning_rate: 3.0e-4
+    num_layers: 2
+    sequence_length: 32
+    memory_size: 256
+"""
+
+
+def test_mlagents_0_9_bc_configs_load_unchanged(tmp_path):
+    from kerasrl.settings import load_trainer_config
+
+    offline = tmp_path / "offline_bc_config.yaml"
+    offline.write_text(MLAGENTS_OFFLINE_BC)
+    hallway = load_trainer_config(str(offline)).settings_for("HallwayLearning")
+    assert hallway.trainer == "offline_bc" and hallway.behavioral_cloning.batches_per_epoch == 5
+    assert hallway.behavioral_cloning.demo_path.endswith("Hallway.demo") and hallway.network.sequence_length == 16
+    online = tmp_path / "online_bc_config.yaml"
+    online.write_text(MLAGENTS_ONLINE_BC)
+    default = load_trainer_config(str(online)).default
+    assert default.trainer == "online_bc" and default.behavioral_cloning.brain_to_imitate == "<Your_Brain_Asset_Name>"
+    assert default.to_dict()["brain_to_imitate"] == "<Your_Brain_Asset_Name>"
