@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from kerasrl.cli import main
+from kerasrl.cli import EnvParameters, build_parser, main
 from kerasrl.curriculum import Curriculum, CurriculumError, MetaCurriculum, MetaCurriculumError, load_lessons, save_lessons
 from kerasrl.trainers import TrainerController
 
@@ -163,9 +163,12 @@ def test_cli_lesson_goes_to_csv_is_saved_and_resumed(tmp_path, capsys):
     assert "Resumed the curricula at lessons {'CartPole-v1': 1}" in capsys.readouterr().out
     # progress = step / max_steps: 302/400 > 0.5 but < 2, so the resumed lesson stays 1
     assert json.loads((tmp_path / "c" / "models" / "lessons.json").read_text())["lessons"]["CartPole-v1"]["lesson"] == 1
-    assert main(base + ["--steps", "100", "--run-id", "d", "--lesson", "5"]) == 0
-    with open(tmp_path / "d" / "CartPole-v1.csv", newline="") as f:
-        assert float(list(csv.DictReader(f))[-1]["Environment/Lesson"]) == 2.0  # clamped to the last lesson
+    args = build_parser().parse_args(base + ["--resume", "--lesson", "5"])
+    params = EnvParameters.from_args(args)
+    kwargs = params.controller_kwargs(args, str(tmp_path / "c" / "models"), seed=0)
+    assert kwargs["meta_curriculum"].lesson_nums == {"CartPole-v1": 2}  # --lesson wins over the saved, clamped
     assert main(base + ["--run-id", "e", "--curriculum", str(tmp_path / "no-such-dir")]) == 2
     assert "no-such-dir is not a directory" in capsys.readouterr().err
     assert not (tmp_path / "e").exists()  # nothing written for a bad curriculum
+    assert main(base[:-2] + ["--run-id", "e", "--lesson", "1"]) == 2
+    assert "--lesson 1: needs --curriculum" in capsys.readouterr().err
