@@ -111,3 +111,23 @@ def test_kerasrl_export_run_dir_rebuilds_the_end_of_training_export(tmp_path, ca
         np.testing.assert_allclose(after(**feed)[key].numpy(), value.numpy(), atol=1e-6)
     assert tool(["export", str(tmp_path / "nothing")]) == 2
     assert "is not a kerasrl run folder" in capsys.readouterr().err
+
+
+def test_without_tf2onnx_the_savedmodel_is_written_and_asking_for_onnx_is_a_clear_error(tmp_path, monkeypatch):
+    import builtins
+
+    from kerasrl.exception import TrainerError
+
+    real_import = builtins.__import__
+
+    def no_tf2onnx(name, *args, **kwargs):
+        if name.startswith("tf2onnx"):
+            raise ImportError("No module named 'tf2onnx'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_tf2onnx)
+    model, _ = model_and_inputs("continuous")
+    paths = export_policy(model, str(tmp_path), "b")
+    assert sorted(paths) == ["policy_json", "savedmodel"] and not os.path.exists(tmp_path / "b.onnx")
+    with pytest.raises(TrainerError, match=r"kerasrl\[onnx\] \(pip install tf2onnx onnxruntime\)"):
+        export_policy(model, str(tmp_path), "b", onnx=True)
