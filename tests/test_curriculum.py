@@ -2,7 +2,6 @@
 import csv
 import json
 
-import numpy as np
 import pytest
 
 from kerasrl.cli import EnvParameters, build_parser, main
@@ -76,8 +75,9 @@ def test_missing_field_unknown_parameter_and_bad_files(tmp_path):
         Curriculum(str(tmp_path / "C.json"))
     with pytest.raises(MetaCurriculumError, match="is not a directory"):
         MetaCurriculum(str(tmp_path / "A.json"))
+    (tmp_path / "nothing").mkdir()
     with pytest.raises(MetaCurriculumError, match="holds no .json"):
-        MetaCurriculum(str(tmp_path / "nothing")) if (tmp_path / "nothing").mkdir() is None else None
+        MetaCurriculum(str(tmp_path / "nothing"))
 
 
 def test_meta_curriculum_min_lesson_length_and_state(tmp_path):

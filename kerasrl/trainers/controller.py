@@ -101,9 +101,9 @@ class TrainerController:
             curriculum = curricula.get(name)
             if curriculum is not None and curriculum.measure == "progress":
                 values[name] = trainer.get_step / max(trainer.get_max_steps, 1)
-            else:
+            else:  # a plain sum: np.mean of a deque costs ~15 µs, and this runs every step
                 buffer = trainer.reward_buffer
-                values[name] = float(np.mean(buffer)) if len(buffer) else float("nan")
+                values[name] = sum(buffer) / len(buffer) if len(buffer) else float("nan")
         return values
 
     def _steps(self) -> dict[str, int]:
