@@ -43,7 +43,10 @@ setup(
         # setuptools and cython: tests/test_packaging.py builds the sdist from setup.py.
         "test": ["pytest>=8,<10", "hypothesis>=6.100,<7", "setuptools>=68", "cython>=3.0,<4"],
         "gpu": ["tensorflow[and-cuda]>=2.16,<2.22"],
+        # tf2onnx 1.16 pins a protobuf that TensorFlow 2.21 rejects; 1.17 works with Keras 3.
+        "onnx": ["tf2onnx>=1.17,<2", "onnxruntime>=1.20"],
+        "plot": ["matplotlib>=3.8"],
     },
-    entry_points={"console_scripts": ["kerasrl-learn=kerasrl.cli:main"]},
+    entry_points={"console_scripts": ["kerasrl-learn=kerasrl.cli:main", "kerasrl=kerasrl.tools:main"]},
     zip_safe=False,
 )

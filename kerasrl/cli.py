@@ -160,8 +160,58 @@ def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> a
     p.add_argument("--progress-every", type=int, default=10000, help="print progress every n environment steps")
     p.add_argument("--tf-threads", type=int, default=1,
                    help="TensorFlow intra-op threads (1 is fastest for small MLPs; 0 = TensorFlow's default)")
+    p.add_argument("--curriculum", metavar="DIR", default=None,
+                   help="folder of per-behavior curriculum JSON files (lessons of environment parameters)")
+    p.add_argument("--lesson", type=int, default=None,
+                   help="start every curriculum at this lesson (default: 0, or the saved lesson with --resume)")
+    p.add_argument("--sampler", metavar="FILE", default=None,
+                   help="YAML file of environment-parameter samplers with their resampling-interval")
     p.add_argument("--debug", action="store_true", help="debug logging")
     return p
+
+
+@dataclass
+class EnvParameters:
+    """What ``--curriculum`` and ``--sampler`` give: lessons, sampler entries and interval."""
+
+    meta_curriculum: Any = None
+    sampler_config: Optional[dict[str, Any]] = None
+    resampling_interval: Optional[int] = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "EnvParameters":
+        """Read and check the files (before the run folder is touched)."""
+        from kerasrl.curriculum import MetaCurriculum
+        from kerasrl.samplers import load_sampler_file
+
+        if getattr(args, "lesson", None) is not None and (args.lesson < 0 or not args.curriculum):
+            raise TrainerError(f"--lesson {args.lesson}: needs --curriculum and a lesson >= 0.")
+        meta = MetaCurriculum(args.curriculum) if getattr(args, "curriculum", None) else None
+        if getattr(args, "sampler", None) is None:
+            return cls(meta)
+        sampler, interval = load_sampler_file(args.sampler)
+        return cls(meta, sampler.reset_param_dict, interval)
+
+    def reward_buff_caps(self) -> dict[str, int]:
+        """Each curriculum's behavior keeps the returns of its last ``min_lesson_length`` episodes."""
+        curricula = self.meta_curriculum.brains_to_curriculums if self.meta_curriculum is not None else {}
+        return {name: c.min_lesson_length for name, c in curricula.items()}
+
+    def controller_kwargs(self, args: argparse.Namespace, model_path: str, seed: int) -> dict[str, Any]:
+        """The controller's curriculum and sampler arguments; the lessons start at ``--lesson``,
+        else (with ``--resume``) where the run's last checkpoint left them."""
+        from kerasrl.curriculum import load_lessons
+        from kerasrl.samplers import SamplerManager
+
+        meta = self.meta_curriculum
+        if meta is not None:
+            if args.lesson is not None:
+                meta.set_all_curriculums_to_lesson_num(args.lesson)
+            elif args.load and load_lessons(meta, model_path):
+                print(f"Resumed the curricula at lessons {meta.lesson_nums}.", flush=True)
+        sampler = SamplerManager(self.sampler_config, seed) if self.sampler_config is not None else None
+        return {"meta_curriculum": meta, "sampler_manager": sampler,
+                "resampling_interval": self.resampling_interval if sampler is not None else None}
 
 
 def config_source(path_or_name: Optional[str]) -> Optional[str]:
@@ -244,7 +294,8 @@ def initial_models(args: argparse.Namespace) -> Optional[str]:
     return models
 
 
-def _setup(args: argparse.Namespace, default_config: Optional[str]) -> tuple[Any, Any, dict[str, Any], int]:
+def _setup(args: argparse.Namespace, default_config: Optional[str],
+           env_params: Optional[EnvParameters] = None) -> tuple[Any, Any, dict[str, Any], int]:
     """The run context, the env manager, the trainers and the number of agents that ``args`` describe."""
     from kerasrl.settings import RunContext, load_trainer_config
     from kerasrl.trainers import create_trainers
@@ -260,8 +311,12 @@ def _setup(args: argparse.Namespace, default_config: Optional[str]) -> tuple[Any
     context = RunContext.in_results_dir(args.results_dir, args.run_id, keep_checkpoints=args.keep_checkpoints,
                                         train_model=not args.inference, load_model=args.load or args.inference,
                                         seed=seed, max_steps=args.steps, initialize_from=init)
+    env_params = env_params or EnvParameters()
     try:
-        return context, manager, create_trainers(config, manager.external_brains, context), n_agents
+        if env_params.meta_curriculum is not None:
+            env_params.meta_curriculum.check_behaviors(manager.external_brains)
+        trainers = create_trainers(config, manager.external_brains, context, env_params.reward_buff_caps())
+        return context, manager, trainers, n_agents
     except BaseException:
         manager.close()
         raise
@@ -327,16 +382,17 @@ def run_training(args: argparse.Namespace, default_config: Optional[str] = None)
     _check_args(args)
     set_tf_threads(args.tf_threads)
     start = time.perf_counter()
-    context, manager, trainers, n_agents = _setup(args, default_config)
+    env_params = EnvParameters.from_args(args)
+    context, manager, trainers, n_agents = _setup(args, default_config, env_params)
     try:
-        return _train(args, context, manager, trainers, n_agents, start)
+        return _train(args, context, manager, trainers, n_agents, start, env_params)
     finally:
         if getattr(manager, "closed", True) is False:  # worker processes never outlive a failed set-up
             manager.close()
 
 
 def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[str, Any], n_agents: int,
-           start: float) -> dict[str, float]:
+           start: float, env_params: Optional[EnvParameters] = None) -> dict[str, float]:
     """The training (or inference) run itself, once everything is set up."""
     from kerasrl.exception import EnvironmentException
     from kerasrl.trainers import TrainerController
@@ -349,7 +405,8 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
         train=not args.inference, training_seed=context.seed, progress=report.progress,
         progress_freq=max(args.progress_every // n_agents, 1), save_every_seconds=60.0 * minutes if minutes else None,
         inference_steps=max(args.steps // n_agents, 1) if args.inference and args.steps else None,
-        timers_path=os.path.join(args.results_dir, args.run_id, "timers.json"))
+        timers_path=os.path.join(args.results_dir, args.run_id, "timers.json"),
+        **(env_params or EnvParameters()).controller_kwargs(args, context.model_path, context.seed))
     record_run(args, context, trainers)
     workers = getattr(args, "workers", 1)
     where = f" in {workers} worker processes" if workers > 1 else ""

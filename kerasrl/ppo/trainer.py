@@ -94,8 +94,12 @@ class PPOTrainer(RLTrainer):
         logger.info("Initialized %s from %s", self.brain_name, model_path)
 
     def export_model(self) -> None:
-        """Write the actor-critic weights (normalizer included) to ``{model_path}/{brain}.weights.h5`` atomically."""
+        """Write the actor-critic weights (normalizer included) to ``{model_path}/{brain}.weights.h5``
+        and the policy as a SavedModel (and ONNX with ``kerasrl[onnx]``; see ``kerasrl.export``), atomically."""
+        from kerasrl.export import export_policy
+
         export_weights(self.learner.actor_critic, os.path.join(self.model_path, f"{self.brain_name}.weights.h5"))
+        export_policy(self.learner.actor_critic, self.model_path, self.brain_name)
 
     # -- trajectories ------------------------------------------------------------------
     def _ready_rows(self, nxt: StepResult) -> np.ndarray:
