@@ -4,7 +4,7 @@ Each check runs in a subprocess: logical devices must be configured before Tenso
 (``kerasrl.distribute.get_strategy(cpu_replicas=N)`` at the entry point), and the rest of the
 suite runs on the plain CPU. Covered: the train_step (with gradient clipping), both update
 drivers for feed-forward, LSTM and visual learners on 2 and 4 replicas (weights within 1e-5 of
-one device, replicas bit-identical, metrics equal), a batch_size the replicas cannot share,
+one device, replicas bit-identical, metrics equal; on 4, the fused driver only, slow-marked), a batch_size the replicas cannot share,
 normalizer statistics, checkpoints across strategies, the strategy errors, and the seed's
 Simple1D acceptance test under 2 replicas.
 """
@@ -103,7 +103,7 @@ for case in CASES:
     if case == "feed-forward":
         single.update_normalization(batch["vector_obs"])
     m_one = single.fused_update(batch, num_epoch=2, batch_size=32, seed=7)
-    for driver in ("fused_update", "minibatch_update"):
+    for driver in ("fused_update", "minibatch_update") if N == 2 else ("fused_update",):
         with strategy.scope():
             mirrored = build(case)
         if case == "feed-forward":
@@ -197,9 +197,13 @@ def test_mirrored_train_step_matches_single_device():
     run_script(TRAIN_STEP + ERRORS, 2, "ERRORS_OK")
 
 
-@pytest.mark.parametrize("replicas", [2, 4])
-def test_mirrored_updates_match_single_device(replicas):
-    run_script(UPDATES, replicas, "UPDATES_OK")
+def test_mirrored_updates_match_single_device():
+    run_script(UPDATES, 2, "UPDATES_OK")
+
+
+@pytest.mark.slow
+def test_mirrored_updates_match_single_device_on_four_replicas():
+    run_script(UPDATES, 4, "UPDATES_OK")
 
 
 @pytest.mark.slow

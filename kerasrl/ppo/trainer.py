@@ -52,6 +52,9 @@ class PPOTrainer(RLTrainer):
         self.processor = self.make_processor(self._policy.experience_fields)
         self.update_count = 0
         self.last_update_metrics: dict[str, float] = {}
+        #: ``"raise"``: a non-finite PPO loss stops training with an error; ``"report"``: it is only
+        #: reported in the metrics (``kerasrl.PPO.fit`` with ``TerminateOnNaN``, which stops there).
+        self.nonfinite_loss = "raise"
         #: With ``flush_on_update``: agent steps since the last update, counting the steps that
         #: stored no experience (the reset step of Gymnasium's NEXT_STEP autoreset), so that
         #: updates come every ``buffer_size + 1`` agent steps, as Stable-Baselines3's rollouts of
@@ -179,7 +182,7 @@ class PPOTrainer(RLTrainer):
         with hierarchical_timer("ppo.update"):
             metrics = self.learner.update(batch, self.step, seed=self.seed * 100003 + self.update_count)
         self.update_count += 1
-        if not np.isfinite(metrics["loss"]):
+        if not np.isfinite(metrics["loss"]) and self.nonfinite_loss == "raise":
             raise UnityTrainerException(f"Brain {self.brain_name}: the PPO loss became {metrics['loss']}.")
         self.stats["Losses/Value Loss"].append(metrics["value_loss"])
         self.stats["Losses/Policy Loss"].append(abs(metrics["policy_loss"]))
