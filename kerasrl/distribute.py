@@ -96,10 +96,11 @@ def learner_strategy() -> tf.distribute.Strategy:
     return _strategy if _strategy is not None else tf.distribute.get_strategy()
 
 
-def reset_strategy() -> None:
-    """Forget the chosen strategy (learners built afterwards use one device)."""
+def set_strategy(strategy: Optional[tf.distribute.Strategy]) -> None:
+    """Build the learners made from now on under ``strategy`` (None: one device), e.g. one of
+    several strategies over subsets of the devices that one :func:`split_cpu` made."""
     global _strategy
-    _strategy = None
+    _strategy = strategy
 
 
 def replicas(strategy: Optional[tf.distribute.Strategy] = None) -> int:

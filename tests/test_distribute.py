@@ -209,3 +209,32 @@ def test_mirrored_updates_match_single_device_on_four_replicas():
 @pytest.mark.slow
 def test_simple1d_acceptance_under_two_replicas():
     run_script(SIMPLE1D, 2, "SIMPLE1D_OK")
+
+
+@pytest.mark.slow
+def test_train_ppo_example_solves_cartpole_on_two_cpu_replicas(tmp_path):
+    # As tests/test_cli.py's one-device run (seed 1, 100k steps, rolling mean >= 475); measured here: 500.
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", "train_ppo.py"), "--cpu-replicas", "2", "--steps", "100000",
+         "--seed", "1", "--results-dir", str(tmp_path), "--progress-every", "100000"],
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    final = [line for line in proc.stdout.splitlines() if line.startswith("final ")]
+    assert final and float(final[0].split("mean_return=")[1].split()[0]) >= 475, proc.stdout[-2000:]
+
+
+def test_cli_strategy_errors_are_one_line(tmp_path, capsys):
+    import tensorflow as tf
+
+    from kerasrl.cli import main
+
+    tf.config.list_logical_devices()  # TensorFlow is running in this process: too late to split the CPU
+    common = ["trainer_config", "--env", "Simple1D", "--steps", "10", "--results-dir", str(tmp_path)]
+    assert main([*common, "--gpus", str(len(tf.config.list_physical_devices("GPU")) + 1)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "GPU(s) visible" in err and "--cpu-replicas N" in err and "\n" not in err
+    assert main([*common, "--cpu-replicas", "2", "--run-id", "b"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cpu_replicas=2" in err and "already initialised" in err and "\n" not in err
+    assert main([*common, "--cpu-replicas", "0", "--run-id", "c"]) == 2
+    assert "cpu_replicas must be a whole number >= 1" in capsys.readouterr().err
