@@ -86,6 +86,11 @@ def test_fit_logs_history_csv_tensorboard_checkpoint_and_reload(tmp_path, capsys
         loaded.predict(np.zeros((2, 3)))
     with pytest.raises(TrainerError, match="without an environment"):
         loaded.fit(10)
+    resumed = kerasrl.load(str(tmp_path / "best.keras"), env="Simple1D", run_dir=str(tmp_path / "resumed"))
+    assert (resumed.trainer.step, resumed.trainer.update_count) == (int(history.history["step"][-1]), updates)
+    np.testing.assert_array_equal(resumed.predict(OBS), ppo.predict(OBS))
+    assert len(resumed.fit(150, verbose=0).epoch) >= 1
+    resumed.close()
     ppo.close()
 
 
