@@ -4,7 +4,8 @@ Each check runs in a subprocess: logical devices must be configured before Tenso
 (``kerasrl.distribute.get_strategy(cpu_replicas=N)`` at the entry point), and the rest of the
 suite runs on the plain CPU. Covered: the train_step (with gradient clipping), both update
 drivers for feed-forward, LSTM and visual learners on 2 and 4 replicas (weights within 1e-5 of
-one device, replicas bit-identical, metrics equal; on 4, the fused driver only, slow-marked), a batch_size the replicas cannot share,
+one device, replicas bit-identical, metrics equal; on 4 replicas the fused driver only and no
+checkpoints, slow-marked), a batch_size the replicas cannot share,
 normalizer statistics, checkpoints across strategies, the strategy errors, and the seed's
 Simple1D acceptance test under 2 replicas.
 """
@@ -94,7 +95,7 @@ def build(case, batch_size=32):
 def replica_values(v):
     return [c.numpy() for c in v.value.values]
 
-for case in CASES:
+for case in CASES if N == 2 else ("feed-forward", "lstm", "visual"):
     single = build(case)
     batch = make_batch(single, 96, seed=11)
     batch["masks"][::5] = 0.0
@@ -125,6 +126,8 @@ for case in CASES:
     assert max(np.abs(a.numpy() - b.numpy()).max() for a, b in
                zip(single.actor_critic.trainable_weights, build(case).actor_critic.trainable_weights)) > 1e-4
 
+    if N != 2:
+        continue
     # Checkpoints: written under the strategy, restored on one device, and the other way round.
     folder = tempfile.mkdtemp()
     CheckpointSaver(folder, 1, model=mirrored.actor_critic, optimizer=mirrored.optimizer).save(5, 1)
