@@ -13,8 +13,9 @@ before anything runs a TensorFlow op.
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Any, Callable, Mapping, Optional
 
+import numpy as np
 import tensorflow as tf
 
 from kerasrl.exception import TrainerError
@@ -119,6 +120,41 @@ def check_batch_size(batch_size: int, sequence_length: int, n_replicas: int, whe
         raise TrainerError(
             f"{where}batch_size {batch_size} cannot be split over {n_replicas} replicas: the number of {unit} per "
             f"mini-batch must be a multiple of {n_replicas}.")
+
+
+def distribute_minibatches(strategy: tf.distribute.Strategy, stacked: Mapping[str, np.ndarray],
+                           dtypes: Mapping[str, tf.DType]) -> Any:
+    """Per-replica slices of stacked mini-batches (each field ``[n_batches, rows, ...]``): replica
+    ``r`` takes the ``r``-th ``1/N`` of every mini-batch's rows (callers keep whole sequences
+    together: ``check_batch_size``). A field stacked per sequence (``memory``) splits the same way."""
+    n = int(strategy.num_replicas_in_sync)
+
+    def value_fn(ctx: tf.distribute.experimental.ValueContext) -> dict[str, tf.Tensor]:
+        r = ctx.replica_id_in_sync_group
+        out = {}
+        for k, v in stacked.items():
+            width = v.shape[1] // n
+            out[k] = tf.convert_to_tensor(v[:, r * width:(r + 1) * width], dtype=dtypes[k])
+        return out
+
+    return strategy.experimental_distribute_values_from_function(value_fn)
+
+
+def run_minibatches(strategy: tf.distribute.Strategy, replica_step: Callable[[tf.Tensor, Any], tf.Tensor],
+                    per_replica: Any, size: int) -> tf.Tensor:
+    """Inside a ``tf.function``: for each mini-batch ``i`` one ``strategy.run(replica_step, (i, local))``
+    whose ``[size]`` output (partial sums: local sums over the *global* count) is summed across
+    replicas and mini-batches. The loop runs in cross-replica context: a loop inside ``strategy.run``
+    cannot hold the optimizer's cross-replica sum (TensorFlow refuses a ``merge_call`` there)."""
+    first = next(iter(strategy.experimental_local_results(per_replica)[0].values()))
+    n = tf.shape(first)[0]
+
+    def body(i: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        out = strategy.run(replica_step, args=(i, per_replica))
+        return i + 1, totals + strategy.reduce(tf.distribute.ReduceOp.SUM, out, axis=None)
+
+    _, totals = tf.while_loop(lambda i, _: i < n, body, (tf.constant(0), tf.zeros([size])))
+    return totals
 
 
 def warn_if_small(hidden_units: int, num_layers: int, visual: bool, n_gpus: int) -> bool:

@@ -26,7 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasrl.distribute import check_batch_size
+from kerasrl.distribute import check_batch_size, distribute_minibatches, run_minibatches
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.optimizers import Adam
@@ -240,20 +240,9 @@ class PPOLearner(keras.Model):
         return tf.function(step, reduce_retracing=True)
 
     def _distribute(self, stacked: Mapping[str, np.ndarray]) -> Any:
-        """Per-replica slices of stacked mini-batches ``[n_batches, rows, ...]``: replica ``r`` takes
-        the ``r``-th ``1/N`` of every mini-batch's rows (whole sequences; ``memory`` is per sequence)."""
-        sig = self.batch_signature()
-        n = self.replicas
-
-        def value_fn(ctx: tf.distribute.experimental.ValueContext) -> dict[str, tf.Tensor]:
-            r = ctx.replica_id_in_sync_group
-            out = {}
-            for k, v in stacked.items():
-                width = v.shape[1] // n
-                out[k] = tf.convert_to_tensor(v[:, r * width:(r + 1) * width], dtype=sig[k].dtype)
-            return out
-
-        return self.strategy.experimental_distribute_values_from_function(value_fn)
+        """The replicas' slices of stacked mini-batches (``kerasrl.distribute.distribute_minibatches``)."""
+        dtypes = {k: spec.dtype for k, spec in self.batch_signature().items()}
+        return distribute_minibatches(self.strategy, stacked, dtypes)
 
     def _to_tensors(self, batch: Mapping[str, np.ndarray]) -> dict[str, tf.Tensor]:
         sig = self.batch_signature()
@@ -299,13 +288,7 @@ class PPOLearner(keras.Model):
 
         def fused(per_replica: Any, schedules: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
             self._assign(schedules)
-            n = tf.shape(strategy.experimental_local_results(per_replica)[0][Field.ADVANTAGES])[0]
-
-            def body(i: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-                out = strategy.run(replica_step, args=(i, per_replica))
-                return i + 1, totals + strategy.reduce(tf.distribute.ReduceOp.SUM, out, axis=None)
-
-            _, totals = tf.while_loop(lambda i, _: i < n, body, (tf.constant(0), tf.zeros([len(METRIC_NAMES)])))
+            totals = run_minibatches(strategy, replica_step, per_replica, len(METRIC_NAMES))
             with tf.control_dependencies([totals]):
                 flat = tf.concat([tf.reshape(tf.cast(v.value, tf.float32), [-1]) for v in variables], axis=0)
             return totals, flat
