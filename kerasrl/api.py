@@ -66,10 +66,15 @@ def behavior_settings(config: ConfigArg, behavior: str, overrides: Mapping[str, 
     raw = _raw_config(config)
     raw.setdefault("default", {})
     name = behavior if behavior in raw else "default"
-    section = raw[name]
-    while isinstance(section, str) and isinstance(raw.get(section), (str, dict)):
+    section, seen = raw[name], {name}
+    while isinstance(section, str) and section not in seen and isinstance(raw.get(section), (str, dict)):
+        seen.add(section)
         section = raw[section]  # an alias section: ``Behavior: OtherSection``
-    raw[name] = {**(section if isinstance(section, dict) else {}), **overrides}
+    if isinstance(section, dict):
+        raw[name] = {**section, **overrides}
+    elif overrides:  # an alias that does not resolve: the config's own error names it
+        trainer_config_from_dict(raw, "kerasrl.PPO's config")
+        raise TrainerConfigError(f"Section {name} of the config is not a mapping; cannot apply {sorted(overrides)}.")
     return trainer_config_from_dict(raw, "kerasrl.PPO's config").settings_for(behavior)
 
 
@@ -361,15 +366,7 @@ class PPO:
         from kerasrl.spec import concat_vector_observations
 
         spec = self.spec
-        obs = list(observations) if isinstance(observations, (list, tuple)) else [observations]
-        if len(obs) != len(spec.observation_shapes):
-            raise TrainerError(f"predict: the behavior has {len(spec.observation_shapes)} observation(s), got {len(obs)}.")
-        obs = [np.asarray(o, np.float32) for o in obs]
-        for i, (o, shape) in enumerate(zip(obs, spec.observation_shapes)):
-            if o.shape[1:] != shape:
-                raise TrainerError(f"predict: observation {i} has shape {o.shape}; expected (n, {', '.join(map(str, shape))}).")
-            if not np.isfinite(o).all():
-                raise TrainerError(f"predict: observation {i} holds NaN or inf.")
+        obs = self._checked_observations(observations)
         n = obs[0].shape[0]
         inputs: dict[str, np.ndarray] = {}
         if spec.vector_observation_size:
@@ -377,15 +374,31 @@ class PPO:
         for j, i in enumerate(spec.visual_observation_indices):
             inputs[Field.visual_obs(j)] = obs[i]
         if spec.is_discrete:
-            mask = np.ones((n, spec.action_mask_size), np.float32) if action_mask is None else np.asarray(action_mask, np.float32)
-            if mask.shape != (n, spec.action_mask_size):
-                raise TrainerError(f"predict: action_mask has shape {mask.shape}; expected ({n}, {spec.action_mask_size}).")
+            width = spec.action_mask_size
+            mask = np.ones((n, width), np.float32) if action_mask is None else np.asarray(action_mask, np.float32)
+            if mask.shape != (n, width):
+                raise TrainerError(f"predict: action_mask has shape {mask.shape}; expected ({n}, {width}).")
             inputs[Field.ACTION_MASK] = mask
         if self.actor_critic.use_recurrent:
             inputs[Field.MEMORY] = np.zeros((n, self.actor_critic.memory_size), np.float32)
             if spec.is_discrete:
                 inputs[Field.PREV_ACTION] = np.zeros((n, spec.action_size), np.int32)
         return inputs
+
+    def _checked_observations(self, observations: Any) -> list[np.ndarray]:
+        """``observations`` as float32 arrays, one per observation of the behavior, shapes and values checked."""
+        shapes = self.spec.observation_shapes
+        obs = list(observations) if isinstance(observations, (list, tuple)) else [observations]
+        if len(obs) != len(shapes):
+            raise TrainerError(f"predict: the behavior has {len(shapes)} observation(s), got {len(obs)}.")
+        obs = [np.asarray(o, np.float32) for o in obs]
+        for i, (o, shape) in enumerate(zip(obs, shapes)):
+            if o.shape[1:] != shape:
+                expected = ", ".join(map(str, shape))
+                raise TrainerError(f"predict: observation {i} has shape {o.shape}; expected (n, {expected}).")
+            if not np.isfinite(o).all():
+                raise TrainerError(f"predict: observation {i} holds NaN or inf.")
+        return obs
 
     # -- saving --------------------------------------------------------------------------
     def save(self, path: str, overwrite: bool = True) -> str:
