@@ -241,3 +241,16 @@ def test_cli_strategy_errors_are_one_line(tmp_path, capsys):
     assert "cpu_replicas=2" in err and "already initialised" in err and "\n" not in err
     assert main([*common, "--cpu-replicas", "0", "--run-id", "c"]) == 2
     assert "cpu_replicas must be a whole number >= 1" in capsys.readouterr().err
+
+
+def test_several_gpus_for_a_small_mlp_warn_that_env_stepping_dominates(caplog):
+    from kerasrl.distribute import warn_if_small
+
+    with caplog.at_level("WARNING", logger="kerasrl"):
+        assert warn_if_small(64, 2, visual=False, n_gpus=2)
+        assert not warn_if_small(64, 2, visual=False, n_gpus=1)
+        assert not warn_if_small(64, 2, visual=True, n_gpus=2)
+        assert not warn_if_small(1024, 2, visual=False, n_gpus=2)
+    assert [r.getMessage() for r in caplog.records] == [
+        "2 GPUs for a 2×64 MLP policy: the update is a small part of a step, environment stepping dominates; "
+        "one device is as fast."]
