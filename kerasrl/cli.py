@@ -166,6 +166,11 @@ def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> a
                    help="start every curriculum at this lesson (default: 0, or the saved lesson with --resume)")
     p.add_argument("--sampler", metavar="FILE", default=None,
                    help="YAML file of environment-parameter samplers with their resampling-interval")
+    p.add_argument("--gpus", type=int, default=None,
+                   help="train the learner on N GPUs (MirroredStrategy; 1: one GPU); acting stays on one device")
+    p.add_argument("--cpu-replicas", type=int, default=None,
+                   help="train the learner on N logical CPU devices (MirroredStrategy; for testing data parallelism "
+                        "without GPUs)")
     p.add_argument("--debug", action="store_true", help="debug logging")
     return p
 
@@ -376,14 +381,36 @@ class _Report:
                 print(f"Resumed {name} at step {t.get_step}{done}.", flush=True)
 
 
+def choose_strategy(args: argparse.Namespace) -> None:
+    """``--gpus`` / ``--cpu-replicas``: the learners' strategy, chosen before TensorFlow starts."""
+    gpus, cpu_replicas = getattr(args, "gpus", None), getattr(args, "cpu_replicas", None)
+    if gpus is not None or cpu_replicas is not None:
+        from kerasrl.distribute import get_strategy
+
+        get_strategy(gpus=gpus, cpu_replicas=cpu_replicas)
+
+
+def warn_small_policies(args: argparse.Namespace, trainers: dict[str, Any]) -> None:
+    """Several GPUs for a small MLP policy: a warning that environment stepping dominates."""
+    gpus = getattr(args, "gpus", None)
+    if gpus and gpus > 1:
+        from kerasrl.distribute import warn_if_small
+
+        for trainer in trainers.values():
+            net = trainer.settings.network
+            warn_if_small(net.hidden_units, net.num_layers, bool(trainer.spec.visual_observation_shapes), gpus)
+
+
 def run_training(args: argparse.Namespace, default_config: Optional[str] = None) -> dict[str, float]:
     """Train as ``args`` say; print progress and the final machine-readable summary line."""
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
     _check_args(args)
     set_tf_threads(args.tf_threads)
+    choose_strategy(args)
     start = time.perf_counter()
     env_params = EnvParameters.from_args(args)
     context, manager, trainers, n_agents = _setup(args, default_config, env_params)
+    warn_small_policies(args, trainers)
     try:
         return _train(args, context, manager, trainers, n_agents, start, env_params)
     finally:

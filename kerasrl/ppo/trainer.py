@@ -6,8 +6,9 @@ import os
 
 import numpy as np
 
+from kerasrl.distribute import learner_strategy
 from kerasrl.envs.base import StepResult
-from kerasrl.exception import UnityTrainerException
+from kerasrl.exception import TrainerError, UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ModelConfigError
 from kerasrl.ppo.gae import gae_and_returns
@@ -36,8 +37,14 @@ class PPOTrainer(RLTrainer):
         self.hyperparameters = settings.hyperparameters
         self.model_path = context.behavior_model_path(brain_name)
         try:
-            self.learner = PPOLearner.for_behavior(spec, list(self.reward_signals), settings, self.seed, self.max_steps)
+            with learner_strategy().scope():  # only the learner enters the strategy; acting stays on one device
+                self.learner = PPOLearner.for_behavior(spec, list(self.reward_signals), settings, self.seed,
+                                                       self.max_steps)
         except ModelConfigError as e:
+            raise UnityTrainerException(f"Brain {brain_name}: {e}") from e
+        except TrainerError as e:  # a batch_size that the replicas cannot share
+            if isinstance(e, UnityTrainerException):
+                raise
             raise UnityTrainerException(f"Brain {brain_name}: {e}") from e
         model = self.learner.actor_critic
         self.sequence_length = model.sequence_length
@@ -45,6 +52,9 @@ class PPOTrainer(RLTrainer):
         self.processor = self.make_processor(self._policy.experience_fields)
         self.update_count = 0
         self.last_update_metrics: dict[str, float] = {}
+        #: ``"raise"``: a non-finite PPO loss stops training with an error; ``"report"``: it is only
+        #: reported in the metrics (``kerasrl.PPO.fit`` with ``TerminateOnNaN``, which stops there).
+        self.nonfinite_loss = "raise"
         #: With ``flush_on_update``: agent steps since the last update, counting the steps that
         #: stored no experience (the reset step of Gymnasium's NEXT_STEP autoreset), so that
         #: updates come every ``buffer_size + 1`` agent steps, as Stable-Baselines3's rollouts of
@@ -185,7 +195,7 @@ class PPOTrainer(RLTrainer):
         with hierarchical_timer("ppo.update"):
             metrics = self.learner.update(batch, self.step, seed=self.seed * 100003 + self.update_count)
         self.update_count += 1
-        if not np.isfinite(metrics["loss"]):
+        if not np.isfinite(metrics["loss"]) and self.nonfinite_loss == "raise":
             raise UnityTrainerException(f"Brain {self.brain_name}: the PPO loss became {metrics['loss']}.")
         self.stats["Losses/Value Loss"].append(metrics["value_loss"])
         self.stats["Losses/Policy Loss"].append(abs(metrics["policy_loss"]))
