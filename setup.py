@@ -43,6 +43,7 @@ setup(
         # setuptools and cython: tests/test_packaging.py builds the sdist from setup.py.
         "test": ["pytest>=8,<10", "hypothesis>=6.100,<7", "setuptools>=68", "cython>=3.0,<4"],
         "gpu": ["tensorflow[and-cuda]>=2.16,<2.22"],
+        "ray": ["ray>=2.9,<3"],
     },
     entry_points={"console_scripts": ["kerasrl-learn=kerasrl.cli:main"]},
     zip_safe=False,
