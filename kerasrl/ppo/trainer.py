@@ -6,8 +6,9 @@ import os
 
 import numpy as np
 
+from kerasrl.distribute import learner_strategy
 from kerasrl.envs.base import StepResult
-from kerasrl.exception import UnityTrainerException
+from kerasrl.exception import TrainerError, UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ModelConfigError
 from kerasrl.ppo.gae import gae_and_returns
@@ -36,8 +37,14 @@ class PPOTrainer(RLTrainer):
         self.hyperparameters = settings.hyperparameters
         self.model_path = context.behavior_model_path(brain_name)
         try:
-            self.learner = PPOLearner.for_behavior(spec, list(self.reward_signals), settings, self.seed, self.max_steps)
+            with learner_strategy().scope():  # only the learner enters the strategy; acting stays on one device
+                self.learner = PPOLearner.for_behavior(spec, list(self.reward_signals), settings, self.seed,
+                                                       self.max_steps)
         except ModelConfigError as e:
+            raise UnityTrainerException(f"Brain {brain_name}: {e}") from e
+        except TrainerError as e:  # a batch_size that the replicas cannot share
+            if isinstance(e, UnityTrainerException):
+                raise
             raise UnityTrainerException(f"Brain {brain_name}: {e}") from e
         model = self.learner.actor_critic
         self.sequence_length = model.sequence_length

@@ -1,0 +1,129 @@
+"""Which devices the learners train on: one device, several GPUs or several logical CPUs.
+
+Only learners enter a strategy (behaviour.md §9.3, fixed as ML-Agents #2362 meant it): a
+trainer takes :func:`learner_strategy` once, builds its learner — model *and* optimizer —
+inside ``strategy.scope()`` and runs each update as one compiled call in which every
+mini-batch is one ``strategy.run`` (synchronous data parallelism; gradients summed across
+replicas of losses normalised by the global row count). Acting stays on one device.
+
+Logical CPU devices (``cpu_replicas``) must be configured before TensorFlow initialises its
+devices, so :func:`get_strategy` is called at the entry points (the CLI, ``kerasrl.PPO``)
+before anything runs a TensorFlow op.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Optional
+
+import tensorflow as tf
+
+from kerasrl.exception import TrainerError
+
+logger = logging.getLogger("kerasrl")
+
+#: Hidden units × layers under which a policy counts as small: several GPUs then wait for
+#: the environments (a warning says so).
+SMALL_POLICY_UNITS = 512
+
+_strategy: Optional[tf.distribute.Strategy] = None
+
+
+def _check_count(name: str, value: Optional[int]) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise TrainerError(f"{name} must be a whole number >= 1, got {value!r}.")
+    return value
+
+
+def split_cpu(replicas: int) -> list[str]:
+    """Split the CPU into ``replicas`` logical devices; returns their names.
+
+    Raises a one-line ``TrainerError`` once TensorFlow has initialised its devices (virtual
+    devices cannot change after that), unless the split already in place is the same.
+    """
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    wanted = [tf.config.LogicalDeviceConfiguration() for _ in range(replicas)]
+    try:
+        tf.config.set_logical_device_configuration(cpu, wanted)
+    except RuntimeError as e:
+        current = tf.config.get_logical_device_configuration(cpu) or [None]
+        if len(current) != replicas:
+            raise TrainerError(
+                f"cpu_replicas={replicas}: TensorFlow has already initialised its devices ({len(current)} CPU "
+                "device(s)); choose the strategy before any TensorFlow operation runs (at the start of the "
+                "program, or in a new process).") from e
+    return [d.name for d in tf.config.list_logical_devices("CPU")][:replicas]
+
+
+def _gpu_devices(gpus: int) -> list[str]:
+    present = tf.config.list_physical_devices("GPU")
+    if gpus > len(present):
+        raise TrainerError(
+            f"gpus={gpus}: this machine has {len(present)} GPU(s) visible to TensorFlow. Use at most {len(present)}, "
+            "or (to test data parallelism without GPUs) cpu_replicas=N / --cpu-replicas N, which splits the CPU "
+            "into N logical devices.")
+    return [f"/gpu:{i}" for i in range(gpus)]
+
+
+def get_strategy(gpus: Optional[int] = None, cpu_replicas: Optional[int] = None) -> tf.distribute.Strategy:
+    """The learners' strategy, also remembered for :func:`learner_strategy`.
+
+    ``gpus=N > 1``: ``MirroredStrategy`` over the first N GPUs (NCCL all-reduce); ``gpus=1``:
+    ``OneDeviceStrategy`` on GPU 0; ``cpu_replicas=N > 1``: ``MirroredStrategy`` over N
+    logical CPU devices (correctness, not speed); neither: the default strategy (one device).
+    """
+    global _strategy
+    gpus, cpu_replicas = _check_count("gpus", gpus), _check_count("cpu_replicas", cpu_replicas)
+    if gpus is not None and cpu_replicas is not None:
+        raise TrainerError("Choose gpus or cpu_replicas, not both.")
+    if gpus is not None:
+        devices = _gpu_devices(gpus)
+        strategy = (tf.distribute.MirroredStrategy(devices) if gpus > 1
+                    else tf.distribute.OneDeviceStrategy(devices[0]))
+    elif cpu_replicas is not None and cpu_replicas > 1:
+        strategy = tf.distribute.MirroredStrategy(split_cpu(cpu_replicas),
+                                                  cross_device_ops=tf.distribute.ReductionToOneDevice())
+    else:
+        strategy = tf.distribute.get_strategy()
+    _strategy = strategy
+    return strategy
+
+
+def learner_strategy() -> tf.distribute.Strategy:
+    """The strategy learners are built and updated under: the one :func:`get_strategy` chose
+    last in this process, else TensorFlow's default (one device)."""
+    return _strategy if _strategy is not None else tf.distribute.get_strategy()
+
+
+def reset_strategy() -> None:
+    """Forget the chosen strategy (learners built afterwards use one device)."""
+    global _strategy
+    _strategy = None
+
+
+def replicas(strategy: Optional[tf.distribute.Strategy] = None) -> int:
+    """Number of replicas that share each mini-batch."""
+    return int((strategy or learner_strategy()).num_replicas_in_sync)
+
+
+def check_batch_size(batch_size: int, sequence_length: int, n_replicas: int, where: str = "") -> None:
+    """``batch_size`` is the global mini-batch: each replica gets ``batch_size / n_replicas`` rows
+    of whole sequences, so the number of sequences per mini-batch must split evenly."""
+    if n_replicas <= 1:
+        return
+    sequences = max(int(batch_size) // int(sequence_length), 1)
+    if batch_size % n_replicas or sequences % n_replicas:
+        unit = f"sequences of {sequence_length} rows ({sequences})" if sequence_length > 1 else "rows"
+        raise TrainerError(
+            f"{where}batch_size {batch_size} cannot be split over {n_replicas} replicas: the number of {unit} per "
+            f"mini-batch must be a multiple of {n_replicas}.")
+
+
+def warn_if_small(hidden_units: int, num_layers: int, visual: bool, n_gpus: int) -> bool:
+    """Warn that environment stepping dominates when several GPUs train a small MLP policy."""
+    if n_gpus > 1 and not visual and hidden_units * num_layers <= SMALL_POLICY_UNITS:
+        logger.warning("%d GPUs for a %d×%d MLP policy: the update is a small part of a step, environment stepping "
+                       "dominates; one device is as fast.", n_gpus, num_layers, hidden_units)
+        return True
+    return False
