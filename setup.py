@@ -49,6 +49,7 @@ setup(
         # tf2onnx 1.16 pins a protobuf that TensorFlow 2.21 rejects; 1.17 works with Keras 3.
         "onnx": ["tf2onnx>=1.17,<2", "onnxruntime>=1.20"],
         "plot": ["matplotlib>=3.8"],
+        "ray": ["ray>=2.9,<3"],
     },
     entry_points={"console_scripts": ["kerasrl-learn=kerasrl.cli:main", "kerasrl=kerasrl.tools:main"]},
     zip_safe=False,

@@ -89,17 +89,25 @@ def check_env_id(env_id: str) -> None:
         raise TrainerError(f"--env {env_id}: {one_line(e)}") from e
 
 
-def make_env_manager(env_id: str, num_envs: Optional[int], seed: int, workers: int) -> tuple[Any, int]:
+def make_env_manager(env_id: str, num_envs: Optional[int], seed: int, workers: int, env_manager: str = "subprocess",
+                     ray_address: Optional[str] = None, ray_restart_workers: bool = False) -> tuple[Any, int]:
     """The env manager and its number of agents: ``SimpleEnvManager`` in this process for
-    ``workers == 1``, else a ``SubprocessEnvManager`` over ``workers`` processes."""
+    ``workers == 1``, else a ``SubprocessEnvManager`` over ``workers`` processes; with
+    ``env_manager="ray"`` a ``RayEnvManager`` over ``workers`` Ray actors (one is allowed)."""
     from kerasrl.envs import SimpleEnvManager, SubprocessEnvManager
 
-    if workers == 1:
+    if workers == 1 and env_manager != "ray":
         env = make_env(env_id, num_envs, seed)
         return SimpleEnvManager(env), int(getattr(env, "num_envs", 1))
     per_worker = copies_per_worker(env_id, num_envs, workers)
     check_env_id(env_id)
-    return SubprocessEnvManager(WorkerEnvFactory(env_id, per_worker, seed), workers), per_worker * workers
+    factory = WorkerEnvFactory(env_id, per_worker, seed)
+    if env_manager == "ray":
+        from kerasrl.envs.ray_env_manager import RayEnvManager
+
+        return RayEnvManager(factory, workers, address=ray_address, restart_workers=ray_restart_workers), \
+            per_worker * workers
+    return SubprocessEnvManager(factory, workers), per_worker * workers
 
 
 def set_tf_threads(threads: int) -> bool:
@@ -136,6 +144,15 @@ def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> a
     p.add_argument("--workers", type=int, default=1,
                    help="processes stepping the environment copies (default 1: in this process); the --num-envs "
                         "copies are split evenly over them, and a built-in environment gets one copy per worker")
+    p.add_argument("--env-manager", choices=("subprocess", "ray"), default="subprocess",
+                   help="where the --workers step: worker processes on this machine (default), or Ray actors on "
+                        "this machine or a Ray cluster (pip install \"kerasrl[ray]\")")
+    p.add_argument("--ray-address", default=None,
+                   help="the Ray cluster to join (ray.init(address=...); 'auto': the one this machine is in); "
+                        "default: a local Ray started on demand")
+    p.add_argument("--ray-restart-workers", action="store_true",
+                   help="replace a Ray actor that dies and continue (its agents' unfinished trajectories are "
+                        "dropped); default: save and stop with an error naming the actor and its node")
     p.add_argument("--steps", type=int, default=None,
                    help="environment steps to train for (all copies counted); overrides max_steps")
     p.add_argument("--seed", type=int, default=-1, help="random seed; -1 draws one")
@@ -266,6 +283,17 @@ def _check_args(args: argparse.Namespace) -> None:
         raise TrainerError("--initialize-from starts a new run; use it without --resume and --inference.")
 
 
+def _check_ray_args(args: argparse.Namespace) -> None:
+    """Ray flags need ``--env-manager ray`` and Ray itself, before the run folder is touched."""
+    if getattr(args, "env_manager", "subprocess") != "ray":
+        flag = "--ray-address" if getattr(args, "ray_address", None) else "--ray-restart-workers"
+        raise TrainerError(f"{flag} needs --env-manager ray.")
+    from kerasrl.envs.ray_env_manager import ray_available
+
+    if not ray_available():
+        raise TrainerError('--env-manager ray needs Ray, which is not installed: pip install "kerasrl[ray]".')
+
+
 def prepare_run_dir(args: argparse.Namespace) -> str:
     """The run's folder, checked: an existing run is continued only with ``--resume`` (or run
     with ``--inference``) and replaced only with ``--force``; it must be writable."""
@@ -307,12 +335,16 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
 
     config = load_trainer_config(config_source(args.trainer_config_path or default_config))
     workers = getattr(args, "workers", 1)
-    if workers > 1:
+    env_manager = getattr(args, "env_manager", "subprocess")
+    if env_manager != "subprocess" or getattr(args, "ray_address", None) or getattr(args, "ray_restart_workers", False):
+        _check_ray_args(args)
+    if workers > 1 or env_manager == "ray":
         copies_per_worker(args.env, args.num_envs, workers)  # a layout error before the run folder is touched
     init = initial_models(args)
     prepare_run_dir(args)
     seed = args.seed if args.seed >= 0 else random.randrange(10000)
-    manager, n_agents = make_env_manager(args.env, args.num_envs, seed, workers)
+    manager, n_agents = make_env_manager(args.env, args.num_envs, seed, workers, env_manager,
+                                         getattr(args, "ray_address", None), getattr(args, "ray_restart_workers", False))
     context = RunContext.in_results_dir(args.results_dir, args.run_id, keep_checkpoints=args.keep_checkpoints,
                                         train_model=not args.inference, load_model=args.load or args.inference,
                                         seed=seed, max_steps=args.steps, initialize_from=init)
@@ -437,6 +469,8 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
     record_run(args, context, trainers)
     workers = getattr(args, "workers", 1)
     where = f" in {workers} worker processes" if workers > 1 else ""
+    if getattr(args, "env_manager", "subprocess") == "ray":
+        where = f" in {workers} Ray actor{'s' if workers > 1 else ''}"
     print(f"kerasrl: PPO on {args.env} x{n_agents}{where}, seed {context.seed}, results in "
           f"{os.path.join(args.results_dir, args.run_id)} (set-up {report.start - start:.1f} s)", flush=True)
     report.resumed()

@@ -12,8 +12,12 @@ before anything runs a TensorFlow op.
 """
 from __future__ import annotations
 
+import json
 import logging
-from typing import Any, Callable, Mapping, Optional
+import os
+import subprocess
+import sys
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -75,6 +79,9 @@ def get_strategy(gpus: Optional[int] = None, cpu_replicas: Optional[int] = None)
     logical CPU devices (correctness, not speed); neither: the default strategy (one device).
     """
     global _strategy
+    if tf_config() is not None:  # several hosts (TF_CONFIG, or --worker-hosts/--task-index)
+        _strategy = multi_worker_strategy()
+        return _strategy
     gpus, cpu_replicas = _check_count("gpus", gpus), _check_count("cpu_replicas", cpu_replicas)
     if gpus is not None and cpu_replicas is not None:
         raise TrainerError("Choose gpus or cpu_replicas, not both.")
@@ -164,3 +171,101 @@ def warn_if_small(hidden_units: int, num_layers: int, visual: bool, n_gpus: int)
                        "dominates; one device is as fast.", n_gpus, num_layers, hidden_units)
         return True
     return False
+
+
+# ----------------------------------------------------------------------------------------------
+# Several hosts: MultiWorkerMirroredStrategy from TF_CONFIG (behaviour beyond the seed, issue 15)
+
+#: How long a worker waits for every other worker to join before it gives up (seconds).
+JOIN_TIMEOUT_S = 300.0
+
+
+def tf_config() -> Optional[dict]:
+    """The cluster that ``TF_CONFIG`` describes (``{"cluster": {"worker": [...]}, "task": {...}}``),
+    checked; ``None`` when it is unset or names a single worker."""
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        return None
+    try:
+        config = json.loads(raw)
+        workers = list(config["cluster"]["worker"]) + list(config["cluster"].get("chief", []))
+        task_type, index = config["task"]["type"], int(config["task"]["index"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise TrainerError(f"TF_CONFIG is not a cluster description ({type(e).__name__}: {e}): expected "
+                           '{"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", "index": i}}.') from e
+    if task_type not in config["cluster"] or not 0 <= index < len(config["cluster"][task_type]):
+        raise TrainerError(f"TF_CONFIG: task {task_type} {index} is not in its cluster {config['cluster']}.")
+    return config if len(workers) > 1 else None
+
+
+def set_cluster(worker_hosts: Sequence[str], task_index: int) -> None:
+    """Describe the cluster in ``TF_CONFIG`` (what ``--worker-hosts``/``--task-index`` do): worker
+    ``task_index`` of ``worker_hosts`` (``host:port`` each, the same list on every host)."""
+    hosts = [h.strip() for h in worker_hosts if h.strip()]
+    bad = [h for h in hosts if ":" not in h or not h.rsplit(":", 1)[1].isdigit()]
+    if not hosts or bad:
+        raise TrainerError(f"--worker-hosts must be host:port entries separated by commas, got {','.join(worker_hosts)!r}.")
+    if not 0 <= task_index < len(hosts):
+        raise TrainerError(f"--task-index {task_index} is not an index of the {len(hosts)} --worker-hosts.")
+    os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": hosts}, "task": {"type": "worker", "index": task_index}})
+
+
+def multi_worker_strategy(join_timeout_s: float = JOIN_TIMEOUT_S) -> tf.distribute.Strategy:
+    """``MultiWorkerMirroredStrategy`` over the hosts of ``TF_CONFIG`` (every local GPU, else the
+    CPU, of each), once every worker has joined (one all-reduce).
+
+    TensorFlow waits for the other workers inside the strategy's constructor, in C++ that holds
+    the interpreter (no Python thread, signal handler or exception runs meanwhile); so a watchdog
+    process prints a one-line error naming the cluster and kills this process when they have not
+    all joined within ``join_timeout_s``.
+    """
+    config = tf_config()
+    if config is None:
+        raise TrainerError("A multi-host learner needs TF_CONFIG (or --worker-hosts and --task-index) naming at "
+                           "least two workers.")
+    task = config["task"]
+    message = (f"kerasrl: error: worker {task['index']} of the cluster {config['cluster']} waited {join_timeout_s:g} s "
+               "for the other workers to join; start every worker with the same host list (and check the ports).")
+    watchdog = subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(float(join_timeout_s)), message],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=float(join_timeout_s))
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        joined = tf.function(lambda: strategy.reduce(tf.distribute.ReduceOp.SUM,
+                                                      strategy.run(lambda: tf.constant(1.0)), axis=None))()
+    finally:
+        watchdog.kill()
+        watchdog.wait()
+    if int(joined.numpy()) != strategy.num_replicas_in_sync:
+        raise TrainerError(f"Only {int(joined.numpy())} of {strategy.num_replicas_in_sync} replicas answered the "
+                           "join all-reduce.")
+    return strategy
+
+
+#: The join watchdog: after the timeout, if the worker still runs, say why and kill it.
+_WATCHDOG = """
+import os, signal, sys, time
+pid, timeout, message = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+time.sleep(timeout)
+try:
+    os.kill(pid, 0)
+except OSError:
+    sys.exit(0)
+sys.stderr.write(message + "\\n")
+sys.stderr.flush()
+os.kill(pid, signal.SIGKILL)
+"""
+
+
+def is_chief(strategy: Optional[tf.distribute.Strategy] = None) -> bool:
+    """Whether this process writes checkpoints and summaries: always, except a non-chief worker
+    of a multi-host strategy (task 0 of ``worker`` is the chief when the cluster has no ``chief``)."""
+    strategy = strategy or learner_strategy()
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return True
+    task_type, index = resolver.task_type, resolver.task_id
+    if task_type == "chief":
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return not has_chief and task_type == "worker" and index == 0
