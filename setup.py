@@ -30,8 +30,10 @@ setup(
         compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
     ),
     install_requires=[
-        "tensorflow-cpu>=2.16,<2.22; platform_machine=='x86_64' or platform_machine=='AMD64'",
-        "tensorflow>=2.16,<2.22; platform_machine!='x86_64' and platform_machine!='AMD64'",
+        # ``tensorflow`` (not ``tensorflow-cpu``): its Linux wheels use GPUs when CUDA libraries are
+        # present (the ``gpu`` extra installs them), for ``--gpus N``. 2.21 on x86_64: a 572 MB wheel
+        # (tensorflow-cpu: 274 MB), 1.9 GB installed (README, "Several GPUs").
+        "tensorflow>=2.16,<2.22",
         "keras>=3.3,<4",
         "numpy>=1.26,<3",
         "h5py>=3.10,<3.15",
@@ -42,8 +44,13 @@ setup(
     extras_require={
         # setuptools and cython: tests/test_packaging.py builds the sdist from setup.py.
         "test": ["pytest>=8,<10", "hypothesis>=6.100,<7", "setuptools>=68", "cython>=3.0,<4"],
+        # NVIDIA's CUDA and cuDNN wheels for tensorflow (Linux x86_64): several GB.
         "gpu": ["tensorflow[and-cuda]>=2.16,<2.22"],
+        # tf2onnx 1.16 pins a protobuf that TensorFlow 2.21 rejects; 1.17 works with Keras 3.
+        "onnx": ["tf2onnx>=1.17,<2", "onnxruntime>=1.20"],
+        "plot": ["matplotlib>=3.8"],
+        "ray": ["ray>=2.9,<3"],
     },
-    entry_points={"console_scripts": ["kerasrl-learn=kerasrl.cli:main"]},
+    entry_points={"console_scripts": ["kerasrl-learn=kerasrl.cli:main", "kerasrl=kerasrl.tools:main"]},
     zip_safe=False,
 )

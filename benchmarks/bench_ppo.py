@@ -48,13 +48,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 TARGET = 475.0
 
 
-def make_manager(env_id: str, num_envs: int, seed: int, workers: int, make_kwargs: dict[str, Any]) -> Any:
-    """The 8 copies in this process (``workers == 1``) or split over ``workers`` processes."""
-    from kerasrl.envs import GymnasiumEnv, GymnasiumEnvFactory, SimpleEnvManager, SubprocessEnvManager
+def make_manager(env_id: str, num_envs: int, seed: int, workers: int, make_kwargs: dict[str, Any],
+                 env_manager: str = "auto") -> Any:
+    """The 8 copies in this process (``workers == 1`` and ``env_manager="auto"``) or split over
+    ``workers`` processes (``"subprocess"``) or Ray actors (``"ray"``)."""
+    from kerasrl.envs import GymnasiumEnv, GymnasiumEnvFactory, RayEnvManager, SimpleEnvManager, SubprocessEnvManager
 
-    if workers == 1:
+    if workers == 1 and env_manager == "auto":
         return SimpleEnvManager(GymnasiumEnv(env_id, num_envs=num_envs, seed=seed, **make_kwargs))
     factory = GymnasiumEnvFactory(env_id, num_envs // workers, seed=seed, make_kwargs=make_kwargs)
+    if env_manager == "ray":
+        return RayEnvManager(factory, workers)
     return SubprocessEnvManager(factory, workers)
 
 
@@ -79,7 +83,7 @@ def record_cartpole_demo(path: str, steps: int = 10_000) -> str:
 
 
 def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1", workers: int = 1,
-                make_kwargs: Optional[dict[str, Any]] = None,
+                make_kwargs: Optional[dict[str, Any]] = None, env_manager: str = "auto",
                 reward_signals: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     import numpy as np
 
@@ -95,7 +99,7 @@ def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1"
     config = load_trainer_config({"default": {**zoo, "summary_freq": 10**9}})  # no summaries while timing
     reset_timers()
     t0 = time.perf_counter()
-    manager = make_manager(env_id, num_envs, seed, workers, make_kwargs or {})
+    manager = make_manager(env_id, num_envs, seed, workers, make_kwargs or {}, env_manager)
     context = RunContext(run_id=f"bench{seed}", summaries_dir=os.path.join(workdir, "s"),
                          model_path=os.path.join(workdir, "m"), keep_checkpoints=1, seed=seed, max_steps=steps)
     trainers = create_trainers(config, manager.external_brains, context)

@@ -2,6 +2,8 @@
 
     python examples/train_ppo.py                      # 150k env steps, seed 0 (~10 s on 2 cores)
     python examples/train_ppo.py --env LunarLander-v3 --steps 500000 --config my.yaml
+    python examples/train_ppo.py --gpus 2             # the learner on 2 GPUs (MirroredStrategy)
+    python examples/train_ppo.py --cpu-replicas 2     # ... on 2 logical CPU devices (tests)
 
 The last line is machine-readable:
 ``final steps=<int> mean_return=<float> steps_per_sec=<float> wall_s=<float>``.

@@ -34,6 +34,8 @@ _EXPORTS = {
     "kerasrl.trainers": ("TrainerController", "create_trainer", "create_trainers", "initialize_trainers"),
     "kerasrl.ppo.trainer": ("PPOTrainer",),
     "kerasrl.timers": ("hierarchical_timer", "set_gauge"),
+    "kerasrl.api": ("PPO", "load"),
+    "kerasrl.distribute": ("get_strategy",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_MODULE_OF)

@@ -89,17 +89,25 @@ def check_env_id(env_id: str) -> None:
         raise TrainerError(f"--env {env_id}: {one_line(e)}") from e
 
 
-def make_env_manager(env_id: str, num_envs: Optional[int], seed: int, workers: int) -> tuple[Any, int]:
+def make_env_manager(env_id: str, num_envs: Optional[int], seed: int, workers: int, env_manager: str = "subprocess",
+                     ray_address: Optional[str] = None, ray_restart_workers: bool = False) -> tuple[Any, int]:
     """The env manager and its number of agents: ``SimpleEnvManager`` in this process for
-    ``workers == 1``, else a ``SubprocessEnvManager`` over ``workers`` processes."""
+    ``workers == 1``, else a ``SubprocessEnvManager`` over ``workers`` processes; with
+    ``env_manager="ray"`` a ``RayEnvManager`` over ``workers`` Ray actors (one is allowed)."""
     from kerasrl.envs import SimpleEnvManager, SubprocessEnvManager
 
-    if workers == 1:
+    if workers == 1 and env_manager != "ray":
         env = make_env(env_id, num_envs, seed)
         return SimpleEnvManager(env), int(getattr(env, "num_envs", 1))
     per_worker = copies_per_worker(env_id, num_envs, workers)
     check_env_id(env_id)
-    return SubprocessEnvManager(WorkerEnvFactory(env_id, per_worker, seed), workers), per_worker * workers
+    factory = WorkerEnvFactory(env_id, per_worker, seed)
+    if env_manager == "ray":
+        from kerasrl.envs.ray_env_manager import RayEnvManager
+
+        return RayEnvManager(factory, workers, address=ray_address, restart_workers=ray_restart_workers), \
+            per_worker * workers
+    return SubprocessEnvManager(factory, workers), per_worker * workers
 
 
 def set_tf_threads(threads: int) -> bool:
@@ -136,6 +144,15 @@ def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> a
     p.add_argument("--workers", type=int, default=1,
                    help="processes stepping the environment copies (default 1: in this process); the --num-envs "
                         "copies are split evenly over them, and a built-in environment gets one copy per worker")
+    p.add_argument("--env-manager", choices=("subprocess", "ray"), default="subprocess",
+                   help="where the --workers step: worker processes on this machine (default), or Ray actors on "
+                        "this machine or a Ray cluster (pip install \"kerasrl[ray]\")")
+    p.add_argument("--ray-address", default=None,
+                   help="the Ray cluster to join (ray.init(address=...); 'auto': the one this machine is in); "
+                        "default: a local Ray started on demand")
+    p.add_argument("--ray-restart-workers", action="store_true",
+                   help="replace a Ray actor that dies and continue (its agents' unfinished trajectories are "
+                        "dropped); default: save and stop with an error naming the actor and its node")
     p.add_argument("--steps", type=int, default=None,
                    help="environment steps to train for (all copies counted); overrides max_steps")
     p.add_argument("--seed", type=int, default=-1, help="random seed; -1 draws one")
@@ -154,11 +171,69 @@ def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> a
                    help="accepted for ML-Agents' command lines: training is the default (see --inference)")
     p.add_argument("--inference", action="store_true",
                    help="run the trained policy of --run-id without training (for --steps steps, else until Ctrl-C)")
+    p.add_argument("--record-demo", metavar="PATH", default=None,
+                   help="with --resume and --steps N: run the trained policy of --run-id for N steps and write them "
+                        "as a demonstration file (no training)")
     p.add_argument("--progress-every", type=int, default=10000, help="print progress every n environment steps")
     p.add_argument("--tf-threads", type=int, default=1,
                    help="TensorFlow intra-op threads (1 is fastest for small MLPs; 0 = TensorFlow's default)")
+    p.add_argument("--curriculum", metavar="DIR", default=None,
+                   help="folder of per-behavior curriculum JSON files (lessons of environment parameters)")
+    p.add_argument("--lesson", type=int, default=None,
+                   help="start every curriculum at this lesson (default: 0, or the saved lesson with --resume)")
+    p.add_argument("--sampler", metavar="FILE", default=None,
+                   help="YAML file of environment-parameter samplers with their resampling-interval")
+    p.add_argument("--gpus", type=int, default=None,
+                   help="train the learner on N GPUs (MirroredStrategy; 1: one GPU); acting stays on one device")
+    p.add_argument("--cpu-replicas", type=int, default=None,
+                   help="train the learner on N logical CPU devices (MirroredStrategy; for testing data parallelism "
+                        "without GPUs)")
     p.add_argument("--debug", action="store_true", help="debug logging")
     return p
+
+
+@dataclass
+class EnvParameters:
+    """What ``--curriculum`` and ``--sampler`` give: lessons, sampler entries and interval."""
+
+    meta_curriculum: Any = None
+    sampler_config: Optional[dict[str, Any]] = None
+    resampling_interval: Optional[int] = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "EnvParameters":
+        """Read and check the files (before the run folder is touched)."""
+        from kerasrl.curriculum import MetaCurriculum
+        from kerasrl.samplers import load_sampler_file
+
+        if getattr(args, "lesson", None) is not None and (args.lesson < 0 or not args.curriculum):
+            raise TrainerError(f"--lesson {args.lesson}: needs --curriculum and a lesson >= 0.")
+        meta = MetaCurriculum(args.curriculum) if getattr(args, "curriculum", None) else None
+        if getattr(args, "sampler", None) is None:
+            return cls(meta)
+        sampler, interval = load_sampler_file(args.sampler)
+        return cls(meta, sampler.reset_param_dict, interval)
+
+    def reward_buff_caps(self) -> dict[str, int]:
+        """Each curriculum's behavior keeps the returns of its last ``min_lesson_length`` episodes."""
+        curricula = self.meta_curriculum.brains_to_curriculums if self.meta_curriculum is not None else {}
+        return {name: c.min_lesson_length for name, c in curricula.items()}
+
+    def controller_kwargs(self, args: argparse.Namespace, model_path: str, seed: int) -> dict[str, Any]:
+        """The controller's curriculum and sampler arguments; the lessons start at ``--lesson``,
+        else (with ``--resume``) where the run's last checkpoint left them."""
+        from kerasrl.curriculum import load_lessons
+        from kerasrl.samplers import SamplerManager
+
+        meta = self.meta_curriculum
+        if meta is not None:
+            if args.lesson is not None:
+                meta.set_all_curriculums_to_lesson_num(args.lesson)
+            elif args.load and load_lessons(meta, model_path):
+                print(f"Resumed the curricula at lessons {meta.lesson_nums}.", flush=True)
+        sampler = SamplerManager(self.sampler_config, seed) if self.sampler_config is not None else None
+        return {"meta_curriculum": meta, "sampler_manager": sampler,
+                "resampling_interval": self.resampling_interval if sampler is not None else None}
 
 
 def config_source(path_or_name: Optional[str]) -> Optional[str]:
@@ -208,6 +283,17 @@ def _check_args(args: argparse.Namespace) -> None:
         raise TrainerError("--initialize-from starts a new run; use it without --resume and --inference.")
 
 
+def _check_ray_args(args: argparse.Namespace) -> None:
+    """Ray flags need ``--env-manager ray`` and Ray itself, before the run folder is touched."""
+    if getattr(args, "env_manager", "subprocess") != "ray":
+        flag = "--ray-address" if getattr(args, "ray_address", None) else "--ray-restart-workers"
+        raise TrainerError(f"{flag} needs --env-manager ray.")
+    from kerasrl.envs.ray_env_manager import ray_available
+
+    if not ray_available():
+        raise TrainerError('--env-manager ray needs Ray, which is not installed: pip install "kerasrl[ray]".')
+
+
 def prepare_run_dir(args: argparse.Namespace) -> str:
     """The run's folder, checked: an existing run is continued only with ``--resume`` (or run
     with ``--inference``) and replaced only with ``--force``; it must be writable."""
@@ -241,24 +327,33 @@ def initial_models(args: argparse.Namespace) -> Optional[str]:
     return models
 
 
-def _setup(args: argparse.Namespace, default_config: Optional[str]) -> tuple[Any, Any, dict[str, Any], int]:
+def _setup(args: argparse.Namespace, default_config: Optional[str],
+           env_params: Optional[EnvParameters] = None) -> tuple[Any, Any, dict[str, Any], int]:
     """The run context, the env manager, the trainers and the number of agents that ``args`` describe."""
     from kerasrl.settings import RunContext, load_trainer_config
     from kerasrl.trainers import create_trainers
 
     config = load_trainer_config(config_source(args.trainer_config_path or default_config))
     workers = getattr(args, "workers", 1)
-    if workers > 1:
+    env_manager = getattr(args, "env_manager", "subprocess")
+    if env_manager != "subprocess" or getattr(args, "ray_address", None) or getattr(args, "ray_restart_workers", False):
+        _check_ray_args(args)
+    if workers > 1 or env_manager == "ray":
         copies_per_worker(args.env, args.num_envs, workers)  # a layout error before the run folder is touched
     init = initial_models(args)
     prepare_run_dir(args)
     seed = args.seed if args.seed >= 0 else random.randrange(10000)
-    manager, n_agents = make_env_manager(args.env, args.num_envs, seed, workers)
+    manager, n_agents = make_env_manager(args.env, args.num_envs, seed, workers, env_manager,
+                                         getattr(args, "ray_address", None), getattr(args, "ray_restart_workers", False))
     context = RunContext.in_results_dir(args.results_dir, args.run_id, keep_checkpoints=args.keep_checkpoints,
                                         train_model=not args.inference, load_model=args.load or args.inference,
                                         seed=seed, max_steps=args.steps, initialize_from=init)
+    env_params = env_params or EnvParameters()
     try:
-        return context, manager, create_trainers(config, manager.external_brains, context), n_agents
+        if env_params.meta_curriculum is not None:
+            env_params.meta_curriculum.check_behaviors(manager.external_brains)
+        trainers = create_trainers(config, manager.external_brains, context, env_params.reward_buff_caps())
+        return context, manager, trainers, n_agents
     except BaseException:
         manager.close()
         raise
@@ -318,22 +413,45 @@ class _Report:
                 print(f"Resumed {name} at step {t.get_step}{done}.", flush=True)
 
 
+def choose_strategy(args: argparse.Namespace) -> None:
+    """``--gpus`` / ``--cpu-replicas``: the learners' strategy, chosen before TensorFlow starts."""
+    gpus, cpu_replicas = getattr(args, "gpus", None), getattr(args, "cpu_replicas", None)
+    if gpus is not None or cpu_replicas is not None:
+        from kerasrl.distribute import get_strategy
+
+        get_strategy(gpus=gpus, cpu_replicas=cpu_replicas)
+
+
+def warn_small_policies(args: argparse.Namespace, trainers: dict[str, Any]) -> None:
+    """Several GPUs for a small MLP policy: a warning that environment stepping dominates."""
+    gpus = getattr(args, "gpus", None)
+    if gpus and gpus > 1:
+        from kerasrl.distribute import warn_if_small
+
+        for trainer in trainers.values():
+            net = trainer.settings.network
+            warn_if_small(net.hidden_units, net.num_layers, bool(trainer.spec.visual_observation_shapes), gpus)
+
+
 def run_training(args: argparse.Namespace, default_config: Optional[str] = None) -> dict[str, float]:
     """Train as ``args`` say; print progress and the final machine-readable summary line."""
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
     _check_args(args)
     set_tf_threads(args.tf_threads)
+    choose_strategy(args)
     start = time.perf_counter()
-    context, manager, trainers, n_agents = _setup(args, default_config)
+    env_params = EnvParameters.from_args(args)
+    context, manager, trainers, n_agents = _setup(args, default_config, env_params)
+    warn_small_policies(args, trainers)
     try:
-        return _train(args, context, manager, trainers, n_agents, start)
+        return _train(args, context, manager, trainers, n_agents, start, env_params)
     finally:
         if getattr(manager, "closed", True) is False:  # worker processes never outlive a failed set-up
             manager.close()
 
 
 def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[str, Any], n_agents: int,
-           start: float) -> dict[str, float]:
+           start: float, env_params: Optional[EnvParameters] = None) -> dict[str, float]:
     """The training (or inference) run itself, once everything is set up."""
     from kerasrl.exception import EnvironmentException
     from kerasrl.trainers import TrainerController
@@ -346,10 +464,13 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
         train=not args.inference, training_seed=context.seed, progress=report.progress,
         progress_freq=max(args.progress_every // n_agents, 1), save_every_seconds=60.0 * minutes if minutes else None,
         inference_steps=max(args.steps // n_agents, 1) if args.inference and args.steps else None,
-        timers_path=os.path.join(args.results_dir, args.run_id, "timers.json"))
+        timers_path=os.path.join(args.results_dir, args.run_id, "timers.json"),
+        **(env_params or EnvParameters()).controller_kwargs(args, context.model_path, context.seed))
     record_run(args, context, trainers)
     workers = getattr(args, "workers", 1)
     where = f" in {workers} worker processes" if workers > 1 else ""
+    if getattr(args, "env_manager", "subprocess") == "ray":
+        where = f" in {workers} Ray actor{'s' if workers > 1 else ''}"
     print(f"kerasrl: PPO on {args.env} x{n_agents}{where}, seed {context.seed}, results in "
           f"{os.path.join(args.results_dir, args.run_id)} (set-up {report.start - start:.1f} s)", flush=True)
     report.resumed()
@@ -370,6 +491,31 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
     return result
 
 
+def record_demo(args: argparse.Namespace, default_config: Optional[str] = None) -> dict[str, float]:
+    """``--record-demo PATH --steps N --resume``: the run's restored policy acts for N steps (of
+    its one behavior) and ``kerasrl.demos.record`` writes them to PATH; nothing is trained."""
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
+    _check_args(args)
+    if not args.load:
+        raise TrainerError("--record-demo records the policy of a trained run: add --resume (with its --run-id).")
+    if args.steps is None:
+        raise TrainerError("--record-demo needs --steps N, the number of steps to record.")
+    set_tf_threads(args.tf_threads)
+    from kerasrl.demos import record
+
+    context, manager, trainers, _ = _setup(argparse.Namespace(**{**vars(args), "inference": True}), default_config)
+    try:
+        if len(trainers) != 1:
+            raise TrainerError(f"--record-demo records one behavior; the environment has {sorted(trainers)}.")
+        name, trainer = next(iter(trainers.items()))
+        record(manager, trainer.policy, args.steps, args.record_demo, behavior=name, seed=context.seed)
+    finally:
+        manager.close()
+    print(f"Recorded {args.steps} steps of {name} (run {args.run_id}, step {trainer.get_step}) to {args.record_demo}.",
+          flush=True)
+    return {"interrupted": 0.0}
+
+
 def quiet_tensorflow(debug: bool) -> None:
     """TensorFlow's C++ start-up logs and oneDNN banner off unless ``--debug`` (before TF loads)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if debug else "2")
@@ -387,7 +533,10 @@ def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.Argumen
     args.argv = [parser.prog, *(sys.argv[1:] if argv is None else argv)]
     quiet_tensorflow(args.debug)
     try:
-        result = run_training(args, default_config=default_config)
+        if args.record_demo is not None:
+            result = record_demo(args, default_config=default_config)
+        else:
+            result = run_training(args, default_config=default_config)
     except (TrainerError, EnvironmentException) as e:
         if args.debug:
             raise

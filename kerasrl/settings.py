@@ -33,9 +33,12 @@ logger = logging.getLogger("kerasrl")
 
 Check = Callable[[Any], Optional[str]]
 
-TRAINER_TYPES = ("ppo",)
+TRAINER_TYPES = ("ppo", "offline_bc", "online_bc")
 #: Trainer types of ML-Agents 0.9 that kerasrl does not provide yet.
-UNAVAILABLE_TRAINER_TYPES = ("offline_bc", "online_bc")
+UNAVAILABLE_TRAINER_TYPES: tuple[str, ...] = ()
+#: Keys the stand-alone BC trainers need beyond those with defaults (behaviour.md §2.3).
+BC_TRAINER_REQUIRED_KEYS = {"offline_bc": ("batches_per_epoch", "demo_path"),
+                            "online_bc": ("batches_per_epoch", "brain_to_imitate")}
 VIS_ENCODE_TYPES = ("simple", "nature_cnn", "resnet")
 ACTIVATIONS = ("swish", "tanh", "relu")
 INITIALIZERS = ("variance_scaling", "orthogonal")
@@ -171,6 +174,18 @@ class BehavioralCloningSettings(_Checked):
     samples_per_update: int = setting(0, at_least(0), "samples per update (0: all)")
 
 
+@dataclass(frozen=True, kw_only=True)
+class BCTrainerSettings(_Checked):
+    """The ``offline_bc`` / ``online_bc`` trainers' own keys (behaviour.md §11.2); they take
+    ``batch_size`` and ``learning_rate`` from :class:`PPOSettings` and the network's keys from
+    :class:`NetworkSettings`. Required by those trainers (a missing one is an error naming it),
+    ignored by ``ppo``."""
+
+    batches_per_epoch: Optional[int] = setting(None, at_least(1), "mini-batches per update (BC trainers)")
+    demo_path: Optional[str] = setting(None, doc="demonstrations to imitate (offline_bc)")
+    brain_to_imitate: Optional[str] = setting(None, doc="the teacher behavior (online_bc)")
+
+
 def _default_reward_signals() -> dict[str, RewardSignalSettings]:
     return {"extrinsic": RewardSignalSettings(strength=1.0, gamma=0.99)}
 
@@ -186,19 +201,25 @@ class TrainerSettings(_Checked):
     inference: str = setting("auto", one_of(*INFERENCE_MODES), "act in numpy (small vector MLPs) or tf")
     network: NetworkSettings = field(default_factory=NetworkSettings)
     hyperparameters: PPOSettings = field(default_factory=PPOSettings)
+    behavioral_cloning: BCTrainerSettings = field(default_factory=BCTrainerSettings)
     reward_signals: Mapping[str, RewardSignalSettings] = field(default_factory=_default_reward_signals)
     pretraining: Optional[BehavioralCloningSettings] = None
 
     def _check(self) -> None:
         if not self.reward_signals:
             raise TrainerConfigError("No reward signals were defined. At least one must be used.")
+        for key in BC_TRAINER_REQUIRED_KEYS.get(self.trainer, ()):
+            if getattr(self.behavioral_cloning, key) is None:
+                raise TrainerConfigError(f"The hyper-parameter {key} could not be found for the {self.trainer} trainer.")
 
     def to_dict(self) -> dict[str, Any]:
         """The flat ML-Agents form (``from_dict`` of it gives these settings back)."""
         flat: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name in _GROUPS:
+            if f.name == "behavioral_cloning":  # only the BC trainers' keys that are set
+                flat.update({k: v for k, v in dataclasses.asdict(value).items() if v is not None})
+            elif f.name in _GROUPS:
                 flat.update(dataclasses.asdict(value))
             elif f.name == "reward_signals":
                 flat[f.name] = {n: dataclasses.asdict(s) for n, s in value.items()}
@@ -215,7 +236,8 @@ class TrainerSettings(_Checked):
         return _build_settings(_convert_section(name, section), name)
 
 
-_GROUPS: dict[str, type] = {"network": NetworkSettings, "hyperparameters": PPOSettings}
+_GROUPS: dict[str, type] = {"network": NetworkSettings, "hyperparameters": PPOSettings,
+                            "behavioral_cloning": BCTrainerSettings}
 _TOP_LEVEL = tuple(f.name for f in dataclasses.fields(TrainerSettings)
                    if f.name not in _GROUPS and f.name not in ("reward_signals", "pretraining"))
 #: Flat YAML key → the group holding it ("" for the trainer itself).

@@ -135,3 +135,12 @@ def test_a_failed_recording_writes_nothing(tmp_path):
     with pytest.raises(Exception, match="Actions for behavior"):
         demos.record(Simple1DEnvironment(True, seed=1), lambda obs: np.zeros((1, 3)), 50, path)
     assert os.listdir(tmp_path) == ["d.demo"] and path.read_bytes() == b"previous content"
+
+
+def test_record_a_gymnasium_id(tmp_path):
+    pytest.importorskip("gymnasium")
+    spec, buffer = demos.record("CartPole-v1", lambda obs: (obs[:, 2:3] > 0).astype(np.int32), 60,
+                                tmp_path / "cartpole.demo", seed=0)
+    assert spec.observation_shapes == ((4,),) and spec.discrete_branches == (2,)
+    loaded_spec, loaded = demos.load(tmp_path / "cartpole.demo")
+    assert loaded_spec == spec and len(loaded[Field.ACTIONS]) == 60

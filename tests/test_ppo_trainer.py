@@ -89,10 +89,11 @@ def test_reward_signal_update_is_called_each_update_and_logged(tmp_path):
     assert trainer.summary_log[0]["Losses/Test Loss"] == 2.5
 
 
-@pytest.mark.parametrize("kwarg", ["meta_curriculum", "sampler_manager", "resampling_interval"])
-def test_controller_refuses_what_this_version_does_not_do(tmp_path, kwarg):
-    with pytest.raises(TrainerError, match=kwarg):
-        TrainerController({}, str(tmp_path), str(tmp_path), "r", save_freq=10, **{kwarg: 5})
+@pytest.mark.parametrize("interval", [0, -5, 2.5, True])
+def test_controller_refuses_a_bad_resampling_interval(tmp_path, interval):
+    """Curricula and samplers are tested in test_curriculum.py / test_samplers.py."""
+    with pytest.raises(TrainerError, match="resampling_interval must be a positive integer"):
+        TrainerController({}, str(tmp_path), str(tmp_path), "r", save_freq=10, resampling_interval=interval)
 
 
 def test_an_mlagents_0_9_config_trains_the_behavior_its_section_names(tmp_path, caplog):

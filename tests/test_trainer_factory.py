@@ -60,9 +60,10 @@ def test_curiosity_and_gail_signals_are_made_with_their_value_heads(tmp_path):
         init(cfg, tmp_path)
 
 
-def test_pretraining_is_refused_not_dropped(tmp_path):
-    cfg = {"default": {**SMALL, "pretraining": {"demo_path": "demos/x.demo", "strength": 0.5, "steps": 100}}}
-    with pytest.raises(TrainerConfigError, match="pretraining .*behavior Brain"):
+def test_pretraining_with_a_missing_demo_names_the_file(tmp_path):
+    missing = str(tmp_path / "x.demo")
+    cfg = {"default": {**SMALL, "pretraining": {"demo_path": missing, "strength": 0.5, "steps": 100}}}
+    with pytest.raises(TrainerError, match=missing):
         init(cfg, tmp_path)
 
 

@@ -17,10 +17,11 @@ from kerasrl.envs.simple import (
 )
 from kerasrl.envs.slow import SLOW_CARTPOLE, SlowEnvironment, SlowStep  # also registers SlowCartPole-v1
 from kerasrl.envs.subprocess_env_manager import GymnasiumEnvFactory, SubprocessEnvManager
+from kerasrl.envs.ray_env_manager import RayEnvManager  # Ray itself is imported when one is made
 
 __all__ = [
     "ActionInfo", "ActionType", "BehaviorSpec", "EnvManager", "Environment", "EnvironmentException",
-    "GymnasiumEnv", "GymnasiumEnvFactory", "MultiBranchMaskedEnvironment", "Policy", "SLOW_CARTPOLE",
+    "GymnasiumEnv", "GymnasiumEnvFactory", "MultiBranchMaskedEnvironment", "Policy", "RayEnvManager", "SLOW_CARTPOLE",
     "Simple1DEnvironment", "SimpleEnvManager", "SlowEnvironment", "SlowStep", "StepInfo", "StepResult",
     "SubprocessEnvManager", "VisualSimple1DEnvironment", "check_actions", "concat_vector_observations",
 ]

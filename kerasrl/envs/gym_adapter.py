@@ -43,6 +43,7 @@ from kerasrl.envs.base import (
     EnvironmentException,
     StepResult,
 )
+from kerasrl.envs.parameters import apply_gymnasium_parameters
 
 __all__ = ["GymnasiumEnv"]
 
@@ -292,8 +293,15 @@ class GymnasiumEnv(Environment):
         self._check_finite(obs, rewards)
         return {self.behavior_name: StepResult(self._agent_ids, obs, rewards, terminated, truncated)}
 
+    def set_reset_parameters(self, params: Mapping[str, float]) -> None:
+        """Apply reset parameters to the Gymnasium env(s) (rule: ``kerasrl.envs.parameters``)."""
+        apply_gymnasium_parameters(self.env, params, self._label)
+
     def reset(self, config: Optional[Mapping[str, float]] = None) -> dict[str, StepResult]:
-        """Reset every sub-env; the first reset passes the seed. ``config`` is not used."""
+        """Reset every sub-env; the first reset passes the seed. ``config`` (reset parameters)
+        is applied first, by the rule of ``kerasrl.envs.parameters``."""
+        if config:
+            self.set_reset_parameters(config)
         if self._seed_pending:
             raw, info = self.env.reset(seed=self.seed)
             self._seed_pending = False

@@ -27,6 +27,7 @@ from kerasrl.envs.base import (
     StepResult,
     check_actions,
 )
+from kerasrl.envs.parameters import check_reset_parameters
 
 OBS_SIZE = 1
 STEP_SIZE = 0.1
@@ -107,6 +108,7 @@ class _OneAgentEnvironment(Environment):
         }
 
     def reset(self, config: Optional[Mapping[str, float]] = None) -> dict[str, StepResult]:
+        check_reset_parameters(config, self.reset_parameters, f"the built-in environment {type(self).__name__}")
         self._reset_agent()
         return self._result(0.0, False, False, self._observe())
 

@@ -8,6 +8,14 @@ Two drivers share the same loss (``kerasrl.ppo.loss.ppo_loss``) and the same gra
   compiled call (optionally XLA-compiled), which removes the per-call overhead.
 
 Both follow the same seeded ``minibatch_plan``, so they give the same weights.
+
+Under a ``tf.distribute`` strategy (a learner built inside ``strategy.scope()``, see
+``kerasrl.distribute``) ``batch_size`` stays the global mini-batch: each replica takes its
+``batch_size / N`` rows (whole sequences) of every mini-batch, losses are normalised by the
+global row count and the optimizer sums the gradients, so an update equals the one-device
+update on the same batch. The fused driver is still one compiled call per update, in which each
+mini-batch is one ``strategy.run``: the optimizer's cross-replica sum cannot sit inside a loop
+that runs in replica context (TensorFlow refuses a ``merge_call`` there).
 """
 from __future__ import annotations
 
@@ -18,6 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kerasrl.distribute import check_batch_size, distribute_minibatches, run_minibatches
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.optimizers import Adam
@@ -26,7 +35,7 @@ from kerasrl.ppo.schedules import ppo_schedules
 from kerasrl.settings import PPOSettings, TrainerSettings
 from kerasrl.spec import BehaviorSpec
 
-METRIC_NAMES = ("loss", "policy_loss", "value_loss", "entropy")
+METRIC_NAMES = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
 
 MAX_STACKED_BYTES = 256 * 2**20
@@ -69,6 +78,9 @@ class PPOLearner(keras.Model):
     def __init__(self, actor_critic: ActorCritic, hyperparameters: Optional[PPOSettings] = None,
                  max_steps: int = TrainerSettings.max_steps, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        #: The strategy whose scope the learner was built in (TensorFlow's default outside any).
+        self.strategy = tf.distribute.get_strategy()
+        self.replicas = int(self.strategy.num_replicas_in_sync)
         hp = PPOSettings() if hyperparameters is None else hyperparameters
         self.hyperparameters = hp
         self.clip_value_loss = hp.clip_value_loss
@@ -77,6 +89,7 @@ class PPOLearner(keras.Model):
         self.stream_names = list(actor_critic.stream_names)
         self.max_steps = int(max_steps)
         self.sequence_length = actor_critic.sequence_length
+        check_batch_size(hp.batch_size, self.sequence_length, self.replicas)
         self.use_xla = hp.jit_compile
         self.clip_epsilon = self.add_weight(name="epsilon", shape=(), initializer=keras.initializers.Constant(hp.epsilon),
                                             trainable=False)
@@ -206,10 +219,30 @@ class PPOLearner(keras.Model):
     def train_minibatch(self, batch: Mapping[str, np.ndarray]) -> dict[str, float]:
         """Compiled per-mini-batch driver (fixed signature: no retracing across batch sizes)."""
         if self._minibatch_fn is None:
-            self._minibatch_fn = tf.function(self.train_step, input_signature=[self.batch_signature()],
-                                             jit_compile=self.use_xla, reduce_retracing=True)
-        out = self._minibatch_fn(self._to_tensors(batch))
+            self._minibatch_fn = self._build_minibatch_fn()
+        if self.replicas > 1:
+            stacked = {k: v[None] for k, v in batch.items()}
+            out = self._minibatch_fn(self._distribute(stacked))
+        else:
+            out = self._minibatch_fn(self._to_tensors(batch))
         return {k: float(v) for k, v in out.items()}
+
+    def _build_minibatch_fn(self) -> tf.types.experimental.GenericFunction:
+        if self.replicas == 1:
+            return tf.function(self.train_step, input_signature=[self.batch_signature()],
+                               jit_compile=self.use_xla, reduce_retracing=True)
+        strategy = self.strategy
+
+        def step(per_replica: Any) -> dict[str, tf.Tensor]:
+            out = strategy.run(lambda b: self._gradient_step({k: v[0] for k, v in b.items()}), args=(per_replica,))
+            return {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in out.items()}
+
+        return tf.function(step, reduce_retracing=True)
+
+    def _distribute(self, stacked: Mapping[str, np.ndarray]) -> Any:
+        """The replicas' slices of stacked mini-batches (``kerasrl.distribute.distribute_minibatches``)."""
+        dtypes = {k: spec.dtype for k, spec in self.batch_signature().items()}
+        return distribute_minibatches(self.strategy, stacked, dtypes)
 
     def _to_tensors(self, batch: Mapping[str, np.ndarray]) -> dict[str, tf.Tensor]:
         sig = self.batch_signature()
@@ -220,8 +253,14 @@ class PPOLearner(keras.Model):
 
     def _build_fused(self) -> tf.types.experimental.GenericFunction:
         names = list(self.batch_signature())
-
         variables = self.actor_critic.trainable_variables
+        fused = self._fused_replicated(names, variables) if self.replicas > 1 else self._fused_single(names, variables)
+        # No input signature: static shapes compile to faster code (~10% here), and the stacked
+        # shape only changes with the number of mini-batches, so there are few traces.
+        return tf.function(fused, jit_compile=self.use_xla and self.replicas == 1, autograph=False)
+
+    def _fused_single(self, names: list[str], variables: list[Any]) -> Any:
+        """The fused update on one device: a loop over the stacked mini-batches."""
 
         def fused(stacked: dict[str, tf.Tensor], schedules: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
             self._assign(schedules)
@@ -238,9 +277,25 @@ class PPOLearner(keras.Model):
                 flat = tf.concat([tf.reshape(tf.cast(v.value, tf.float32), [-1]) for v in variables], axis=0)
             return totals, flat
 
-        # No input signature: static shapes compile to faster code (~10% here), and the stacked
-        # shape only changes with the number of mini-batches, so there are few traces.
-        return tf.function(fused, jit_compile=self.use_xla, autograph=False)
+        return fused
+
+    def _fused_replicated(self, names: list[str], variables: list[Any]) -> Any:
+        """The fused update under a strategy: a loop over the mini-batches (in cross-replica
+        context), each one ``strategy.run`` on the replicas' slices of that mini-batch."""
+        strategy = self.strategy
+
+        def replica_step(i: tf.Tensor, stacked: dict[str, tf.Tensor]) -> tf.Tensor:
+            metrics = self._gradient_step({k: stacked[k][i] for k in names})
+            return tf.stack([metrics[k] for k in METRIC_NAMES])
+
+        def fused(per_replica: Any, schedules: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            self._assign(schedules)
+            totals = run_minibatches(strategy, replica_step, per_replica, len(METRIC_NAMES))
+            with tf.control_dependencies([totals]):
+                flat = tf.concat([tf.reshape(tf.cast(v.value, tf.float32), [-1]) for v in variables], axis=0)
+            return totals, flat
+
+        return fused
 
     def _plan_rows(self, n_rows: int, num_epoch: int, batch_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         """Row indices ``[E·B, spb·L]`` and sequence starts ``[E·B, spb]`` of every mini-batch."""
@@ -290,7 +345,7 @@ class PPOLearner(keras.Model):
             stacked = {k: (v[st] if k == Field.MEMORY else v[r]) for k, v in arrays.items()}
             first = r.shape not in self._traced_shapes
             start = time.perf_counter()
-            out, flat = self._fused(stacked, self._schedule_values)
+            out, flat = self._fused(self._distribute(stacked) if self.replicas > 1 else stacked, self._schedule_values)
             for k, v in zip(METRIC_NAMES, out.numpy().tolist()):
                 totals[k] += v
             self.latest_weights = self._split_weights(flat.numpy())

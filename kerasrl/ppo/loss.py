@@ -7,7 +7,9 @@
 * per value head ``v``: ``v_clip = v_old + clip(v − v_old, −ε, ε)``,
   ``L = mean(max((R − v)², (R − v_clip)²))`` (``clip_value_loss=False``: ``mean((R − v)²)``,
   as Stable-Baselines3 by default); ``value_loss`` = mean over heads;
-* the entropy bonus uses the current policy's entropy.
+* the entropy bonus uses the current policy's entropy;
+* reported, not optimised: ``approx_kl = mean((r − 1) − log r)`` (Schulman's low-variance
+  estimator, as Stable-Baselines3 logs it) and ``clip_fraction = mean(|r − 1| > ε)``.
 
 Means are "sum over the local rows / global row count", so that under a ``tf.distribute``
 strategy (whose Keras optimizer sums gradients across replicas) the update equals the
@@ -42,7 +44,8 @@ def ppo_loss(
     clip_value_loss: bool = True,
     row_count: tf.Tensor | None = None,
 ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
-    """PPO loss on one mini-batch; returns ``(loss, {"policy_loss", "value_loss", "entropy"})``.
+    """PPO loss on one mini-batch; returns ``(loss, metrics)`` (``policy_loss``, ``value_loss``,
+    ``entropy``, ``approx_kl``, ``clip_fraction``).
 
     ``batch`` holds the model inputs plus (named as ``Field``) ``actions`` (discrete, int
     ``[B, branches]``) or ``actions_pre`` (continuous ``[B, act]``), ``action_log_probs`` of the
@@ -80,4 +83,8 @@ def ppo_loss(
     mean_entropy = mean(entropy)
 
     loss = policy_loss + 0.5 * value_loss - beta * mean_entropy
-    return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": mean_entropy}
+    log_ratio = tf.stop_gradient(log_prob - old_log_prob)
+    approx_kl = mean(tf.exp(log_ratio) - 1.0 - log_ratio)
+    clipped = tf.cast(tf.abs(tf.exp(log_ratio) - 1.0) > epsilon, tf.float32)
+    return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": mean_entropy,
+                  "approx_kl": approx_kl, "clip_fraction": mean(clipped)}

@@ -6,8 +6,9 @@ import os
 
 import numpy as np
 
+from kerasrl.distribute import learner_strategy
 from kerasrl.envs.base import StepResult
-from kerasrl.exception import UnityTrainerException
+from kerasrl.exception import TrainerError, UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ModelConfigError
 from kerasrl.ppo.gae import gae_and_returns
@@ -36,8 +37,14 @@ class PPOTrainer(RLTrainer):
         self.hyperparameters = settings.hyperparameters
         self.model_path = context.behavior_model_path(brain_name)
         try:
-            self.learner = PPOLearner.for_behavior(spec, list(self.reward_signals), settings, self.seed, self.max_steps)
+            with learner_strategy().scope():  # only the learner enters the strategy; acting stays on one device
+                self.learner = PPOLearner.for_behavior(spec, list(self.reward_signals), settings, self.seed,
+                                                       self.max_steps)
         except ModelConfigError as e:
+            raise UnityTrainerException(f"Brain {brain_name}: {e}") from e
+        except TrainerError as e:  # a batch_size that the replicas cannot share
+            if isinstance(e, UnityTrainerException):
+                raise
             raise UnityTrainerException(f"Brain {brain_name}: {e}") from e
         model = self.learner.actor_critic
         self.sequence_length = model.sequence_length
@@ -45,16 +52,29 @@ class PPOTrainer(RLTrainer):
         self.processor = self.make_processor(self._policy.experience_fields)
         self.update_count = 0
         self.last_update_metrics: dict[str, float] = {}
+        #: ``"raise"``: a non-finite PPO loss stops training with an error; ``"report"``: it is only
+        #: reported in the metrics (``kerasrl.PPO.fit`` with ``TerminateOnNaN``, which stops there).
+        self.nonfinite_loss = "raise"
         #: With ``flush_on_update``: agent steps since the last update, counting the steps that
         #: stored no experience (the reset step of Gymnasium's NEXT_STEP autoreset), so that
         #: updates come every ``buffer_size + 1`` agent steps, as Stable-Baselines3's rollouts of
         #: ``n_steps × n_envs``. A rollout may then hold a few fewer transitions than that; the
         #: learner pads a batch shorter than ``batch_size`` with masked rows.
         self.rollout_steps = 0
+        #: Behavioral cloning from ``pretraining``'s demonstration after every PPO update (§11.1).
+        self.bc_module = None
+        if settings.pretraining is not None:
+            from kerasrl.bc.module import BCModule
+
+            hp = self.hyperparameters
+            self.bc_module = BCModule(model, spec, settings.pretraining, hp.learning_rate, hp.batch_size, hp.num_epoch,
+                                      seed=self.seed, behavior=brain_name)
+        bc_state = {} if self.bc_module is None else {"bc_optimizer": self.bc_module.optimizer}
         signal_states = {f"reward_signal_{name}": signal.checkpoint_state()
                          for name, signal in self.reward_signals.items() if signal.checkpoint_state() is not None}
         self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, model=model,
-                                     optimizer=self.learner.optimizer, learner=self.learner, **signal_states)
+                                     optimizer=self.learner.optimizer, learner=self.learner, **bc_state,
+                                     **signal_states)
         if context.load_model:
             self.load_model()
         elif context.initialize_from is not None:
@@ -87,8 +107,12 @@ class PPOTrainer(RLTrainer):
         logger.info("Initialized %s from %s", self.brain_name, model_path)
 
     def export_model(self) -> None:
-        """Write the actor-critic weights (normalizer included) to ``{model_path}/{brain}.weights.h5`` atomically."""
+        """Write the actor-critic weights (normalizer included) to ``{model_path}/{brain}.weights.h5``
+        and the policy as a SavedModel (and ONNX with ``kerasrl[onnx]``; see ``kerasrl.export``), atomically."""
+        from kerasrl.export import export_policy
+
         export_weights(self.learner.actor_critic, os.path.join(self.model_path, f"{self.brain_name}.weights.h5"))
+        export_policy(self.learner.actor_critic, self.model_path, self.brain_name)
 
     # -- trajectories ------------------------------------------------------------------
     def _ready_rows(self, nxt: StepResult) -> np.ndarray:
@@ -194,7 +218,7 @@ class PPOTrainer(RLTrainer):
         with hierarchical_timer("ppo.update"):
             metrics = self.learner.update(batch, self.step, seed=self.seed * 100003 + self.update_count)
         self.update_count += 1
-        if not np.isfinite(metrics["loss"]):
+        if not np.isfinite(metrics["loss"]) and self.nonfinite_loss == "raise":
             raise UnityTrainerException(f"Brain {self.brain_name}: the PPO loss became {metrics['loss']}.")
         self.stats["Losses/Value Loss"].append(metrics["value_loss"])
         self.stats["Losses/Policy Loss"].append(abs(metrics["policy_loss"]))
@@ -204,7 +228,13 @@ class PPOTrainer(RLTrainer):
             for signal in self.reward_signals.values():
                 for key, value in signal.update(self.training_buffer.update_buffer, n_sequences).items():
                     self.stats[key].append(value)
+        weights = self.learner.latest_weights
+        if self.bc_module is not None:
+            with hierarchical_timer("bc.update"):
+                for key, value in self.bc_module.update(self.step).items():
+                    self.stats[key].append(value)
+            weights = None  # BC moved the weights after the PPO update: the policy re-reads them
         self.last_update_metrics = metrics
         self.training_buffer.reset_update_buffer()
         self.rollout_steps = 0
-        self._policy.refresh(self.learner.latest_weights)
+        self._policy.refresh(weights)

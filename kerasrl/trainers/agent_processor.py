@@ -101,6 +101,8 @@ class AgentProcessor:
         #: Rewards, GAE and episode statistics of the signals that are not ``per_step``.
         self.deferred = UpdateBatchRewards(reward_signals, self.agents, stats)
         self.recent_returns: deque[float] = deque(maxlen=100)
+        #: Lengths (agent steps) of the same finished episodes (``kerasrl.PPO.fit``'s logs).
+        self.recent_lengths: deque[float] = deque(maxlen=100)
         self.episodes_completed = 0
 
     def _match(self, curr: StepResult, nxt: StepResult, outputs: dict[str, Any]) -> list[tuple[StepResult, Any, dict[str, Any], Any]]:
@@ -209,6 +211,7 @@ class AgentProcessor:
         """Move an agent's finished-episode statistics into ``stats``; returns its environment return."""
         agents = self.agents
         self.stats["Environment/Episode Length"].append(agents.get("episode_steps", agent_id))
+        self.recent_lengths.append(agents.get("episode_steps", agent_id))
         agents.set("episode_steps", agent_id, 0.0)
         value = agents.get("return_environment", agent_id)
         agents.set("return_environment", agent_id, 0.0)

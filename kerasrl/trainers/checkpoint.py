@@ -262,7 +262,12 @@ class CheckpointSaver:
     def save(self, step: int, updates: int) -> str:
         """A new checkpoint numbered ``step``; returns its prefix. In the main thread, Ctrl-C
         waits until the checkpoint and the state file are written, then raises
-        ``KeyboardInterrupt``; checkpoints beyond ``keep`` are deleted only after that."""
+        ``KeyboardInterrupt``; checkpoints beyond ``keep`` are deleted only after that.
+        Under a multi-host strategy only the chief writes (the others return ``""``)."""
+        from kerasrl.distribute import is_chief
+
+        if not is_chief():
+            return ""
         with sigint_deferred(f"the checkpoint save in {self.model_path}"):
             self._step.assign(step)
             self._updates.assign(updates)

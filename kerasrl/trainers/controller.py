@@ -25,7 +25,13 @@ class TrainerController:
     of the env manager. Checkpoints are written whenever a trainer's step crosses a multiple of
     ``save_freq`` (counted from the run's start, across resumes), every ``save_every_seconds`` when given, at the end
     and on Ctrl-C. ``fast_simulation`` is passed to the env manager's reset as ``train_mode``.
-    Curricula and parameter samplers are not part of this version: passing one is an error.
+
+    ``meta_curriculum`` (:class:`kerasrl.curriculum.MetaCurriculum`) is tried after every step
+    of the env manager; ``sampler_manager`` (:class:`kerasrl.samplers.SamplerManager`) draws new
+    parameters whenever the environment steps taken in this session (every agent counted) pass
+    a multiple of ``resampling_interval``. Either resets the environment with the sampled
+    parameters overlaid by the lessons'. Each checkpoint also writes the lessons atomically to
+    ``{model_path}/lessons.json`` (restored by ``kerasrl.curriculum.load_lessons``).
     """
 
     def __init__(
@@ -47,10 +53,16 @@ class TrainerController:
         save_every_seconds: Optional[float] = None,
         timers_path: Optional[str] = None,
     ) -> None:
-        for name, value in (("meta_curriculum", meta_curriculum), ("sampler_manager", sampler_manager),
-                            ("resampling_interval", resampling_interval)):
-            if value is not None:
-                raise TrainerError(f"TrainerController: {name} is not available in this version of kerasrl.")
+        if resampling_interval is not None and (isinstance(resampling_interval, bool)
+                                                or not isinstance(resampling_interval, int) or resampling_interval < 1):
+            raise TrainerError(f"resampling_interval must be a positive integer, got {resampling_interval!r}.")
+        self.meta_curriculum = meta_curriculum
+        self.sampler_manager = sampler_manager
+        self.resampling_interval = resampling_interval
+        #: The reset parameters of the latest reset (sampled, overlaid by the lessons).
+        self.reset_params: dict[str, float] = {}
+        #: Environment steps (every agent of every behavior) taken in this session.
+        self.env_steps = 0
         if int(save_freq) < 1:
             raise TrainerError(f"save_freq must be >= 1, got {save_freq}.")
         self.trainers = trainers
@@ -75,16 +87,24 @@ class TrainerController:
         self.saved_steps: dict[str, int] = {}
         self._last_save_time = time.monotonic()
         self.global_step = 0
+        self._last_step_infos: list[StepInfo] = []
         self.interrupted = False
         self.training_start_time = time.time()
         np.random.seed(training_seed)
 
     def _get_measure_vals(self) -> dict[str, float]:
-        """Per behavior: the mean of the trainer's reward buffer (NaN before any episode ends)."""
-        return {
-            name: float(np.mean(trainer.reward_buffer)) if len(trainer.reward_buffer) else float("nan")
-            for name, trainer in self.trainers.items()
-        }
+        """Per behavior: its curriculum's measure (``progress``: step / max_steps), else the mean
+        of the trainer's reward buffer (NaN before any episode ends)."""
+        curricula = self.meta_curriculum.brains_to_curriculums if self.meta_curriculum is not None else {}
+        values = {}
+        for name, trainer in self.trainers.items():
+            curriculum = curricula.get(name)
+            if curriculum is not None and curriculum.measure == "progress":
+                values[name] = trainer.get_step / max(trainer.get_max_steps, 1)
+            else:  # a plain sum: np.mean of a deque costs ~15 µs, and this runs every step
+                buffer = trainer.reward_buffer
+                values[name] = sum(buffer) / len(buffer) if len(buffer) else float("nan")
+        return values
 
     def _steps(self) -> dict[str, int]:
         return {name: t.get_step for name, t in self.trainers.items()}
@@ -96,6 +116,10 @@ class TrainerController:
             return
         for trainer in self.trainers.values():
             trainer.save_model()
+        if self.meta_curriculum is not None:
+            from kerasrl.curriculum import save_lessons
+
+            save_lessons(self.meta_curriculum, self.model_path, self._steps())
         self.saved_steps = self._steps()
         self._saved_at = self._save_marks()
         self._last_save_time = time.monotonic()
@@ -106,7 +130,34 @@ class TrainerController:
             trainer.export_model()
 
     def _reset_env(self, env: EnvManager) -> list[StepInfo]:
-        return env.reset(config=None, train_mode=self.fast_simulation)
+        """Reset with freshly sampled parameters overlaid by the current lessons'."""
+        params: dict[str, float] = {}
+        if self.sampler_manager is not None and not self.sampler_manager.is_empty():
+            params.update(self.sampler_manager.sample_all())
+        if self.meta_curriculum is not None:
+            params.update(self.meta_curriculum.get_config())
+        self.reset_params = params
+        return env.reset(config=params or None, train_mode=self.fast_simulation)
+
+    def reset_env_if_ready(self, env: EnvManager, steps_before: int) -> None:
+        """Advance the lessons; reset the environment if a lesson changed or the environment
+        steps passed a multiple of ``resampling_interval`` since ``steps_before``. A reset ends
+        every trainer's episodes; a behavior whose lesson changed starts its reward buffer afresh."""
+        changed: dict[str, bool] = {}
+        if self.meta_curriculum is not None:
+            sizes = {name: len(t.reward_buffer) for name, t in self.trainers.items()}
+            changed = self.meta_curriculum.increment_lessons(self._get_measure_vals(), reward_buff_sizes=sizes)
+        interval = self.resampling_interval
+        resample = (self.sampler_manager is not None and not self.sampler_manager.is_empty() and bool(interval)
+                    and self.env_steps // interval > steps_before // interval)
+        if not (resample or any(changed.values())):
+            return
+        self._reset_env(env)
+        for trainer in self.trainers.values():
+            trainer.end_episode()
+        for name, advanced in changed.items():
+            if advanced and name in self.trainers:
+                self.trainers[name].reward_buffer.clear()
 
     def _should_continue(self) -> bool:
         """Train until every trainer passes ``max_steps``; without training, run ``inference_steps``
@@ -119,6 +170,7 @@ class TrainerController:
     def advance(self, env: EnvManager) -> int:
         with hierarchical_timer("env_step"):
             new_step_infos = env.step()
+        self._last_step_infos = new_step_infos
         with hierarchical_timer("process_step"):
             for step_info in new_step_infos:
                 for name, trainer in self.trainers.items():
@@ -147,8 +199,13 @@ class TrainerController:
         return count
 
     def write_to_tensorboard(self) -> None:
-        for trainer in self.trainers.values():
-            trainer.write_summary(trainer.get_step, time.time() - self.training_start_time)
+        """Each trainer's summary, with its lesson (``Environment/Lesson``, when it has a
+        curriculum) and the current reset parameters (``Environment/Parameter/{name}``)."""
+        lessons = self.meta_curriculum.lesson_nums if self.meta_curriculum is not None else {}
+        for name, trainer in self.trainers.items():
+            for param, value in self.reset_params.items():
+                trainer.stats[f"Environment/Parameter/{param}"] = [value]
+            trainer.write_summary(trainer.get_step, time.time() - self.training_start_time, lesson_num=lessons.get(name))
 
     def start_learning(self, env_manager: EnvManager) -> None:
         """Train until every trainer reaches ``max_steps``; Ctrl-C saves and exits cleanly.
@@ -217,7 +274,11 @@ class TrainerController:
 
     def _run(self, env_manager: EnvManager) -> None:
         while self._should_continue():
+            steps_before = self.env_steps
             n_steps = self.advance(env_manager)
+            if self.meta_curriculum is not None or self.sampler_manager is not None:
+                self.env_steps += sum(self._agent_steps(self._last_step_infos, name) for name in self.trainers)
+                self.reset_env_if_ready(env_manager, steps_before)
             if self._save_due():
                 self._save_models()
             self.write_to_tensorboard()

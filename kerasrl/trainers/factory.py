@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Union
 
-from kerasrl.exception import TrainerConfigError, TrainerError
+from kerasrl.exception import TrainerError
 from kerasrl.settings import RunContext, TrainerConfig, TrainerSettings, load_trainer_config
 from kerasrl.spec import BehaviorSpec
 from kerasrl.trainers.trainer import Trainer
@@ -14,26 +14,32 @@ ConfigLike = Union[TrainerConfig, Mapping[str, Any], str, None]
 def create_trainer(behavior: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                    reward_buff_cap: int = 1) -> Trainer:
     """The trainer that ``settings.trainer`` names, for one behavior."""
-    if settings.pretraining is not None:
-        raise TrainerConfigError(
-            f"pretraining (behavioral cloning) for behavior {behavior} is not available in this version of kerasrl.")
     if settings.trainer == "ppo":
         from kerasrl.ppo.trainer import PPOTrainer
 
         return PPOTrainer(behavior, spec, settings, context, reward_buff_cap)
+    if settings.trainer in ("offline_bc", "online_bc"):
+        from kerasrl.bc.trainer import OfflineBCTrainer, OnlineBCTrainer
+
+        cls = OfflineBCTrainer if settings.trainer == "offline_bc" else OnlineBCTrainer
+        return cls(behavior, spec, settings, context, reward_buff_cap)
     raise TrainerError(f"The trainer config contains an unknown trainer type for brain {behavior}")
 
 
 def create_trainers(config: ConfigLike, behavior_specs: Mapping[str, BehaviorSpec], context: RunContext,
                     reward_buff_caps: Optional[Mapping[str, int]] = None) -> dict[str, Trainer]:
     """One trainer per behavior; ``config`` is a :class:`TrainerConfig`, a dict in ML-Agents'
-    form or a YAML path. Sections that match no behavior are reported first."""
+    form or a YAML path. Sections that match no behavior are reported first. A behavior that an
+    ``online_bc`` trainer imitates (its ``brain_to_imitate``) gets no trainer: its actions come
+    from the policy set for it on the env manager (a heuristic, a person, another run's policy)."""
     trainer_config = load_trainer_config(config)
     trainer_config.check_behaviors(behavior_specs)
     caps = reward_buff_caps or {}
+    teachers = {trainer_config.settings_for(name).behavioral_cloning.brain_to_imitate for name in behavior_specs
+                if trainer_config.settings_for(name).trainer == "online_bc"}
     return {
         name: create_trainer(name, spec, trainer_config.settings_for(name), context, caps.get(name, 1))
-        for name, spec in behavior_specs.items()
+        for name, spec in behavior_specs.items() if name not in teachers
     }
 
 

@@ -1,0 +1,471 @@
+"""The fit-style Python API: ``kerasrl.PPO(env, ...).fit(total_steps, callbacks=...)``, ``kerasrl.load``.
+
+Built over the same objects as the command line: an env manager, a ``PPOTrainer`` (whose
+learner is built under the chosen ``tf.distribute`` strategy) and a ``TrainerController``
+whose loop calls the callbacks — one Keras epoch per policy update::
+
+    import keras, kerasrl
+
+    agent = kerasrl.PPO("CartPole-v1", config="cartpole_zoo", seed=0)
+    history = agent.fit(100_000, callbacks=[
+        keras.callbacks.EarlyStopping(monitor="episode_reward_mean", mode="max", baseline=475, patience=1000),
+        keras.callbacks.CSVLogger("cartpole.csv")])
+    agent.save("cartpole.keras")
+    actions = kerasrl.load("cartpole.keras").predict(observations)
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import tempfile
+import time
+import zipfile
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kerasrl import distribute
+from kerasrl.callbacks import rl_callbacks, wants_episodes
+from kerasrl.exception import TrainerConfigError, TrainerError
+from kerasrl.fields import Field
+from kerasrl.models.actor_critic import ActorCritic
+from kerasrl.models.distributions import ClippedGaussian, MaskedMultiCategorical
+from kerasrl.settings import RunContext, TrainerSettings, read_yaml, trainer_config_from_dict
+from kerasrl.spec import BehaviorSpec
+from kerasrl.trainers.controller import TrainerController
+
+FORMAT = "kerasrl.ppo/1"
+#: The losses every epoch's logs hold (from the learner's update), besides the reward signals'.
+UPDATE_KEYS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "learning_rate")
+
+ConfigArg = Union[str, os.PathLike, Mapping[str, Any], None]
+
+
+# -- configuration ---------------------------------------------------------------------
+def _raw_config(config: ConfigArg) -> dict[str, Any]:
+    """The trainer config as a plain dict: a path, a shipped config's name, a dict or None."""
+    if config is None:
+        return {"default": {}}
+    if isinstance(config, Mapping):
+        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in config.items()}
+    from kerasrl.cli import config_source
+
+    raw = read_yaml(config_source(os.fspath(config)))
+    if not isinstance(raw, Mapping):
+        raise TrainerConfigError(f"The trainer config {config} is not a mapping of sections.")
+    return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in raw.items()}
+
+
+def behavior_settings(config: ConfigArg, behavior: str, overrides: Mapping[str, Any]) -> TrainerSettings:
+    """``behavior``'s settings from ``config`` with ``overrides`` (ML-Agents keys) applied to its
+    section (or to ``default`` when it has none), checked as a YAML file is."""
+    raw = _raw_config(config)
+    raw.setdefault("default", {})
+    name = behavior if behavior in raw else "default"
+    section, seen = raw[name], {name}
+    while isinstance(section, str) and section not in seen and isinstance(raw.get(section), (str, dict)):
+        seen.add(section)
+        section = raw[section]  # an alias section: ``Behavior: OtherSection``
+    if isinstance(section, dict):
+        raw[name] = {**section, **overrides}
+    elif overrides:  # an alias that does not resolve: the config's own error names it
+        trainer_config_from_dict(raw, "kerasrl.PPO's config")
+        raise TrainerConfigError(f"Section {name} of the config is not a mapping; cannot apply {sorted(overrides)}.")
+    return trainer_config_from_dict(raw, "kerasrl.PPO's config").settings_for(behavior)
+
+
+# -- environments ----------------------------------------------------------------------
+def as_env_manager(env: Any, num_envs: Optional[int], seed: int) -> Any:
+    """An env manager for a Gymnasium id or env, a built-in name, a kerasrl environment or manager."""
+    from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
+    from kerasrl.envs.base import Environment
+    from kerasrl.envs.env_manager import EnvManager
+
+    if isinstance(env, EnvManager):
+        return env
+    if isinstance(env, Environment):
+        return SimpleEnvManager(env)
+    if isinstance(env, str):
+        from kerasrl.cli import make_env
+
+        return SimpleEnvManager(make_env(env, num_envs, seed))
+    import gymnasium
+
+    if isinstance(env, (gymnasium.Env, gymnasium.vector.VectorEnv)):
+        return SimpleEnvManager(GymnasiumEnv(env, seed=seed))
+    raise TrainerError(f"env must be a Gymnasium id or env, or a kerasrl environment or env manager; got {env!r}.")
+
+
+def _only_behavior(specs: Mapping[str, BehaviorSpec], behavior: Optional[str]) -> str:
+    if behavior is None:
+        if len(specs) != 1:
+            raise TrainerError(f"The environment has behaviors {sorted(specs)}; choose one with behavior=.")
+        return next(iter(specs))
+    if behavior not in specs:
+        raise TrainerError(f"behavior {behavior!r} is not one of the environment's: {sorted(specs)}.")
+    return behavior
+
+
+# -- what the callbacks see as the model -----------------------------------------------
+class PolicyModel(keras.Model):
+    """What ``callback.model`` is during ``fit``: the learner (weights and optimizer) plus the
+    trainer's step and update count, so that ``save_weights``/``load_weights`` (``BackupAndRestore``,
+    ``ModelCheckpoint(save_weights_only=True)``) carry the training position, ``get_weights``/
+    ``set_weights`` serve ``EarlyStopping(restore_best_weights=True)`` and ``save`` writes an
+    archive that :func:`load` reads (``ModelCheckpoint``)."""
+
+    def __init__(self, agent: "PPO") -> None:
+        super().__init__(name="kerasrl_ppo")
+        self._agent = agent
+        self.learner = agent.trainer.learner
+        self.counters = self.add_weight(name="counters", shape=(2,), initializer="zeros", trainable=False,
+                                        dtype="int64")
+        self.optimizer = self.learner.optimizer
+        self.built = True
+
+    def call(self, inputs: Any, training: bool = False) -> Any:
+        return self.learner.actor_critic(inputs)
+
+    def save(self, filepath: str, overwrite: bool = True, **kwargs: Any) -> None:
+        self._agent.save(filepath, overwrite=overwrite)
+
+    def save_weights(self, filepath: str, overwrite: bool = True, **kwargs: Any) -> None:
+        trainer = self._agent.trainer
+        self.counters.assign([trainer.step, trainer.update_count])
+        tmp = f"{filepath}.tmp{os.getpid()}.weights.h5"
+        super().save_weights(tmp, overwrite=True)
+        os.replace(tmp, filepath)
+
+    def load_weights(self, filepath: str, **kwargs: Any) -> None:
+        super().load_weights(filepath, **kwargs)
+        self._agent._sync_from_weights(*(int(v) for v in self.counters.numpy()))
+
+    def set_weights(self, weights: Any) -> None:
+        """New weights (``EarlyStopping(restore_best_weights=True)``); the trainer keeps its step."""
+        trainer = self._agent.trainer
+        super().set_weights(weights)
+        self._agent._sync_from_weights(trainer.step, trainer.update_count)
+
+
+# -- the loop --------------------------------------------------------------------------
+class _FitController(TrainerController):
+    """``TrainerController`` whose loop also drives the callbacks: an epoch ends at each policy
+    update; training stops at ``target_step`` or when a callback sets ``model.stop_training``."""
+
+    def __init__(self, agent: "PPO", callbacks: keras.callbacks.CallbackList, target_step: int, first_epoch: int):
+        context = agent.context
+        super().__init__({agent.behavior: agent.trainer}, context.model_path, context.summaries_dir, context.run_id,
+                         save_freq=2**62, training_seed=agent.seed)
+        self.agent, self.callbacks, self.target_step = agent, callbacks, target_step
+        self.epoch = first_epoch
+        self.rl = rl_callbacks(callbacks.callbacks)
+        self.episodes = wants_episodes(self.rl)
+        self.logs: dict[str, float] = {}
+        self._epoch_open = False
+        self._epoch_start = (time.perf_counter(), agent.trainer.step)
+
+    def _should_continue(self) -> bool:
+        model = self.agent.model
+        return (not model.stop_training and self.agent.trainer.step < self.target_step
+                and super()._should_continue())
+
+    def _begin_epoch(self) -> None:
+        trainer = self.agent.trainer
+        self._epoch_open = True
+        self._epoch_start = (time.perf_counter(), trainer.step)
+        self.callbacks.on_epoch_begin(self.epoch)
+        self.callbacks.on_train_batch_begin(0)
+        for c in self.rl:
+            c.on_rollout_begin({"step": trainer.step})
+
+    def advance(self, env: Any) -> int:
+        trainer = self.agent.trainer
+        if not self._epoch_open:
+            self._begin_epoch()
+        updates, episodes = trainer.update_count, trainer.episodes_completed
+        n = super().advance(env)
+        if self.episodes and trainer.episodes_completed != episodes:
+            self._episode_ends(trainer.episodes_completed - episodes)
+        if trainer.update_count != updates:
+            self._end_epoch()
+        return n
+
+    def _episode_ends(self, count: int) -> None:
+        trainer = self.agent.trainer
+        returns = list(trainer.recent_returns)[-count:]
+        lengths = list(trainer.processor.recent_lengths)[-count:]
+        for r, length in zip(returns, lengths):
+            for c in self.rl:
+                c.on_episode_end({"episode_reward": float(r), "episode_length": float(length), "step": trainer.step})
+
+    def _end_epoch(self) -> None:
+        self.logs = self.agent._epoch_logs(*self._epoch_start)
+        self.agent.model.counters.assign([self.agent.trainer.step, self.agent.trainer.update_count])
+        self.callbacks.on_train_batch_end(0, self.logs)
+        for c in self.rl:
+            c.on_rollout_end({"step": self.logs["step"], "episodes": self.logs["episodes"], "fps": self.logs["fps"]})
+        self.callbacks.on_epoch_end(self.epoch, self.logs)
+        self.epoch += 1
+        self._epoch_open = False
+
+    def _save_models(self) -> None:
+        """Checkpoint in the run folder, never weights that a non-finite loss produced."""
+        if math.isfinite(self.agent.trainer.last_update_metrics.get("loss", 0.0)):
+            super()._save_models()
+
+    def _finish(self, env_manager: Any, failed: bool) -> None:
+        """Keep the environment and the trainer open for the next ``fit`` (``PPO.close`` ends them)."""
+
+
+# -- the agent -------------------------------------------------------------------------
+class PPO:
+    """PPO on one behavior of ``env``, configured like ``kerasrl-learn`` and trained with ``fit``.
+
+    ``env``: a Gymnasium id (``num_envs`` copies, default 8) or env, a built-in environment's
+    name (``Simple1D``, ...), a kerasrl ``Environment`` or an env manager. ``config``: a trainer
+    config (a YAML path, a shipped config's name or a dict in ML-Agents' form); keyword
+    ``hyperparameters`` take ML-Agents' key names (``batch_size=64``, ``reward_signals={...}``)
+    and override the behavior's section, checked as the YAML is. ``gpus`` / ``cpu_replicas``
+    choose the learner's strategy (:func:`kerasrl.distribute.get_strategy`; logical CPU devices
+    must be split before TensorFlow starts). Summaries and checkpoints go to ``run_dir``
+    (default: a new temporary folder).
+    """
+
+    def __init__(self, env: Any, config: ConfigArg = None, behavior: Optional[str] = None, seed: Optional[int] = None,
+                 gpus: Optional[int] = None, cpu_replicas: Optional[int] = None, *, num_envs: Optional[int] = None,
+                 run_dir: Optional[str] = None, **hyperparameters: Any) -> None:
+        from kerasrl.trainers import create_trainer
+
+        if gpus is not None or cpu_replicas is not None:
+            self.strategy = distribute.get_strategy(gpus=gpus, cpu_replicas=cpu_replicas)
+        else:
+            self.strategy = distribute.learner_strategy()
+        self.seed = int(seed) if seed is not None else random.randrange(10000)
+        self.env_manager = as_env_manager(env, num_envs, self.seed)
+        try:
+            specs = self.env_manager.external_brains
+            self.behavior = _only_behavior(specs, behavior)
+            self.spec = specs[self.behavior]
+            self.settings = behavior_settings(config, self.behavior, hyperparameters)
+            if gpus:
+                net = self.settings.network
+                distribute.warn_if_small(net.hidden_units, net.num_layers, bool(self.spec.visual_observation_shapes),
+                                         gpus)
+            self.run_dir = run_dir or tempfile.mkdtemp(prefix="kerasrl-")
+            self.context = RunContext.in_results_dir(os.path.dirname(os.path.abspath(self.run_dir)),
+                                                     os.path.basename(os.path.abspath(self.run_dir)), seed=self.seed,
+                                                     keep_checkpoints=2)
+            self.trainer = create_trainer(self.behavior, self.spec, self.settings, self.context)
+        except BaseException:
+            if self.env_manager is not env:  # made here: nothing else will close it
+                self.env_manager.close()
+            raise
+        self.actor_critic = self.trainer.learner.actor_critic
+        self.model = PolicyModel(self)
+        self._predict_fn: Optional[Any] = None
+
+    # -- training ------------------------------------------------------------------------
+    def fit(self, total_steps: int, callbacks: Optional[Sequence[keras.callbacks.Callback]] = None,
+            verbose: int = 1) -> keras.callbacks.History:
+        """Train for ``total_steps`` more environment steps (all copies counted; training stops
+        earlier at the config's ``max_steps``, which also sets the schedules' horizon, or when a
+        callback sets ``model.stop_training``). One epoch per policy update; its logs hold
+        ``episode_reward_mean``, ``episode_length_mean`` (last 100 episodes), ``fps``, the update's
+        losses (``loss``, ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``,
+        ``clip_fraction``), ``learning_rate``, each reward signal's losses, ``step`` and ``episodes``."""
+        if self.trainer is None:
+            raise TrainerError("This model was loaded without an environment: kerasrl.load(path, env=...) to train it.")
+        if isinstance(total_steps, bool) or not isinstance(total_steps, (int, np.integer)) or total_steps < 1:
+            raise TrainerError(f"total_steps must be a whole number >= 1, got {total_steps!r}.")
+        hp = self.settings.hyperparameters
+        epochs = max(1, math.ceil(int(total_steps) / max(hp.buffer_size, 1)))
+        cbs = keras.callbacks.CallbackList(callbacks, add_history=True, add_progbar=verbose != 0, model=self.model,
+                                           verbose=verbose, epochs=epochs, steps=1)
+        target = self.trainer.step + int(total_steps)
+        self.model.stop_training = False
+        self.model._initial_epoch = None
+        self.trainer.nonfinite_loss = "report" if any(
+            isinstance(c, keras.callbacks.TerminateOnNaN) for c in cbs.callbacks) else "raise"
+        cbs.on_train_begin()
+        first_epoch = self.model._initial_epoch or self.trainer.update_count
+        controller = _FitController(self, cbs, target, first_epoch)
+        try:
+            controller.start_learning(self.env_manager)
+        finally:
+            self.trainer.nonfinite_loss = "raise"
+        if controller.interrupted:  # Ctrl-C: the controller saved a checkpoint; the caller sees it, as in Keras
+            raise KeyboardInterrupt
+        cbs.on_train_end(controller.logs)
+        return self.model.history
+
+    def _epoch_logs(self, start_time: float, start_step: int) -> dict[str, float]:
+        trainer = self.trainer
+        metrics = trainer.last_update_metrics
+        returns, lengths = trainer.recent_returns, trainer.processor.recent_lengths
+        logs = {
+            "episode_reward_mean": float(np.mean(returns)) if returns else float("nan"),
+            "episode_length_mean": float(np.mean(lengths)) if lengths else float("nan"),
+            "fps": (trainer.step - start_step) / max(time.perf_counter() - start_time, 1e-9),
+            **{k: float(metrics[k]) for k in UPDATE_KEYS if k in metrics},
+            "step": float(trainer.step),
+            "episodes": float(trainer.episodes_completed),
+        }
+        for key, values in trainer.stats.items():
+            if key.startswith("Losses/") and key not in ("Losses/Value Loss", "Losses/Policy Loss") and values:
+                logs[key[len("Losses/"):].lower().replace(" ", "_")] = float(values[-1])
+        return logs
+
+    def _sync_from_weights(self, step: int, updates: int) -> None:
+        """After weights (and counters) were loaded into the model: the trainer continues there."""
+        trainer = self.trainer
+        if trainer is None:
+            return
+        trainer.step, trainer.update_count = step, updates
+        trainer.learner.set_schedules(step)
+        trainer.policy.refresh()
+        trainer.policy.refresh_normalizer()
+
+    def close(self) -> None:
+        """Close the environment and the trainer's summary writers."""
+        if self.trainer is not None:
+            self.env_manager.close()
+            self.trainer.close()
+
+    # -- acting --------------------------------------------------------------------------
+    def predict(self, observations: Any, action_mask: Optional[np.ndarray] = None,
+                deterministic: bool = True) -> np.ndarray:
+        """Actions for a batch of observations (an array ``[n, ...]``, or a list with one array per
+        observation of the behavior). Deterministic: the most probable allowed action per branch
+        (discrete) or the clipped mean (continuous); else a sample. Recurrent policies start each
+        call from zero memory."""
+        inputs = self._predict_inputs(observations, action_mask)
+        if self._predict_fn is None:
+            self._predict_fn = tf.function(self._act, reduce_retracing=True)
+        n = len(next(iter(inputs.values())))
+        noise = (np.random.default_rng().random((n, self.spec.action_size), dtype=np.float32) if self.spec.is_discrete
+                 else np.random.default_rng().standard_normal((n, self.spec.action_size), dtype=np.float32))
+        if self.spec.is_discrete:
+            noise = np.maximum(noise, np.float32(1e-7))
+        return self._predict_fn(inputs, noise, tf.constant(bool(deterministic))).numpy()
+
+    def _act(self, inputs: Mapping[str, tf.Tensor], noise: tf.Tensor, deterministic: tf.Tensor) -> tf.Tensor:
+        model = self.actor_critic
+        out = model(inputs)
+        if model.is_discrete:
+            dist = MaskedMultiCategorical(out["logits"], inputs[Field.ACTION_MASK], model.branches)
+            best = tf.stack([tf.argmax(p, axis=-1, output_type=tf.int32) for p in dist.branch_probs], axis=-1)
+            return tf.where(deterministic, best, dist.sample(noise))
+        dist = ClippedGaussian(out["mu"], out["log_sigma_sq"])
+        return ClippedGaussian.squash(tf.where(deterministic, out["mu"], dist.sample_pre(noise)))
+
+    def _predict_inputs(self, observations: Any, action_mask: Optional[np.ndarray]) -> dict[str, np.ndarray]:
+        from kerasrl.spec import concat_vector_observations
+
+        spec = self.spec
+        obs = self._checked_observations(observations)
+        n = obs[0].shape[0]
+        inputs: dict[str, np.ndarray] = {}
+        if spec.vector_observation_size:
+            inputs[Field.VECTOR_OBS] = concat_vector_observations(spec, obs)
+        for j, i in enumerate(spec.visual_observation_indices):
+            inputs[Field.visual_obs(j)] = obs[i]
+        if spec.is_discrete:
+            width = spec.action_mask_size
+            mask = np.ones((n, width), np.float32) if action_mask is None else np.asarray(action_mask, np.float32)
+            if mask.shape != (n, width):
+                raise TrainerError(f"predict: action_mask has shape {mask.shape}; expected ({n}, {width}).")
+            inputs[Field.ACTION_MASK] = mask
+        if self.actor_critic.use_recurrent:
+            inputs[Field.MEMORY] = np.zeros((n, self.actor_critic.memory_size), np.float32)
+            if spec.is_discrete:
+                inputs[Field.PREV_ACTION] = np.zeros((n, spec.action_size), np.int32)
+        return inputs
+
+    def _checked_observations(self, observations: Any) -> list[np.ndarray]:
+        """``observations`` as float32 arrays, one per observation of the behavior, shapes and values checked."""
+        shapes = self.spec.observation_shapes
+        obs = list(observations) if isinstance(observations, (list, tuple)) else [observations]
+        if len(obs) != len(shapes):
+            raise TrainerError(f"predict: the behavior has {len(shapes)} observation(s), got {len(obs)}.")
+        obs = [np.asarray(o, np.float32) for o in obs]
+        for i, (o, shape) in enumerate(zip(obs, shapes)):
+            if o.shape[1:] != shape:
+                expected = ", ".join(map(str, shape))
+                raise TrainerError(f"predict: observation {i} has shape {o.shape}; expected (n, {expected}).")
+            if not np.isfinite(o).all():
+                raise TrainerError(f"predict: observation {i} holds NaN or inf.")
+        return obs
+
+    # -- saving --------------------------------------------------------------------------
+    def save(self, path: str, overwrite: bool = True) -> str:
+        """Write a self-contained archive (settings, behavior spec, counters, actor-critic weights with
+        the normalizer) to ``path`` atomically; :func:`load` reads it. Returns ``path``."""
+        if os.path.exists(path) and not overwrite:
+            raise TrainerError(f"{path} exists and overwrite=False.")
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        trainer = self.trainer
+        meta = {"format": FORMAT, "behavior": self.behavior, "seed": self.seed,
+                "spec": {"observation_shapes": [list(s) for s in self.spec.observation_shapes],
+                         "action_type": self.spec.action_type.value, "action_shape": list(self.spec.action_shape)},
+                "settings": self.settings.to_dict(),
+                "step": trainer.step if trainer is not None else self._step,
+                "update_count": trainer.update_count if trainer is not None else self._updates}
+        tmp = f"{path}.tmp{os.getpid()}"
+        with tempfile.TemporaryDirectory() as folder:
+            weights = os.path.join(folder, "actor_critic.weights.h5")
+            self.actor_critic.save_weights(weights)
+            try:
+                with zipfile.ZipFile(tmp, "w") as z:
+                    z.writestr("kerasrl.json", json.dumps(meta, indent=1))
+                    z.write(weights, "actor_critic.weights.h5")
+                os.replace(tmp, path)
+            finally:
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+        return path
+
+    @classmethod
+    def _from_archive(cls, meta: Mapping[str, Any], weights: str, env: Any, num_envs: Optional[int],
+                      run_dir: Optional[str]) -> "PPO":
+        spec = BehaviorSpec(tuple(tuple(s) for s in meta["spec"]["observation_shapes"]), meta["spec"]["action_type"],
+                            tuple(meta["spec"]["action_shape"]))
+        settings = meta["settings"]
+        if env is not None:
+            agent = cls(env, config={"default": settings}, behavior=meta["behavior"], seed=meta["seed"],
+                        num_envs=num_envs, run_dir=run_dir)
+            if agent.spec != spec:
+                agent.close()
+                raise TrainerError(f"The environment's behavior {meta['behavior']} is {agent.spec}; the saved model's "
+                                   f"is {spec}.")
+            agent.actor_critic.load_weights(weights)
+            agent._sync_from_weights(int(meta["step"]), int(meta["update_count"]))
+            return agent
+        agent = cls.__new__(cls)
+        agent.behavior, agent.spec, agent.seed = meta["behavior"], spec, int(meta["seed"])
+        agent.settings = TrainerSettings.from_dict(settings, "the saved model's settings")
+        agent.trainer, agent.env_manager, agent.model, agent._predict_fn = None, None, None, None
+        agent._step, agent._updates = int(meta["step"]), int(meta["update_count"])
+        agent.actor_critic = ActorCritic(spec, list(agent.settings.reward_signals), agent.settings.network,
+                                         seed=agent.seed, name="actor_critic")
+        agent.actor_critic.load_weights(weights)
+        return agent
+
+
+def load(path: str, env: Any = None, num_envs: Optional[int] = None, run_dir: Optional[str] = None) -> PPO:
+    """A model that :meth:`PPO.save` (or ``ModelCheckpoint``) wrote. Without ``env`` it can
+    ``predict`` (and ``save``); with one it can also ``fit`` on, from the saved step (the
+    optimizer's moments start afresh: ``BackupAndRestore`` or the run's checkpoints keep them)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            meta = json.loads(z.read("kerasrl.json"))
+            if meta.get("format") != FORMAT:
+                raise TrainerError(f"{path} is not a kerasrl PPO model (format {meta.get('format')!r}).")
+            with tempfile.TemporaryDirectory() as folder:
+                weights = z.extract("actor_critic.weights.h5", folder)
+                return PPO._from_archive(meta, weights, env, num_envs, run_dir)
+    except (OSError, zipfile.BadZipFile, KeyError, json.JSONDecodeError) as e:
+        raise TrainerError(f"Cannot load a kerasrl model from {path}: {type(e).__name__}: {e}") from e

@@ -1,0 +1,181 @@
+"""Behavioral cloning's learning step, shared by the BC module inside PPO and the BC trainers.
+
+``imitation_batch`` turns demonstration rows (the ``kerasrl.demos`` contract) into the model's
+inputs and targets, cutting whole episodes into sequences for recurrent models (padded at the
+end with masked rows, so every sequence's memory starts from zeros at an episode's start or
+mid-episode, as ML-Agents' BC does). ``BCLearner.update`` runs every mini-batch of an update in
+one compiled call (a ``tf.while_loop`` over the mini-batch plan), with its own Adam.
+
+Loss: discrete, the negative log-likelihood of the expert's action in every branch (masked
+branches, summed over branches); continuous, the squared error between the policy's action
+(``ClippedGaussian.squash`` of μ, plus σ·ε when ``sample_noise``, ε drawn per mini-batch with
+shape ``[1, action_size]`` as the seed does) and the expert's action clipped to [−1, 1]. Both
+are averaged over the real (unmasked) rows.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kerasrl.buffer import AgentBuffer
+from kerasrl.fields import Field
+from kerasrl.models.actor_critic import ActorCritic
+from kerasrl.models.distributions import ClippedGaussian, MaskedMultiCategorical
+from kerasrl.ppo.learner import minibatch_plan
+from kerasrl.spec import BehaviorSpec
+
+LOSS_KEY = "loss"
+
+
+def _episode_layout(episode_ids: np.ndarray, sequence_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """Source row of every output row (−1 for padding) and each row's episode start flag.
+
+    Episodes (runs of equal ids) are padded at their end to a multiple of ``sequence_length``.
+    """
+    n = len(episode_ids)
+    first = np.ones(n, bool)
+    first[1:] = episode_ids[1:] != episode_ids[:-1]
+    starts = np.flatnonzero(first)
+    lengths = np.diff(np.append(starts, n))
+    if sequence_length == 1:
+        return np.arange(n), first
+    padded = -(-lengths // sequence_length) * sequence_length
+    out_starts = np.concatenate([[0], np.cumsum(padded)[:-1]])
+    source = np.full(int(padded.sum()), -1, np.int64)
+    source[np.repeat(out_starts - starts, lengths) + np.arange(n)] = np.arange(n)
+    return source, first
+
+
+def imitation_batch(spec: BehaviorSpec, demo: AgentBuffer, model: ActorCritic) -> dict[str, np.ndarray]:
+    """The model inputs, expert actions (``Field.ACTIONS``) and row masks (``Field.MASKS``) of
+    ``demo``, laid out in whole sequences of ``model.sequence_length`` rows."""
+    n = len(demo[Field.ACTIONS])
+    if n == 0:
+        raise ValueError("The demonstration holds no rows.")
+    episodes = demo[Field.EPISODE_ID].array if Field.EPISODE_ID in demo else np.zeros(n, np.int64)
+    source, first = _episode_layout(np.asarray(episodes), model.sequence_length)
+    actions = np.asarray(demo[Field.ACTIONS].array)
+    arrays: dict[str, tuple[np.ndarray, float]] = {}
+    if spec.vector_observation_size:
+        arrays[Field.VECTOR_OBS] = (demo[Field.VECTOR_OBS].array.astype(np.float32), 0.0)
+    for j in range(len(spec.visual_observation_shapes)):
+        arrays[Field.visual_obs(j)] = (demo[Field.visual_obs(j)].array.astype(np.float32), 0.0)
+    if spec.is_discrete:
+        mask = demo[Field.ACTION_MASK].array if Field.ACTION_MASK in demo else np.ones((n, spec.action_mask_size))
+        arrays[Field.ACTION_MASK] = (np.asarray(mask, np.float32), 1.0)
+        arrays[Field.ACTIONS] = (actions.astype(np.int32), 0.0)
+        if model.use_recurrent:
+            prev = np.zeros_like(actions, dtype=np.int32)
+            prev[1:] = actions[:-1]
+            prev[first] = 0
+            arrays[Field.PREV_ACTION] = (prev, 0.0)
+    else:
+        arrays[Field.ACTIONS] = (np.clip(actions.astype(np.float32), -1.0, 1.0), 0.0)
+    arrays[Field.MASKS] = (np.ones(n, np.float32), 0.0)
+    real = source >= 0
+    out = {}
+    for key, (arr, pad) in arrays.items():
+        full = arr[np.where(real, source, 0)]
+        full[~real] = pad
+        out[key] = np.ascontiguousarray(full)
+    return out
+
+
+class BCLearner:
+    """Trains ``model``'s policy to imitate expert actions with its own Adam.
+
+    ``build()`` makes the optimizer and the compiled update (a multi-device strategy only has to
+    call it inside ``strategy.scope()``).
+    """
+
+    def __init__(self, model: ActorCritic, learning_rate: float, sample_noise: bool, name: str = "bc") -> None:
+        self.model = model
+        self.spec = model.spec
+        self.sequence_length = model.sequence_length
+        self.initial_learning_rate = float(learning_rate)
+        self.sample_noise = sample_noise and not model.is_discrete
+        self.name = name
+        self.optimizer: keras.optimizers.Optimizer
+        self._update_fn: Any = None
+        self.build()
+
+    def build(self) -> None:
+        """The optimizer (built on the model's weights) and the compiled update."""
+        self.optimizer = keras.optimizers.Adam(learning_rate=self.initial_learning_rate, name=f"{self.name}_adam")
+        self.optimizer.build(self.model.trainable_variables)
+        self._update_fn = tf.function(self._update, autograph=False, reduce_retracing=True)
+
+    # -- the loss ------------------------------------------------------------------------
+    def loss(self, batch: Mapping[str, tf.Tensor], noise: Optional[tf.Tensor]) -> tf.Tensor:
+        """Mean imitation loss over the real rows of ``batch`` (one mini-batch of whole sequences)."""
+        model = self.model
+        inputs = {k: v for k, v in batch.items() if k not in (Field.ACTIONS, Field.MASKS)}
+        if model.use_recurrent:
+            n_seq = tf.shape(batch[Field.MASKS])[0] // self.sequence_length
+            inputs[Field.MEMORY] = tf.zeros([n_seq, model.memory_size])
+        out = model(inputs, sequence_length=self.sequence_length)
+        masks = batch[Field.MASKS]
+        if model.is_discrete:
+            dist = MaskedMultiCategorical(out["logits"], inputs[Field.ACTION_MASK], model.branches)
+            per_row = -dist.log_prob(batch[Field.ACTIONS])
+        else:
+            pre = out["mu"]
+            if noise is not None:
+                pre = pre + tf.exp(0.5 * out["log_sigma_sq"]) * noise
+            per_row = tf.reduce_mean(tf.square(ClippedGaussian.squash(pre) - batch[Field.ACTIONS]), axis=-1)
+        return tf.reduce_sum(per_row * masks) / tf.maximum(tf.reduce_sum(masks), 1.0)
+
+    def _update(self, data: dict[str, tf.Tensor], rows: tf.Tensor, learning_rate: tf.Tensor,
+                seed: tf.Tensor) -> tf.Tensor:
+        self.optimizer.learning_rate.assign(learning_rate)
+        variables = self.model.trainable_variables
+        action_size = self.spec.action_size
+
+        def body(i: tf.Tensor, total: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            batch = {k: tf.gather(v, rows[i]) for k, v in data.items()}
+            noise = (tf.random.stateless_normal([1, action_size], seed=tf.stack([seed, i]))
+                     if self.sample_noise else None)
+            with tf.GradientTape() as tape:
+                loss = self.loss(batch, noise)
+            grads = tape.gradient(loss, variables)
+            # Weights the policy's action does not depend on (value heads) get zero gradients:
+            # Adam's moments stay 0 for them, so they never move.
+            grads = [tf.zeros_like(v) if g is None else g for g, v in zip(grads, variables)]
+            self.optimizer.apply_gradients(zip(grads, variables))
+            return i + 1, total + loss
+
+        n = tf.shape(rows)[0]
+        _, total = tf.while_loop(lambda i, _: i < n, body, (tf.constant(0), tf.constant(0.0)))
+        return total / tf.cast(tf.maximum(n, 1), tf.float32)
+
+    # -- driving it ----------------------------------------------------------------------
+    def plan(self, n_rows: int, batch_size: int, num_epoch: int, max_batches: Optional[int], seed: int) -> np.ndarray:
+        """Row indices ``[mini-batches, rows]`` of an update: ``num_epoch`` shuffles of whole
+        sequences, ``max(min(batch_size, n_rows) // L, 1)`` sequences per mini-batch, at most
+        ``max_batches`` mini-batches per epoch."""
+        seq_len = self.sequence_length
+        n_seq_total = max(n_rows // seq_len, 1)
+        per_batch = max(min(int(batch_size), n_rows) // seq_len, 1)
+        plan = minibatch_plan(n_seq_total, per_batch, num_epoch, seed)
+        if max_batches is not None:
+            plan = plan[:, : max(int(max_batches), 1)]
+        starts = plan.reshape(-1, plan.shape[-1]) * seq_len
+        return (starts[:, :, None] + np.arange(seq_len)[None, None, :]).reshape(starts.shape[0], -1).astype(np.int32)
+
+    def update(self, data: Mapping[str, Any], rows: np.ndarray, learning_rate: float, seed: int) -> float:
+        """Every mini-batch of ``rows`` over ``data`` (``imitation_batch``'s arrays or tensors made
+        from them) in one compiled call; the mean loss."""
+        loss = self._update_fn(dict(data), tf.constant(rows), tf.constant(learning_rate, tf.float32),
+                               tf.constant(int(seed) & 0x7FFFFFFF, tf.int32))
+        value = float(loss)
+        if not np.isfinite(value):
+            raise FloatingPointError(f"The behavioral cloning loss became {value}.")
+        return value
+
+
+def as_tensors(batch: Mapping[str, np.ndarray]) -> dict[str, tf.Tensor]:
+    """``imitation_batch``'s arrays as tensors (made once for a fixed demonstration)."""
+    return {k: tf.constant(v) for k, v in batch.items()}

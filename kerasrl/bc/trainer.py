@@ -1,0 +1,248 @@
+"""The stand-alone behavioral cloning trainers ``offline_bc`` and ``online_bc`` (behaviour.md §11.2).
+
+Both train a policy (an ``ActorCritic`` whose value heads go unused, one stream) to imitate
+expert actions, and both run that policy in the environment to measure it (``Environment/
+Cumulative Reward``, ``Environment/Episode Length``). The policy samples discrete actions and
+acts deterministically (``squash(μ)``) for continuous ones, as the seed's BC model does.
+
+* ``offline_bc`` imitates the demonstration at ``demo_path`` (whose spec must be the
+  behavior's); it is ready to update at every step.
+* ``online_bc`` imitates, live, the behavior ``brain_to_imitate`` of the same environment: the
+  teacher's actions are read from its step results' ``previous_actions`` (the actions it
+  took to get there, as ML-Agents reads ``previous_vector_actions``). The teacher gets no
+  trainer (see ``create_trainers``); its policy is whatever the env manager has set for it.
+  Its trajectories are kept up to ``time_horizon`` steps or an episode's end, then join the
+  imitation buffer (the newest ``buffer_size`` rows are kept). ML-Agents' text-observation
+  protocol ("record,reset") has no counterpart: every teacher step is recorded.
+
+An update draws ``min(rows // n_sequences, batches_per_epoch)`` mini-batches of ``n_sequences =
+max(batch_size // sequence_length, 1)`` whole sequences, in one compiled call.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from typing import Any, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from kerasrl.bc.learner import BCLearner, as_tensors, imitation_batch
+from kerasrl.buffer import AgentBuffer, Buffer
+from kerasrl.demos import DemoError, describe_spec, load_demo
+from kerasrl.envs.base import StepResult
+from kerasrl.exception import UnityTrainerException
+from kerasrl.fields import Field
+from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
+from kerasrl.ppo.policy import PPOPolicy
+from kerasrl.settings import RunContext, TrainerSettings
+from kerasrl.spec import BehaviorSpec
+from kerasrl.timers import hierarchical_timer
+from kerasrl.trainers.agent_processor import AgentProcessor
+from kerasrl.trainers.checkpoint import CheckpointSaver, export_weights
+from kerasrl.trainers.rl_trainer import RLTrainer
+
+logger = logging.getLogger("kerasrl.trainers")
+
+LOSS_STAT = "Losses/Cloning Loss"
+
+
+class BCPolicy(PPOPolicy):
+    """A PPO policy that acts with its mean for continuous actions (zero noise)."""
+
+    def draw_noise(self, n: int) -> np.ndarray:
+        if self.spec.is_continuous:
+            return np.zeros((n, self.spec.action_size), np.float32)
+        return super().draw_noise(n)
+
+
+class BCTrainer(RLTrainer):
+    """What both BC trainers share: the policy, its learner, measuring it, checkpoints."""
+
+    def __init__(self, brain_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
+                 reward_buff_cap: int = 1) -> None:
+        super().__init__(brain_name, spec, settings, context, reward_buff_cap)
+        self.seed = context.seed
+        self.model_path = context.behavior_model_path(brain_name)
+        network = dataclasses.replace(settings.network, separate_value_network=False)
+        tf.random.set_seed(self.seed)
+        try:
+            model = ActorCritic(spec, list(self.reward_signals), network, seed=self.seed, name="actor_critic")
+        except ModelConfigError as e:
+            raise UnityTrainerException(f"Brain {brain_name}: {e}") from e
+        self.model = model
+        self.sequence_length = model.sequence_length
+        hp = settings.hyperparameters
+        self.learner = BCLearner(model, hp.learning_rate, sample_noise=False, name="cloning")
+        self.batch_size = hp.batch_size
+        self.batches_per_epoch = int(settings.behavioral_cloning.batches_per_epoch or 1)
+        self.n_sequences = max(self.batch_size // self.sequence_length, 1)
+        self._policy = BCPolicy(spec, model, seed=self.seed, inference=settings.inference)
+        self.processor = self.make_processor(self._policy.experience_fields)
+        self.update_count = 0
+        self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, model=model,
+                                     optimizer=self.learner.optimizer)
+        if context.load_model:
+            self.load_model()
+
+    @property
+    def policy(self) -> BCPolicy:
+        return self._policy
+
+    # -- checkpoints -------------------------------------------------------------------
+    def save_model(self) -> str:
+        return self.saver.save(self.step, self.update_count)
+
+    def load_model(self) -> None:
+        self.step, self.update_count = self.saver.restore()
+        self._policy.refresh()
+        logger.info("Restored %s at step %d", self.brain_name, self.step)
+
+    def export_model(self) -> None:
+        export_weights(self.model, os.path.join(self.model_path, f"{self.brain_name}.weights.h5"))
+
+    # -- measuring the student ---------------------------------------------------------
+    def process_experiences(self, current_all: dict[str, StepResult], new_all: dict[str, StepResult]) -> None:
+        """The student's finished episodes go to the statistics; its steps are not kept."""
+        nxt = new_all.get(self.brain_name) if new_all else None
+        if nxt is None or len(nxt) == 0:
+            return
+        lengths = self.processor.trajectory_lengths(nxt.agent_ids)
+        rows = np.flatnonzero((lengths > 0) & (nxt.done | (lengths > self.settings.time_horizon)))
+        for k in rows.tolist():
+            agent_id = int(nxt.agent_ids[k])
+            self.processor.trajectory_closed(agent_id)
+            if nxt.done[k]:
+                self.record_episode_end(agent_id)
+
+    def end_episode(self) -> None:
+        super().end_episode()
+        self._policy.forget_agents()
+
+    # -- updates -----------------------------------------------------------------------
+    def imitation_data(self) -> tuple[Any, int]:
+        """The rows to imitate (``imitation_batch``'s layout) and how many there are."""
+        raise NotImplementedError
+
+    def update_policy(self) -> None:
+        """``min(sequences // n_sequences, batches_per_epoch)`` mini-batches in one compiled call."""
+        data, n_rows = self.imitation_data()
+        n_seq_total = n_rows // self.sequence_length
+        n_batches = min(max(n_seq_total // self.n_sequences, 1), self.batches_per_epoch)
+        seed = self.seed * 100003 + self.update_count
+        rows = self.learner.plan(n_rows, self.n_sequences * self.sequence_length, 1, n_batches, seed)
+        with hierarchical_timer("bc.update"):
+            try:
+                loss = self.learner.update(data, rows, self.settings.hyperparameters.learning_rate, seed)
+            except FloatingPointError as e:
+                raise UnityTrainerException(f"Brain {self.brain_name}: {e}") from e
+        self.update_count += 1
+        self.stats[LOSS_STAT].append(loss)
+        self._policy.refresh()
+
+
+class OfflineBCTrainer(BCTrainer):
+    """Imitates the demonstration at ``demo_path``."""
+
+    def __init__(self, brain_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
+                 reward_buff_cap: int = 1) -> None:
+        super().__init__(brain_name, spec, settings, context, reward_buff_cap)
+        path = settings.behavioral_cloning.demo_path
+        try:
+            _, demo = load_demo(path, spec, brain_name)
+        except DemoError as e:
+            raise DemoError(f"The provided demonstration is not compatible with the brain being used for performance "
+                            f"evaluation: {e}") from e
+        arrays = imitation_batch(spec, demo, self.model)
+        self.n_rows = len(arrays[Field.MASKS])
+        self.data = as_tensors(arrays)
+
+    def imitation_data(self) -> tuple[Any, int]:
+        return self.data, self.n_rows
+
+    def is_ready_update(self) -> bool:
+        return self.n_rows // self.sequence_length > 0
+
+
+class OnlineBCTrainer(BCTrainer):
+    """Imitates the behavior ``brain_to_imitate`` of the same environment as it acts."""
+
+    def __init__(self, brain_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
+                 reward_buff_cap: int = 1) -> None:
+        super().__init__(brain_name, spec, settings, context, reward_buff_cap)
+        self.teacher = str(settings.behavioral_cloning.brain_to_imitate)
+        if self.teacher == brain_name:
+            raise UnityTrainerException(f"Brain {brain_name} cannot imitate itself (brain_to_imitate).")
+        self.teacher_buffer = Buffer()
+        self.teacher_processor = AgentProcessor(spec, {}, [Field.ACTIONS], self.teacher_buffer, self.stats)
+        self.max_rows = settings.hyperparameters.buffer_size
+        self.trajectories = 0
+
+    def _teacher_actions(self, curr: StepResult, nxt: StepResult) -> np.ndarray:
+        """The teacher's action in every row of ``curr`` (rows absent from ``nxt`` get zeros)."""
+        if nxt.previous_actions is None:
+            raise UnityTrainerException(
+                f"online_bc for {self.brain_name} needs the environment to report the actions of behavior "
+                f"{self.teacher} (StepResult.previous_actions).")
+        taken = np.asarray(nxt.previous_actions).reshape(len(nxt), -1)
+        if taken.shape[1] != self.spec.action_size:
+            raise UnityTrainerException(
+                f"Behavior {self.teacher} reported actions of width {taken.shape[1]}; {self.brain_name} has "
+                f"{describe_spec(self.spec)}.")
+        if curr.agent_ids.tobytes() == nxt.agent_ids.tobytes():
+            return taken
+        out = np.zeros((len(curr), taken.shape[1]), taken.dtype)
+        for i, agent_id in enumerate(curr.agent_ids.tolist()):
+            try:
+                out[i] = taken[nxt.index_of(agent_id)]
+            except KeyError:
+                continue
+        return out
+
+    def add_experiences(self, curr_all: dict[str, StepResult], next_all: dict[str, StepResult],
+                        take_action_outputs: Optional[dict[str, Any]]) -> None:
+        super().add_experiences(curr_all, next_all, take_action_outputs)
+        curr = curr_all.get(self.teacher) if curr_all else None
+        nxt = next_all.get(self.teacher) if next_all else None
+        if curr is None or nxt is None or len(curr) == 0:
+            return
+        curr.validate(self.spec, self.teacher)
+        actions = self._teacher_actions(curr, nxt)
+        if self.spec.is_discrete:
+            actions = actions.astype(np.int32)
+        else:
+            actions = actions.astype(np.float32)
+        self.teacher_processor.add_experiences(curr, nxt, {Field.ACTIONS: actions})
+        lengths = self.teacher_processor.trajectory_lengths(nxt.agent_ids)
+        ready = np.flatnonzero((lengths > 0) & (nxt.done | (lengths > self.settings.time_horizon)))
+        for agent_id in nxt.agent_ids[ready].tolist():
+            self._flush_teacher(agent_id)
+
+    def _flush_teacher(self, agent_id: int) -> None:
+        agent = self.teacher_buffer[agent_id]
+        n = len(agent[Field.ACTIONS]) if Field.ACTIONS in agent else 0
+        if n:
+            agent[Field.EPISODE_ID].set(np.full(n, self.trajectories, np.int64))
+            self.trajectories += 1
+            self.teacher_buffer.append_update_buffer(agent_id, training_length=1)
+            update = self.teacher_buffer.update_buffer
+            if len(update[Field.ACTIONS]) > self.max_rows:
+                self.teacher_buffer.truncate_update_buffer(self.max_rows)
+        self.teacher_processor.trajectory_closed(agent_id)
+
+    def end_episode(self) -> None:
+        super().end_episode()
+        self.teacher_processor.end_episode()
+
+    def _teacher_rows(self) -> int:
+        update = self.teacher_buffer.update_buffer
+        return len(update[Field.ACTIONS]) if Field.ACTIONS in update else 0
+
+    def is_ready_update(self) -> bool:
+        return self._teacher_rows() // self.sequence_length > self.n_sequences
+
+    def imitation_data(self) -> tuple[Any, int]:
+        update: AgentBuffer = self.teacher_buffer.update_buffer
+        arrays = imitation_batch(self.spec, update, self.model)
+        return arrays, len(arrays[Field.MASKS])

@@ -1,0 +1,240 @@
+"""Curricula: lessons of environment parameters that advance with training progress (behaviour.md §13).
+
+A curriculum is one JSON file per behavior in a folder (the behavior name is the file name up
+to its first "."), for example ``CartPole-v1.json``::
+
+    {"measure": "reward", "thresholds": [100, 300], "min_lesson_length": 10,
+     "signal_smoothing": true, "parameters": {"length": [0.3, 0.5, 0.7]}}
+
+``measure`` is ``progress`` (the trainer's step / max_steps) or ``reward`` (the mean return of
+the behavior's last ``min_lesson_length`` episodes); the lesson advances when the (optionally
+smoothed) measure exceeds ``thresholds[lesson]``. Each parameter has one value per lesson
+(``len(thresholds) + 1``). The seed's quirk of ignoring a measure of exactly 0 is fixed: 0 is a
+measure like any other (only NaN, i.e. no data, is skipped).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from typing import Any, Mapping, Optional
+
+from kerasrl.exception import TrainerError
+
+logger = logging.getLogger("kerasrl")
+
+REQUIRED_KEYS = ("parameters", "measure", "thresholds", "min_lesson_length", "signal_smoothing")
+MEASURES = ("progress", "reward")
+
+
+class CurriculumError(TrainerError):
+    """A curriculum file is missing, unreadable or invalid; the message names the file and key."""
+
+
+class MetaCurriculumError(TrainerError):
+    """A curriculum folder is invalid (not a folder, empty, or a file for no behavior)."""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class Curriculum:
+    """The lessons of one behavior, read from ``location``; ``default_reset_parameters`` (when
+    given) are the environment's parameters, which every lesson parameter must be one of."""
+
+    def __init__(self, location: str, default_reset_parameters: Optional[Mapping[str, float]] = None) -> None:
+        self.location = location
+        self.brain_name = os.path.basename(location).split(".")[0]
+        data = self._read(location)
+        for key in REQUIRED_KEYS:
+            if key not in data:
+                raise CurriculumError(f"{location} does not contain a {key} field.")
+        self.measure = self._check_measure(data["measure"])
+        self.thresholds = self._check_thresholds(data["thresholds"])
+        self.min_lesson_length = self._check_min_lesson_length(data["min_lesson_length"])
+        if not isinstance(data["signal_smoothing"], bool):
+            raise CurriculumError(f"{location}: signal_smoothing must be true or false, got {data['signal_smoothing']!r}.")
+        self.smoothing = data["signal_smoothing"]
+        self.parameters = self._check_parameters(data["parameters"], default_reset_parameters)
+        self.max_lesson_num = len(self.thresholds)
+        self.smoothing_value = 0.0
+        self._lesson_num = 0
+
+    @staticmethod
+    def _read(location: str) -> dict[str, Any]:
+        try:
+            with open(location, encoding="utf-8") as f:
+                data = json.load(f)
+        except OSError as e:
+            raise CurriculumError(f"The file {location} could not be opened: {e.strerror or e}.") from e
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise CurriculumError(f"There was an error decoding {location}: {e}.") from e
+        if not isinstance(data, dict):
+            raise CurriculumError(f"{location} must hold a JSON object, got {type(data).__name__}.")
+        return data
+
+    def _check_measure(self, measure: Any) -> str:
+        if measure not in MEASURES:
+            raise CurriculumError(f"{self.location}: measure must be one of {list(MEASURES)}, got {measure!r}.")
+        return str(measure)
+
+    def _check_thresholds(self, thresholds: Any) -> list[float]:
+        if not isinstance(thresholds, list) or not all(_is_number(t) for t in thresholds):
+            raise CurriculumError(f"{self.location}: thresholds must be a list of finite numbers, got {thresholds!r}.")
+        return [float(t) for t in thresholds]
+
+    def _check_min_lesson_length(self, value: Any) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise CurriculumError(f"{self.location}: min_lesson_length must be an integer >= 0, got {value!r}.")
+        return value
+
+    def _check_parameters(self, parameters: Any, defaults: Optional[Mapping[str, float]]) -> dict[str, list[float]]:
+        if not isinstance(parameters, dict):
+            raise CurriculumError(f"{self.location}: parameters must be an object of name -> list, got {parameters!r}.")
+        lessons = len(self.thresholds) + 1
+        for name, values in parameters.items():
+            if defaults is not None and name not in defaults:
+                raise CurriculumError(f"The parameter {name} in {self.location} is not present in the "
+                                      f"environment's reset parameters ({sorted(defaults)}).")
+            if not isinstance(values, list) or len(values) != lessons:
+                raise CurriculumError(f"The parameter {name} in {self.location} must have {lessons} values "
+                                      f"(one per lesson: len(thresholds) + 1), got {values!r}.")
+            if not all(_is_number(v) for v in values):
+                raise CurriculumError(f"The parameter {name} in {self.location} has a non-numeric or "
+                                      f"non-finite value: {values!r}.")
+        return {name: [float(v) for v in values] for name, values in parameters.items()}
+
+    @property
+    def lesson_num(self) -> int:
+        return self._lesson_num
+
+    @lesson_num.setter
+    def lesson_num(self, lesson_num: int) -> None:
+        self._lesson_num = max(0, min(int(lesson_num), self.max_lesson_num))
+
+    def increment_lesson(self, measure_val: Optional[float]) -> bool:
+        """Advance one lesson if the (smoothed) measure exceeds the current threshold."""
+        if measure_val is None or math.isnan(measure_val) or not self.thresholds:
+            return False
+        if self.smoothing:
+            measure_val = 0.25 * self.smoothing_value + 0.75 * measure_val
+            self.smoothing_value = measure_val
+        if self.lesson_num < self.max_lesson_num and measure_val > self.thresholds[self.lesson_num]:
+            self.lesson_num += 1
+            config = ", ".join(f"{k} -> {v}" for k, v in self.get_config().items())
+            logger.info("%s lesson changed. Now in lesson %d: %s", self.brain_name, self.lesson_num, config)
+            return True
+        return False
+
+    def get_config(self, lesson: Optional[int] = None) -> dict[str, float]:
+        """Parameter → value at ``lesson`` (clamped; default: the current lesson)."""
+        lesson = self.lesson_num if lesson is None else max(0, min(int(lesson), self.max_lesson_num))
+        return {name: values[lesson] for name, values in self.parameters.items()}
+
+
+class MetaCurriculum:
+    """One :class:`Curriculum` per ``*.json`` file of ``folder``, keyed by behavior name."""
+
+    def __init__(self, folder: str, default_reset_parameters: Optional[Mapping[str, float]] = None) -> None:
+        if not os.path.isdir(folder):
+            raise MetaCurriculumError(f"{folder} is not a directory. Refer to the ML-Agents curriculum learning docs.")
+        files = sorted(f for f in os.listdir(folder) if f.endswith(".json"))
+        if not files:
+            raise MetaCurriculumError(f"The curriculum folder {folder} holds no .json curriculum file.")
+        self.brains_to_curriculums: dict[str, Curriculum] = {}
+        used: dict[str, str] = {}
+        for name in files:
+            curriculum = Curriculum(os.path.join(folder, name), default_reset_parameters)
+            for param in curriculum.parameters:
+                if param in used:
+                    logger.warning("Two curricula (%s and %s) set the parameter %s; %s wins.",
+                                   used[param], curriculum.brain_name, param, curriculum.brain_name)
+                used[param] = curriculum.brain_name
+            self.brains_to_curriculums[curriculum.brain_name] = curriculum
+
+    def check_behaviors(self, behaviors: Any) -> None:
+        """Every curriculum must be for one of ``behaviors`` (the environment's behavior names)."""
+        for name, curriculum in self.brains_to_curriculums.items():
+            if name not in behaviors:
+                raise MetaCurriculumError(f"The curriculum {curriculum.location} is for behavior {name!r}, which the "
+                                          f"environment does not have (its behaviors: {sorted(behaviors)}).")
+
+    @property
+    def lesson_nums(self) -> dict[str, int]:
+        return {name: c.lesson_num for name, c in self.brains_to_curriculums.items()}
+
+    @lesson_nums.setter
+    def lesson_nums(self, lesson_nums: Mapping[str, int]) -> None:
+        for name, lesson in lesson_nums.items():
+            if name in self.brains_to_curriculums:
+                self.brains_to_curriculums[name].lesson_num = lesson
+
+    def increment_lessons(self, measure_vals: Mapping[str, float],
+                          reward_buff_sizes: Optional[Mapping[str, int]] = None) -> dict[str, bool]:
+        """Try each curriculum with its measure; with ``reward_buff_sizes``, only those whose
+        behavior finished at least ``min_lesson_length`` episodes. Returns {behavior: advanced}."""
+        changed: dict[str, bool] = {}
+        for name, value in measure_vals.items():
+            curriculum = self.brains_to_curriculums.get(name)
+            if curriculum is None:
+                continue
+            if reward_buff_sizes is not None and reward_buff_sizes.get(name, 0) < curriculum.min_lesson_length:
+                continue
+            changed[name] = curriculum.increment_lesson(value)
+        return changed
+
+    def set_all_curriculums_to_lesson_num(self, lesson_num: int) -> None:
+        for curriculum in self.brains_to_curriculums.values():
+            curriculum.lesson_num = lesson_num
+
+    def get_config(self) -> dict[str, float]:
+        """Every curriculum's current parameters, merged."""
+        config: dict[str, float] = {}
+        for curriculum in self.brains_to_curriculums.values():
+            config.update(curriculum.get_config())
+        return config
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps: each behavior's lesson and smoothed measure."""
+        return {name: {"lesson": c.lesson_num, "smoothing_value": c.smoothing_value}
+                for name, c in self.brains_to_curriculums.items()}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        for name, entry in state.items():
+            curriculum = self.brains_to_curriculums.get(name)
+            if curriculum is not None:
+                curriculum.lesson_num = int(entry["lesson"])
+                curriculum.smoothing_value = float(entry.get("smoothing_value", 0.0))
+
+
+LESSONS_FILE = "lessons.json"
+
+
+def save_lessons(meta_curriculum: MetaCurriculum, model_path: str, steps: Mapping[str, int]) -> str:
+    """Write the lessons (with the trainers' steps they belong to) to ``{model_path}/lessons.json``
+    atomically: a crash leaves the previous file whole."""
+    path = os.path.join(model_path, LESSONS_FILE)
+    os.makedirs(model_path, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"steps": dict(steps), "lessons": meta_curriculum.state()}, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def load_lessons(meta_curriculum: MetaCurriculum, model_path: str) -> bool:
+    """Restore the lessons saved in ``model_path``; False when the run saved none."""
+    path = os.path.join(model_path, LESSONS_FILE)
+    if not os.path.exists(path):
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            state = json.load(f)["lessons"]
+        meta_curriculum.load_state(state)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CurriculumError(f"The saved lessons {path} cannot be read: {e}.") from e
+    return True

@@ -1,0 +1,219 @@
+"""Export a trained policy to run without kerasrl: a TensorFlow SavedModel and, with the
+optional extra ``kerasrl[onnx]`` (tf2onnx, onnxruntime), ONNX.
+
+The SavedModel (``{behavior}.savedmodel/``) has two signatures over the same inputs:
+``deterministic`` (the most likely action: per branch the argmax of the masked probabilities;
+for continuous actions ``clip(μ, −3, 3) / 3``) and ``stochastic`` (an action sampled inside the
+graph). Inputs, named as the model's (``kerasrl.fields.Field``): ``vector_obs`` (raw: the
+observation normalizer is inside the graph), ``visual_obs{i}``, ``action_mask`` (discrete),
+``memory`` and ``prev_action`` (recurrent; ``prev_action`` for discrete actions only). Outputs
+keep ML-Agents' exported names (behaviour.md §8.3): ``action``, ``action_probs`` (discrete:
+the masked probabilities; continuous: ``μ``), ``value_estimate`` (the first reward signal's),
+``recurrent_out`` (the next memory, recurrent only). ``{behavior}.onnx`` is the
+``deterministic`` function (ONNX opset 13); ``{behavior}.policy.json`` records the inputs,
+outputs, memory size and action layout. Every file is written beside a temporary one and
+renamed into place, so an interrupted export leaves the previous one whole.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Any, Callable, Optional
+
+import tensorflow as tf
+
+from kerasrl.exception import TrainerError
+from kerasrl.fields import Field
+from kerasrl.models.actor_critic import ActorCritic
+from kerasrl.models.distributions import ClippedGaussian
+
+#: ML-Agents' ``version_number`` of the exported graph.
+VERSION_NUMBER = 2
+ONNX_OPSET = 13
+ONNX_MISSING = "ONNX export needs the optional extra kerasrl[onnx] (pip install tf2onnx onnxruntime)"
+
+
+def onnx_available() -> bool:
+    """True when tf2onnx can be imported (the ``kerasrl[onnx]`` extra)."""
+    try:
+        import tf2onnx  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class ExportedPolicy(tf.Module):
+    """The acting part of an :class:`ActorCritic` as two ``tf.function``s with flat, named
+    tensor inputs (what a SavedModel signature and tf2onnx need)."""
+
+    def __init__(self, model: ActorCritic) -> None:
+        super().__init__(name="policy")
+        self.model = model
+        self.input_names = list(model.input_signature())
+        specs = list(model.input_signature().values())
+        self.deterministic = tf.function(self._flat(self._deterministic), input_signature=specs)
+        self.stochastic = tf.function(self._flat(self._stochastic), input_signature=specs)
+
+    def _flat(self, fn: Callable[[dict[str, tf.Tensor]], dict[str, tf.Tensor]]) -> Callable[..., dict[str, tf.Tensor]]:
+        names = self.input_names
+
+        def call(*tensors: tf.Tensor) -> dict[str, tf.Tensor]:
+            return fn(dict(zip(names, tensors)))
+
+        return call
+
+    def _outputs(self, out: dict[str, Any], action: tf.Tensor, probs: tf.Tensor) -> dict[str, tf.Tensor]:
+        result = {"action": action, "action_probs": probs,
+                  "value_estimate": out["values"][self.model.stream_names[0]]}
+        if Field.MEMORY_OUT in out:
+            result["recurrent_out"] = out[Field.MEMORY_OUT]
+        return result
+
+    def _deterministic(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        out = self.model(inputs)
+        dist = self.model.distribution(out, inputs)
+        if self.model.is_discrete:
+            action = tf.stack([tf.argmax(p, axis=-1, output_type=tf.int32) for p in dist.branch_probs], axis=-1)
+            return self._outputs(out, action, dist.probs)
+        return self._outputs(out, ClippedGaussian.squash(out["mu"]), out["mu"])
+
+    def _stochastic(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        out = self.model(inputs)
+        dist = self.model.distribution(out, inputs)
+        shape = tf.stack([tf.shape(inputs[self.input_names[0]])[0], self.model.spec.action_size])
+        if self.model.is_discrete:
+            uniform = tf.random.uniform(shape, minval=1e-7, maxval=1.0)
+            return self._outputs(out, dist.sample(uniform), dist.probs)
+        action = ClippedGaussian.squash(dist.sample_pre(tf.random.normal(shape)))
+        return self._outputs(out, action, out["mu"])
+
+    def description(self) -> dict[str, Any]:
+        """What a user of the exported files needs to feed and read them."""
+        model, spec = self.model, self.model.spec
+        outputs = ["action", "action_probs", "value_estimate"] + (["recurrent_out"] if model.use_recurrent else [])
+        return {
+            "version_number": VERSION_NUMBER,
+            "inputs": {k: [None, *v.shape[1:]] for k, v in model.input_signature().items()},
+            "outputs": outputs,
+            "is_continuous_control": int(not model.is_discrete),
+            "action_output_shape": list(spec.action_shape),
+            "memory_size": int(model.memory_size),
+            "normalized_inside": model.normalizer is not None,
+        }
+
+
+def _replace_path(tmp: str, path: str) -> None:
+    """Move ``tmp`` (file or folder) to ``path``; an old folder is set aside first and removed last."""
+    if os.path.isdir(path):
+        old = path + ".old"
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(path, old)
+        os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, path)
+
+
+def save_savedmodel(policy: ExportedPolicy, path: str) -> str:
+    """Write the SavedModel folder ``path`` with the ``deterministic`` and ``stochastic`` signatures."""
+    tmp = path + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    signatures = {
+        "deterministic": policy.deterministic.get_concrete_function(),
+        "stochastic": policy.stochastic.get_concrete_function(),
+        "serving_default": policy.deterministic.get_concrete_function(),
+    }
+    try:
+        tf.saved_model.save(policy, tmp, signatures=signatures)
+        _replace_path(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def save_onnx(policy: ExportedPolicy, path: str) -> str:
+    """Write the ``deterministic`` function as ONNX to ``path`` (needs ``kerasrl[onnx]``)."""
+    try:
+        import tf2onnx
+    except ImportError as e:
+        raise TrainerError(f"{ONNX_MISSING}; {e}.") from e
+    specs = list(policy.model.input_signature().values())
+    tmp = path + ".tmp"
+    try:
+        tf2onnx.convert.from_function(policy.deterministic, input_signature=specs, opset=ONNX_OPSET, output_path=tmp)
+        _replace_path(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
+def export_policy(model: ActorCritic, folder: str, behavior: str, onnx: Optional[bool] = None) -> dict[str, str]:
+    """Export ``model`` into ``folder``: ``{behavior}.savedmodel``, ``{behavior}.policy.json`` and,
+    when ``onnx`` (default: when tf2onnx is installed), ``{behavior}.onnx``. Returns the paths."""
+    os.makedirs(folder, exist_ok=True)
+    policy = ExportedPolicy(model)
+    paths = {"savedmodel": save_savedmodel(policy, os.path.join(folder, f"{behavior}.savedmodel"))}
+    if onnx or (onnx is None and onnx_available()):
+        paths["onnx"] = save_onnx(policy, os.path.join(folder, f"{behavior}.onnx"))
+    info_path = os.path.join(folder, f"{behavior}.policy.json")
+    with open(info_path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump({"behavior": behavior, **policy.description(), "files": {k: os.path.basename(v) for k, v in paths.items()}},
+                  f, indent=1)
+    os.replace(info_path + ".tmp", info_path)
+    paths["policy_json"] = info_path
+    return paths
+
+
+def _run_record(run_dir: str) -> dict[str, Any]:
+    import yaml
+
+    path = os.path.join(run_dir, "configuration.yaml")
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = yaml.safe_load(f)
+    except OSError as e:
+        raise TrainerError(f"{run_dir} is not a kerasrl run folder: {path} cannot be read ({e.strerror or e}).") from e
+    if not isinstance(record, dict) or "behaviors" not in record or "command_line" not in record:
+        raise TrainerError(f"{path} has no 'behaviors' or 'command_line': not written by kerasrl-learn.")
+    return record
+
+
+def _behavior_specs(command_line: str) -> dict[str, Any]:
+    """The behaviors' specs of the environment the run's recorded command line names."""
+    import shlex
+
+    from kerasrl.cli import BUILTIN_ENVS, build_parser, make_env
+
+    words = shlex.split(command_line)
+    args, _ = build_parser().parse_known_args(words[1:])
+    env = make_env(args.env, None if args.env in BUILTIN_ENVS else 1, seed=0)
+    try:
+        return dict(env.behavior_specs)
+    finally:
+        env.close()
+
+
+def export_run(run_dir: str, onnx: Optional[bool] = None) -> dict[str, dict[str, str]]:
+    """Export every behavior of the run folder ``run_dir`` (as ``kerasrl-learn`` wrote it) from
+    its newest intact checkpoint, into ``run_dir/models/<behavior>/``. The settings come from
+    the run's ``configuration.yaml``, the specs from the environment its command line names."""
+    from kerasrl.ppo.learner import PPOLearner
+    from kerasrl.settings import load_trainer_config
+    from kerasrl.trainers.checkpoint import CheckpointSaver
+
+    record = _run_record(run_dir)
+    config = load_trainer_config(record["behaviors"])
+    specs = _behavior_specs(record["command_line"])
+    exported = {}
+    for behavior in record["behaviors"]:
+        if behavior not in specs:
+            raise TrainerError(f"{run_dir}: behavior {behavior!r} is not one of the environment's ({sorted(specs)}).")
+        settings = config.settings_for(behavior)
+        learner = PPOLearner.for_behavior(specs[behavior], list(settings.reward_signals), settings,
+                                          int(record.get("seed") or 0), settings.max_steps)
+        folder = os.path.join(run_dir, "models", behavior)
+        CheckpointSaver(folder, 1, model=learner.actor_critic, optimizer=learner.optimizer, learner=learner).restore()
+        exported[behavior] = export_policy(learner.actor_critic, folder, behavior, onnx)
+    return exported

@@ -1,0 +1,71 @@
+"""Learning curves from runs' metrics CSVs (``<run>/<behavior>.csv``) as a PNG (``kerasrl plot``).
+
+Needs the optional extra ``kerasrl[plot]`` (matplotlib). Every run folder given contributes one
+line per behavior (labelled ``run/behavior``) to one figure per metric key.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import os
+from typing import Optional, Sequence
+
+from kerasrl.exception import TrainerError
+
+DEFAULT_KEYS = ("Environment/Cumulative Reward",)
+PLOT_MISSING = "kerasrl plot needs the optional extra kerasrl[plot] (pip install matplotlib)"
+
+
+def read_curves(run_dir: str, key: str) -> dict[str, tuple[list[float], list[float]]]:
+    """Per behavior CSV of ``run_dir``: the (steps, values) of ``key`` where it has a value."""
+    if not os.path.isdir(run_dir):
+        raise TrainerError(f"kerasrl plot: {run_dir} is not a folder.")
+    files = sorted(f for f in os.listdir(run_dir) if f.endswith(".csv"))
+    if not files:
+        raise TrainerError(f"kerasrl plot: {run_dir} holds no <behavior>.csv metrics file.")
+    curves = {}
+    for name in files:
+        steps, values = [], []
+        with open(os.path.join(run_dir, name), newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                value = row.get(key) or ""
+                if value and row.get("Step") and math.isfinite(float(value)):
+                    steps.append(float(row["Step"]))
+                    values.append(float(value))
+        if steps:
+            curves[name[: -len(".csv")]] = (steps, values)
+    return curves
+
+
+def plot_runs(run_dirs: Sequence[str], output: str, keys: Sequence[str] = DEFAULT_KEYS,
+              title: Optional[str] = None) -> str:
+    """Plot ``keys`` (one panel each) against steps for every run of ``run_dirs`` into ``output`` (PNG)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise TrainerError(f"{PLOT_MISSING}; {e}.") from e
+    data = {key: {f"{os.path.basename(os.path.normpath(d))}/{b}": c for d in run_dirs
+                  for b, c in read_curves(d, key).items()} for key in keys}
+    for key, lines in data.items():
+        if not lines:
+            raise TrainerError(f"kerasrl plot: no run of {list(run_dirs)} has values for {key!r}.")
+    fig, axes = plt.subplots(len(keys), 1, figsize=(8, 3.5 * len(keys)), squeeze=False)
+    for ax, (key, lines) in zip(axes[:, 0], data.items()):
+        for label, (steps, values) in lines.items():
+            ax.plot(steps, values, label=label)
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel(key)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    tmp = output + ".tmp.png"
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, output)
+    return output

@@ -1,0 +1,166 @@
+"""Environment-parameter samplers for generalisation training (behaviour.md §14).
+
+A sampler file is YAML: a positive integer ``resampling-interval`` (environment steps, every
+agent's step counted, as every other step count) and one entry per reset parameter::
+
+    resampling-interval: 5000
+    mass: {sampler-type: uniform, min_value: 0.5, max_value: 10}
+    gravity: {sampler-type: gaussian, mean: 9.8, st_dev: 0.5}
+    scale: {sampler-type: multirange_uniform, intervals: [[0.75, 1], [2, 3]]}
+
+Every parameter is drawn again at each resampling, from its own seeded generator.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from kerasrl.exception import TrainerError
+
+
+class SamplerException(TrainerError):
+    """A sampler file or entry is invalid; the message names the parameter and key."""
+
+
+def _finite(name: str, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise SamplerException(f"The {key} of the {name} parameter must be a finite number, got {value!r}.")
+    return float(value)
+
+
+class Sampler:
+    """Draws one float per call; ``name`` is the parameter's (for error messages)."""
+
+    def __init__(self, name: str, seed: Optional[int]) -> None:
+        self.name = name
+        self.rng = np.random.RandomState(seed)
+
+    def sample_parameter(self) -> float:
+        raise NotImplementedError
+
+
+class UniformSampler(Sampler):
+    """Uniform in ``[min_value, max_value)``."""
+
+    def __init__(self, name: str, seed: Optional[int], min_value: Any, max_value: Any, **_: Any) -> None:
+        super().__init__(name, seed)
+        self.min_value = _finite(name, "min_value", min_value)
+        self.max_value = _finite(name, "max_value", max_value)
+        if self.max_value < self.min_value:
+            raise SamplerException(f"The {name} parameter's max_value {max_value} is below its min_value {min_value}.")
+
+    def sample_parameter(self) -> float:
+        return float(self.rng.uniform(self.min_value, self.max_value))
+
+
+class GaussianSampler(Sampler):
+    """Normal with ``mean`` and standard deviation ``st_dev``."""
+
+    def __init__(self, name: str, seed: Optional[int], mean: Any, st_dev: Any, **_: Any) -> None:
+        super().__init__(name, seed)
+        self.mean = _finite(name, "mean", mean)
+        self.st_dev = _finite(name, "st_dev", st_dev)
+        if self.st_dev < 0:
+            raise SamplerException(f"The st_dev of the {name} parameter must be >= 0, got {st_dev}.")
+
+    def sample_parameter(self) -> float:
+        return float(self.rng.normal(self.mean, self.st_dev))
+
+
+class MultiRangeUniformSampler(Sampler):
+    """An interval ``[a, b]`` of ``intervals`` chosen with probability ∝ ``b - a``, then uniform in it."""
+
+    def __init__(self, name: str, seed: Optional[int], intervals: Any, **_: Any) -> None:
+        super().__init__(name, seed)
+        if not isinstance(intervals, (list, tuple)) or not intervals or not all(
+                isinstance(i, (list, tuple)) and len(i) == 2 for i in intervals):
+            raise SamplerException(f"The intervals of the {name} parameter must be a non-empty list of [min, max] "
+                                   f"pairs, got {intervals!r}.")
+        self.intervals = [(_finite(name, "intervals", a), _finite(name, "intervals", b)) for a, b in intervals]
+        widths = np.array([b - a for a, b in self.intervals])
+        if (widths < 0).any() or widths.sum() <= 0:
+            raise SamplerException(f"The intervals of the {name} parameter need max >= min and a total width > 0, "
+                                   f"got {intervals!r}.")
+        self.probabilities = widths / widths.sum()
+
+    def sample_parameter(self) -> float:
+        k = self.rng.choice(len(self.intervals), p=self.probabilities)
+        low, high = self.intervals[k]
+        return float(self.rng.uniform(low, high))
+
+
+class SamplerFactory:
+    """``sampler-type`` name → sampler class; ``register_sampler`` adds types."""
+
+    NAME_TO_CLASS: dict[str, type[Sampler]] = {
+        "uniform": UniformSampler,
+        "gaussian": GaussianSampler,
+        "multirange_uniform": MultiRangeUniformSampler,
+    }
+
+    @staticmethod
+    def register_sampler(name: str, sampler_cls: type[Sampler]) -> None:
+        SamplerFactory.NAME_TO_CLASS[name] = sampler_cls
+
+    @staticmethod
+    def init_sampler_class(name: str, param_name: str, params: Mapping[str, Any], seed: Optional[int] = None) -> Sampler:
+        if name not in SamplerFactory.NAME_TO_CLASS:
+            raise SamplerException(f"The sampler-type {name!r} of the {param_name} parameter is not one of "
+                                   f"{sorted(SamplerFactory.NAME_TO_CLASS)}.")
+        cls = SamplerFactory.NAME_TO_CLASS[name]
+        try:
+            inspect.signature(cls).bind(param_name, seed, **params)
+        except TypeError as e:
+            raise SamplerException(f"The {param_name} parameter's {name} sampler got wrong arguments "
+                                   f"{sorted(params)}: {e}.") from e
+        return cls(param_name, seed, **params)
+
+
+class SamplerManager:
+    """One sampler per reset parameter of ``reset_param_dict`` (a sampler file without its
+    ``resampling-interval``). Parameter ``i`` (in file order) draws from seed ``seed + i``."""
+
+    def __init__(self, reset_param_dict: Optional[Mapping[str, Any]], seed: Optional[int] = None) -> None:
+        self.reset_param_dict = dict(reset_param_dict or {})
+        self.samplers: dict[str, Sampler] = {}
+        for i, (param_name, cur) in enumerate(self.reset_param_dict.items()):
+            if not isinstance(cur, Mapping):
+                raise SamplerException(f"The {param_name} parameter's entry must be a mapping with a sampler-type, "
+                                       f"got {cur!r}.")
+            if "sampler-type" not in cur:
+                raise SamplerException(f"'sampler_type' argument hasn't been supplied for the {param_name} parameter")
+            args = {k: v for k, v in cur.items() if k != "sampler-type"}
+            self.samplers[param_name] = SamplerFactory.init_sampler_class(
+                cur["sampler-type"], param_name, args, None if seed is None else seed + i)
+
+    def is_empty(self) -> bool:
+        return not self.samplers
+
+    def sample_all(self) -> dict[str, float]:
+        return {name: sampler.sample_parameter() for name, sampler in self.samplers.items()}
+
+
+def load_sampler_file(path: str, seed: Optional[int] = None) -> tuple[SamplerManager, int]:
+    """The sampler manager and resampling interval of the YAML file ``path``."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = yaml.safe_load(f)
+    except OSError as e:
+        raise SamplerException(f"The sampler file {path} could not be opened: {e.strerror or e}.") from e
+    except yaml.YAMLError as e:
+        raise SamplerException(f"The sampler file {path} is not valid YAML: {' '.join(str(e).split())}") from e
+    if not isinstance(config, dict):
+        raise SamplerException(f"The sampler file {path} must hold a mapping of parameter -> sampler.")
+    if "resampling-interval" not in config:
+        raise SamplerException(f"Resampling interval was not specified in the sampler file {path}. Please specify "
+                               "it with the 'resampling-interval' key in the sampler config file.")
+    interval = config.pop("resampling-interval")
+    if isinstance(interval, bool) or not isinstance(interval, int) or interval <= 0:
+        raise SamplerException(f"Specified resampling-interval is not valid in {path}: {interval!r}. Please provide "
+                               "a positive integer value for resampling-interval.")
+    return SamplerManager(config, seed), interval

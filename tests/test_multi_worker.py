@@ -1,0 +1,139 @@
+"""The learner on several hosts: MultiWorkerMirroredStrategy from TF_CONFIG, on loopback ports.
+
+Two worker processes (each one CPU replica) form a cluster; both hold the same global batch, as
+every replica must, and run one update. It must equal the one-device update on that batch, and
+the checkpoint that only the chief writes must load in a plain single process. A worker whose
+peers never come gives a one-line error naming the cluster (the join watchdog).
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+WORKER = """
+import json, os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+root, out = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(root, "tests"))
+import numpy as np
+from kerasrl import distribute
+strategy = distribute.get_strategy()
+assert strategy.num_replicas_in_sync == 2, strategy
+from test_multi_worker import build, update_batch
+from kerasrl.trainers.checkpoint import CheckpointSaver
+with strategy.scope():
+    learner = build()
+metrics = learner.fused_update(update_batch(learner), num_epoch=2, batch_size=32, seed=7)
+path = CheckpointSaver(os.path.join(out, "models"), 1, model=learner.actor_critic, optimizer=learner.optimizer).save(6, 1)
+index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+np.savez(os.path.join(out, f"worker{index}.npz"), *[w.numpy() for w in learner.actor_critic.weights])
+print(json.dumps({"chief": distribute.is_chief(), "path": path, "metrics": metrics}))
+"""
+
+
+def build():
+    from kerasrl.envs.base import BehaviorSpec
+    from kerasrl.models.actor_critic import ActorCritic
+    from kerasrl.ppo.learner import PPOLearner
+    from kerasrl.settings import NetworkSettings, PPOSettings
+
+    spec = BehaviorSpec(((4,),), "discrete", (3, 2))
+    model = ActorCritic(spec, ["extrinsic"], NetworkSettings(hidden_units=16), seed=3)
+    hp = PPOSettings(learning_rate=3e-3, beta=1e-2, batch_size=32, buffer_size=128, max_grad_norm=0.5)
+    return PPOLearner(model, hp, max_steps=1000)
+
+
+def update_batch(learner):
+    from test_learner import make_batch
+
+    batch = make_batch(learner, 96, seed=11)
+    batch["masks"][::5] = 0.0
+    return batch
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _worker_env(hosts: list[str], index: int) -> dict[str, str]:
+    config = {"cluster": {"worker": hosts}, "task": {"type": "worker", "index": index}}
+    return dict(os.environ, TF_CONFIG=json.dumps(config), TF_CPP_MIN_LOG_LEVEL="2",
+                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+@pytest.mark.slow
+def test_one_update_on_two_hosts_equals_one_device_and_the_chief_checkpoint_loads(tmp_path):
+    from kerasrl.trainers.checkpoint import CheckpointSaver
+
+    hosts = [f"localhost:{p}" for p in _free_ports(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(WORKER), ROOT, str(tmp_path)],
+                              env=_worker_env(hosts, i), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    outs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    assert [o["chief"] for o in outs] == [True, False]
+    assert outs[0]["path"] and outs[1]["path"] == ""  # only the chief wrote a checkpoint
+    prefixes = {name.split(".")[0] for name in os.listdir(tmp_path / "models") if name.startswith("model-")}
+    assert prefixes == {os.path.basename(outs[0]["path"])} == {"model-6"}
+
+    single = build()
+    m_one = single.fused_update(update_batch(single), num_epoch=2, batch_size=32, seed=7)
+    w0, w1 = (np.load(tmp_path / f"worker{i}.npz") for i in range(2))
+    for k, w in enumerate(single.actor_critic.weights):
+        np.testing.assert_allclose(w0[f"arr_{k}"], w.numpy(), rtol=0, atol=1e-5, err_msg=w.path)
+        np.testing.assert_array_equal(w0[f"arr_{k}"], w1[f"arr_{k}"])  # the replicas agree exactly
+    for key, value in m_one.items():
+        assert abs(outs[0]["metrics"][key] - value) < 1e-5 * max(1.0, abs(value)), key
+
+    fresh = build()
+    assert CheckpointSaver(str(tmp_path / "models"), 1, model=fresh.actor_critic, optimizer=fresh.optimizer).restore() \
+        == (6, 1)
+    for k, w in enumerate(fresh.actor_critic.weights):
+        np.testing.assert_array_equal(w.numpy(), w0[f"arr_{k}"])
+
+
+def test_a_worker_whose_peers_never_join_gets_a_clear_error():
+    hosts = [f"localhost:{p}" for p in _free_ports(2)]
+    script = "from kerasrl import distribute; distribute.multi_worker_strategy(join_timeout_s=3)"
+    proc = subprocess.run([sys.executable, "-c", script], env=_worker_env(hosts, 1), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0
+    line = next(line for line in proc.stderr.splitlines() if line.startswith("kerasrl: error:"))
+    assert f"worker 1 of the cluster {{'worker': {hosts!r}}} waited 3 s for the other workers to join" in line
+
+
+def test_tf_config_and_worker_hosts_errors(monkeypatch):
+    from kerasrl import distribute
+    from kerasrl.exception import TrainerError
+
+    monkeypatch.setenv("TF_CONFIG", "{not json")
+    with pytest.raises(TrainerError, match="TF_CONFIG is not a cluster description"):
+        distribute.tf_config()
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker",
+                                                                                               "index": 2}}))
+    with pytest.raises(TrainerError, match=r"task worker 2 is not in its cluster"):
+        distribute.tf_config()
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}}))
+    assert distribute.tf_config() is None  # a single worker: no multi-host strategy
+    with pytest.raises(TrainerError, match="--worker-hosts must be host:port entries"):
+        distribute.set_cluster(["a:1", "nohost"], 0)
+    with pytest.raises(TrainerError, match="--task-index 2 is not an index of the 2 --worker-hosts"):
+        distribute.set_cluster(["a:1", "b:2"], 2)
+    distribute.set_cluster(["a:1", "b:2"], 1)
+    assert distribute.tf_config()["task"] == {"type": "worker", "index": 1}
