@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import re
 import shutil
 import signal
@@ -264,9 +265,8 @@ class CheckpointSaver:
         waits until the checkpoint and the state file are written, then raises
         ``KeyboardInterrupt``; checkpoints beyond ``keep`` are deleted only after that.
         Under a multi-host strategy only the chief writes (the others return ``""``)."""
-        from kerasrl.distribute import is_chief
-
-        if not is_chief():
+        distribute = sys.modules.get("kerasrl.distribute")  # no strategy can have been chosen without it
+        if distribute is not None and not distribute.is_chief():
             return ""
         with sigint_deferred(f"the checkpoint save in {self.model_path}"):
             self._step.assign(step)
