@@ -31,10 +31,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 import re
 import shutil
 import signal
+import sys
 import threading
 import time
 import uuid
