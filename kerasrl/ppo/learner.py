@@ -182,6 +182,7 @@ class PPOLearner(keras.Model):
             loss, metrics = ppo_loss(
                 self.actor_critic, batch, self.clip_epsilon, self.beta, self.stream_names, self.sequence_length,
                 self.clip_value_loss, row_count=count,
+                minibatch_advantages=self.hyperparameters.normalize_advantages == "minibatch",
             )
         grads = tape.gradient(loss, variables)
         if self.max_grad_norm is not None:
