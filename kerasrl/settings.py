@@ -128,7 +128,8 @@ class PPOSettings(_Checked):
     adam_epsilon_style: str = setting("keras", one_of(*ADAM_EPSILON_STYLES),
                                       "keras: eps added to sqrt(v); torch: to the bias-corrected sqrt(v)")
     fused_update: bool = setting(True, doc="every epoch and mini-batch of an update in one compiled call")
-    jit_compile: bool = setting(False, doc="compile the update with XLA")
+    jit_compile: Optional[bool] = setting(
+        None, doc="compile the update with XLA (default: where measured faster, kerasrl.fast_path)")
     flush_on_update: bool = setting(False, doc="cut every trajectory when an update is due (SB3's rollouts)")
     normalize_advantages: str = setting(
         "buffer", one_of(*ADVANTAGE_NORMALIZATIONS),

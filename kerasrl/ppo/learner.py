@@ -18,6 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kerasrl.fast_path import choose_jit_compile
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.optimizers import Adam
@@ -77,7 +78,7 @@ class PPOLearner(keras.Model):
         self.stream_names = list(actor_critic.stream_names)
         self.max_steps = int(max_steps)
         self.sequence_length = actor_critic.sequence_length
-        self.use_xla = hp.jit_compile
+        self.use_xla = choose_jit_compile(hp.jit_compile, actor_critic)
         self.clip_epsilon = self.add_weight(name="epsilon", shape=(), initializer=keras.initializers.Constant(hp.epsilon),
                                             trainable=False)
         self.beta = self.add_weight(name="beta", shape=(), initializer=keras.initializers.Constant(hp.beta),
