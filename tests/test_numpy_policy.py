@@ -169,3 +169,14 @@ def test_gaussian_styles_clip_scale_and_entropy_as_documented():
         np.testing.assert_allclose(out["actions"], np.clip(out["actions_pre"], -scale, scale) / scale, rtol=1e-6)
         assert out["actions"].min() == -1.0 and out["actions"].max() == 1.0
         np.testing.assert_allclose(out["entropy"], entropy, rtol=1e-5)
+
+
+@pytest.mark.parametrize("key,value,problem", [("gaussian_style", "torch", "must be one of"),
+                                               ("action_scale", 0, "must be > 0"),
+                                               ("log_std_init", 50, "must be in")])
+def test_bad_gaussian_keys_name_key_and_value(key, value, problem):
+    from kerasrl.exception import TrainerConfigError
+    from kerasrl.settings import TrainerSettings
+
+    with pytest.raises(TrainerConfigError, match=f"{key} in .* {problem}.*, got {value!r}"):
+        TrainerSettings.from_dict({key: value})
