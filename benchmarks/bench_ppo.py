@@ -210,7 +210,8 @@ def main_workers(args: argparse.Namespace, import_tf: float) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", choices=("cartpole", "pendulum", "lstm", "visual", "agents64"), default="cartpole",
+    parser.add_argument("--task", choices=("cartpole", "pendulum", "lstm", "visual", "agents64", "acrobot", "pendulum200k",
+                                           "lunarlander"), default="cartpole",
                         help="environment, config and peer (see benchmarks/bench_tasks.py)")
     parser.add_argument("--steps", type=int, default=None, help="env steps per run (default: the task's budget)")
     parser.add_argument("--default-vs-best", action="store_true",
@@ -281,22 +282,27 @@ def main() -> int:
     print()
     print(f"{task.env_id} ({args.task}: {task.num_envs} copies, config {task.config}), {args.steps} steps, "
           f"{args.seeds} seeds (medians)")
-    header = f"{'':34s}{'kerasrl':>12s}" + (f"{'SB3':>12s}{'ratio':>10s}" if have_sb3 else "")
+    header = f"{'':34s}{'kerasrl':>12s}" + (f"{'SB3':>12s}{'ratio/diff':>12s}" if have_sb3 else "")
     print(header)
     rows = [
         ("env steps/s (no compile)", "sps", "{:.0f}", False),
         ("env steps/s (compile counted)", "sps_all", "{:.0f}", False),
         (f"steps to rolling-100 mean >= {TARGET:g}", "reach", "{:.0f}", True),
-        ("final rolling mean return", "final", "{:.1f}", False),
+        ("final rolling mean return", "final", "{:.1f}", None),
     ]
     for label, key, fmt, lower_better in rows:
         a = median([r[key] for r in ours])
         line = f"{label:34s}{fmt.format(a):>12s}"
         if have_sb3:
             b = median([r[key] for r in theirs])
-            ratio = (b / a if lower_better else a / b) if b and a else float("nan")
-            line += f"{fmt.format(b):>12s}{ratio:>9.2f}x"
+            if lower_better is None:  # returns can be negative: the difference kerasrl - SB3
+                line += f"{fmt.format(b):>12s}{a - b:>+11.1f} "
+            else:
+                ratio = (b / a if lower_better else a / b) if b and a else float("nan")
+                line += f"{fmt.format(b):>12s}{ratio:>11.2f}x"
         print(line)
+    print("per seed, final return: kerasrl " + " ".join(f"{r['final']:.1f}" for r in ours)
+          + ("; SB3 " + " ".join(f"{r['final']:.1f}" for r in theirs) if have_sb3 else ""))
     if args.default_vs_best:
         base = median([r["sps"] for r in variants["default"]])
         print("\nkerasrl default (no jit_compile key) vs explicit choices, steps/s (no compile / compile counted):")

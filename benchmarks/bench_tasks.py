@@ -41,12 +41,13 @@ def make_masked_cartpole(**kwargs: Any) -> gymnasium.Env:
 class PixelChase(gymnasium.Env):
     """Move along a row of 6 cells onto the target's column, seen only as pixels."""
 
-    metadata: dict[str, Any] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"]}
     CELLS = 6
     CELL_PX = 6
     STEPS = 30
 
-    def __init__(self) -> None:
+    def __init__(self, render_mode: Optional[str] = None) -> None:
+        self.render_mode = render_mode
         size = self.CELLS * self.CELL_PX
         self.observation_space = spaces.Box(0, 255, (size, size, 1), np.uint8)
         self.action_space = spaces.Discrete(3)
@@ -62,6 +63,9 @@ class PixelChase(gymnasium.Env):
         img[: half, self._agent * px : (self._agent + 1) * px] = 255
         img[half:, self._target * px : (self._target + 1) * px] = 160
         return img
+
+    def render(self) -> np.ndarray:
+        return np.repeat(self._image(), 3, axis=2)
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
@@ -146,3 +150,22 @@ TASKS: dict[str, Task] = {
     "agents64": Task("CartPole-v1", 64, "cartpole_zoo", 475.0, 200_000, "PPO", "MlpPolicy",
                      lambda: {**_zoo_cartpole()}, {"buffer_size": 2047}),
 }
+
+
+def _acrobot() -> dict[str, Any]:
+    return dict(n_steps=256, batch_size=64, gae_lambda=0.94, gamma=0.99, n_epochs=4, ent_coef=0.0,
+                learning_rate=linear(1e-3), clip_range=0.2)
+
+
+def _lunarlander() -> dict[str, Any]:
+    return dict(n_steps=1024, batch_size=64, gae_lambda=0.98, gamma=0.999, n_epochs=4, ent_coef=0.01,
+                learning_rate=linear(3e-4), clip_range=0.2)
+
+
+#: The tuned configs of kerasrl/configs (SB3 with the same settings, but without the Zoo's
+#: VecNormalize for Acrobot: kerasrl normalises observations only).
+TASKS.update({
+    "acrobot": Task("Acrobot-v1", 16, "acrobot", -100.0, 200_000, "PPO", "MlpPolicy", _acrobot),
+    "pendulum200k": Task("Pendulum-v1", 4, "pendulum", -250.0, 200_000, "PPO", "MlpPolicy", _pendulum),
+    "lunarlander": Task("LunarLander-v3", 16, "lunarlander", 200.0, 1_000_000, "PPO", "MlpPolicy", _lunarlander),
+})
