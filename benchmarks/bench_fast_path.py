@@ -29,6 +29,7 @@ def kinds() -> dict[str, tuple[Any, dict[str, Any], int, int, int]]:
            "separate_value_network": True}
     return {
         "mlp": (BehaviorSpec(((4,),), "discrete", (2,)), zoo, 256, 256, 20),
+        "mlp-mlagents": (BehaviorSpec(((8,),), "continuous", (2,)), {}, 10240, 1024, 3),  # 0.9's defaults
         "mlp-continuous": (BehaviorSpec(((3,),), "continuous", (1,)), zoo, 4096, 64, 10),
         "lstm": (BehaviorSpec(((4,),), "discrete", (2,)),
                  {**zoo, "num_layers": 1, "use_recurrent": True, "memory_size": 256, "sequence_length": 32}, 256, 256, 20),
