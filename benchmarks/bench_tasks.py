@@ -143,7 +143,8 @@ _VISUAL_CONFIG = {"batch_size": 256, "buffer_size": 1023, "time_horizon": 128, "
 
 TASKS: dict[str, Task] = {
     "cartpole": Task("CartPole-v1", 8, "cartpole_zoo", 475.0, 100_000, "PPO", "MlpPolicy", _zoo_cartpole),
-    "pendulum": Task("Pendulum-v1", 4, "pendulum_sb3", -200.0, 100_000, "PPO", "MlpPolicy", _pendulum),
+    # 102,400 steps: the 25 whole rollouts of 4 × 1024 that SB3 runs for its Zoo budget of 100k.
+    "pendulum": Task("Pendulum-v1", 4, "pendulum_sb3", -200.0, 102_400, "PPO", "MlpPolicy", _pendulum),
     "lstm": Task("MaskedCartPole-v1", 8, "cartpole_zoo", 475.0, 100_000, "RecurrentPPO", "MlpLstmPolicy", _lstm,
                  {"use_recurrent": True, "memory_size": 256, "sequence_length": 32, "num_layers": 1}),
     "visual": Task("PixelChase-v0", 8, "cartpole_zoo", 9.0, 50_000, "PPO", "CnnPolicy", _visual, _VISUAL_CONFIG),
