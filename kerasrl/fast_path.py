@@ -4,10 +4,11 @@ A config without kerasrl's extra keys (``jit_compile``, ``inference``) gets, per
 
 * the update (``jit_compile`` unset): compiled with XLA for feed-forward vector and LSTM
   policies, plain ``tf.function`` for visual ones — measured on CPU with
-  ``benchmarks/bench_fast_path.py`` (one fused PPO update, XLA vs not, alternating): CartPole-Zoo
-  MLP 2.5× faster with XLA, Pendulum MLP 6.3×, 64-unit LSTM 2.0× (its one-time compile costs
-  ~15 s more, repaid within ~30 updates), but Nature CNN on 36×36 pixels 25× *slower* (XLA's
-  CPU convolutions);
+  ``benchmarks/bench_fast_path.py`` (one fused PPO update, XLA vs not, alternating; two runs on
+  a shared 2-core machine): CartPole-Zoo MLP 1.7–2.5× faster with XLA, ML-Agents' default MLP
+  (128 units, batch 1024) 1.13×, Pendulum-Zoo MLP 4.5–6.3×, 64-unit LSTM 2.0–2.2× (its one-time
+  compile costs up to ~15 s more, repaid within ~30 updates), but Nature CNN on 36×36 pixels
+  25× *slower* (XLA's CPU convolutions);
 * acting (``inference: auto``): the numpy mirror of the network for feed-forward policies on
   vector observations (a call costs microseconds, a compiled TF call ~0.2 ms), the compiled
   TF call otherwise (recurrent or visual policies).
