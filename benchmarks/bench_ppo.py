@@ -145,8 +145,11 @@ def run_sb3(steps: int, seed: int, task: Any = None) -> dict[str, Any]:
     from bench_tasks import TASKS
 
     task = TASKS["cartpole"] if task is None else task
+    model_class: Any = PPO
     if task.sb3_class == "RecurrentPPO":
-        from sb3_contrib import RecurrentPPO as PPO  # noqa: N811
+        from sb3_contrib import RecurrentPPO
+
+        model_class = RecurrentPPO
 
     torch.set_num_threads(1)
 
@@ -164,7 +167,7 @@ def run_sb3(steps: int, seed: int, task: Any = None) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     env = make_vec_env(task.env_id, n_envs=task.num_envs, seed=seed)
-    model = PPO(task.sb3_policy, env, seed=seed, verbose=0, device="cpu", **task.sb3_kwargs())
+    model = model_class(task.sb3_policy, env, seed=seed, verbose=0, device="cpu", **task.sb3_kwargs())
     setup = time.perf_counter() - t0
     cb = Reach()
     start = time.perf_counter()

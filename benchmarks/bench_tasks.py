@@ -139,6 +139,7 @@ def _visual() -> dict[str, Any]:
 _VISUAL_CONFIG = {"batch_size": 256, "buffer_size": 1023, "time_horizon": 128, "num_epoch": 4, "lambd": 0.95,
                   "learning_rate": 5.0e-4, "epsilon_end": 0.2, "beta": 0.01, "hidden_units": 512, "num_layers": 1,
                   "vis_encode_type": "nature_cnn", "separate_value_network": False, "activation": "relu",
+                  "normalize_advantages": "minibatch",
                   "reward_signals": {"extrinsic": {"strength": 1.0, "gamma": 0.95}}}
 
 TASKS: dict[str, Task] = {

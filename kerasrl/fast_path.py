@@ -51,6 +51,6 @@ def choose_inference(inference: str, model: ActorCritic) -> str:
     if inference == "auto":
         chosen = "numpy" if NumpyActorCritic.supports(model) else "tf"
     how = "inference is set" if inference != "auto" else f"the fastest for a {policy_kind(model)} policy"
-    logger.info("%s: acting with the %s policy (%s).", model.name, "numpy mirror" if chosen == "numpy" else "compiled TF",
-                how)
+    path = "numpy mirror" if chosen == "numpy" else "compiled TF"
+    logger.info("%s: acting with the %s policy (%s).", model.name, path, how)
     return chosen

@@ -75,7 +75,8 @@ class ActorCritic(keras.Model):
     Continuous: separate policy and value streams; ``μ`` from a dense layer (init scale 0.01),
     a trainable state-independent ``log σ²`` starting at ``2·log_std_init`` (``gaussian_style:
     sb3``: ``log σ``, as Stable-Baselines3, so that Adam moves it as SB3's does). Discrete: one
-    shared stream, per-branch logits (no bias, init scale 0.01), masked. Value heads ``{name}_value`` on the value stream.
+    shared stream, per-branch logits (no bias, init scale 0.01), masked. Value heads
+    ``{name}_value`` on the value stream.
     ``separate_value_network`` overrides the ML-Agents choice of streams (e.g. ``True`` for
     discrete actions, as Stable-Baselines3's default MLP policy).
     """
