@@ -1,4 +1,11 @@
-"""Whole-loop PPO throughput and sample efficiency on CartPole-v1 against Stable-Baselines3.
+"""Whole-loop PPO throughput and sample efficiency against Stable-Baselines3, task by task.
+
+``--task`` (benchmarks/bench_tasks.py): ``cartpole`` (the default, below), ``pendulum``
+(Pendulum-v1, 4 envs, ``pendulum_sb3`` vs SB3 PPO), ``lstm`` (CartPole with the velocities
+masked, a 64-unit LSTM, sequence length 32, vs sb3-contrib RecurrentPPO), ``visual``
+(PixelChase-v0, 36×36 pixels, Nature CNN vs SB3 CnnPolicy) and ``agents64`` (CartPole, 64
+copies of one behavior vs SB3 with 64 envs). Every task runs both libraries alternating, seed
+after seed, with the same hyper-parameters; ``--steps`` defaults to the task's budget.
 
 Both libraries train PPO with the RL-Zoo hyper-parameters (8 envs × 32 steps, batch 256,
 20 epochs, gae_lambda 0.8, gamma 0.98, lr 1e-3 linear, clip 0.2 linear, 64×64, no entropy
@@ -45,7 +52,22 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-TARGET = 475.0
+TARGET = 475.0  # changed by --task
+
+
+def task_config(task: Any, jit_compile: Optional[bool] = None, reward_signals: Optional[dict[str, Any]] = None) -> Any:
+    """The kerasrl config of ``task`` (``jit_compile``: None keeps the config's / the default;
+    ``reward_signals`` replaces the config's)."""
+    from kerasrl.configs import config_path
+    from kerasrl.settings import load_trainer_config, read_yaml
+
+    section = {**read_yaml(config_path(task.config))["default"], **task.overrides, "summary_freq": 10**9}
+    if reward_signals:
+        section["reward_signals"] = reward_signals
+    section.pop("jit_compile", None)  # the default (kerasrl.fast_path) unless asked for
+    if jit_compile is not None:
+        section["jit_compile"] = jit_compile
+    return load_trainer_config({"default": section})
 
 
 def make_manager(env_id: str, num_envs: int, seed: int, workers: int, make_kwargs: dict[str, Any],
@@ -84,19 +106,19 @@ def record_cartpole_demo(path: str, steps: int = 10_000) -> str:
 
 def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1", workers: int = 1,
                 make_kwargs: Optional[dict[str, Any]] = None, env_manager: str = "auto",
-                reward_signals: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+                reward_signals: Optional[dict[str, Any]] = None, task: Any = None,
+                jit_compile: Optional[bool] = True) -> dict[str, Any]:
     import numpy as np
 
-    from kerasrl.configs import config_path
-    from kerasrl.settings import RunContext, load_trainer_config, read_yaml
+    from bench_tasks import TASKS
+    from kerasrl.settings import RunContext
     from kerasrl.timers import get_timer_tree, reset_timers
     from kerasrl.trainers import TrainerController, create_trainers
 
-    num_envs = 8
-    zoo = read_yaml(config_path("cartpole_zoo"))["default"]
-    if reward_signals:
-        zoo = {**zoo, "reward_signals": reward_signals}
-    config = load_trainer_config({"default": {**zoo, "summary_freq": 10**9}})  # no summaries while timing
+    task = TASKS["cartpole"] if task is None else task
+    env_id = task.env_id if env_id == "CartPole-v1" else env_id
+    num_envs = task.num_envs
+    config = task_config(task, jit_compile, reward_signals)  # no summaries while timing
     reset_timers()
     t0 = time.perf_counter()
     manager = make_manager(env_id, num_envs, seed, workers, make_kwargs or {}, env_manager)
@@ -146,15 +168,26 @@ def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1"
         "sps": done / (wall - trace), "sps_all": done / (wall + setup), "reach": reached[0],
         "final": float(np.mean(trainer.recent_returns)) if trainer.recent_returns else float("nan"),
         "trace": trace, "setup": setup, "breakdown": breakdown, "wall": wall,
+        "act_ms": 1000 * total(tree, "policy.act") / max(done / num_envs, 1),
+        "jit": trainer.learner.use_xla,
     }
 
 
-def run_sb3(steps: int, seed: int) -> dict[str, Any]:
+def run_sb3(steps: int, seed: int, task: Any = None) -> dict[str, Any]:
     import numpy as np
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
+
+    from bench_tasks import TASKS
+
+    task = TASKS["cartpole"] if task is None else task
+    model_class: Any = PPO
+    if task.sb3_class == "RecurrentPPO":
+        from sb3_contrib import RecurrentPPO
+
+        model_class = RecurrentPPO
 
     torch.set_num_threads(1)
 
@@ -170,13 +203,9 @@ def run_sb3(steps: int, seed: int) -> dict[str, Any]:
                     self.reached = self.num_timesteps
             return True
 
-    def linear(v: float) -> Any:
-        return lambda progress: progress * v
-
     t0 = time.perf_counter()
-    env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
-    model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
-                ent_coef=0.0, learning_rate=linear(1e-3), clip_range=linear(0.2), seed=seed, verbose=0, device="cpu")
+    env = make_vec_env(task.env_id, n_envs=task.num_envs, seed=seed)
+    model = model_class(task.sb3_policy, env, seed=seed, verbose=0, device="cpu", **task.sb3_kwargs())
     setup = time.perf_counter() - t0
     cb = Reach()
     start = time.perf_counter()
@@ -255,7 +284,12 @@ def main_signals(args: argparse.Namespace) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument("--task", choices=("cartpole", "pendulum", "lstm", "visual", "agents64", "acrobot", "pendulum200k",
+                                           "lunarlander"), default="cartpole",
+                        help="environment, config and peer (see benchmarks/bench_tasks.py)")
+    parser.add_argument("--steps", type=int, default=None, help="env steps per run (default: the task's budget)")
+    parser.add_argument("--default-vs-best", action="store_true",
+                        help="also run kerasrl with jit_compile true and false beside the default (no key)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=0, help="seeds run are first-seed .. first-seed+seeds-1")
     parser.add_argument("--no-sb3", action="store_true", help="time kerasrl alone")
@@ -269,6 +303,13 @@ def main() -> int:
     parser.add_argument("--demo", default=None, help="GAIL's demonstrations (default: record a scripted expert)")
     args = parser.parse_args()
     import tempfile
+
+    from bench_tasks import TASKS
+
+    global TARGET
+    task = TASKS[args.task]
+    TARGET = task.threshold
+    args.steps = task.steps if args.steps is None else args.steps
 
     t = time.perf_counter()
     import tensorflow  # noqa: F401
@@ -290,42 +331,66 @@ def main() -> int:
             import stable_baselines3  # noqa: F401
             import torch  # noqa: F401
 
+            if task.sb3_class == "RecurrentPPO":
+                import sb3_contrib  # noqa: F401
+
             import_sb3 = time.perf_counter() - t
             have_sb3 = True
         except ImportError:
-            print("stable_baselines3 is not installed; to compare, run: pip install torch==2.13.0 stable-baselines3")
+            print("stable_baselines3 (or sb3-contrib) is not installed; to compare, run: "
+                  "pip install torch==2.13.0 stable-baselines3 sb3-contrib")
     ours: list[dict[str, Any]] = []
     theirs: list[dict[str, Any]] = []
+    variants: dict[str, list[dict[str, Any]]] = {"default": [], "jit true": [], "jit false": []}
     with tempfile.TemporaryDirectory() as tmp:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
-            r = run_kerasrl(args.steps, seed, os.path.join(tmp, str(seed)))
+            r = run_kerasrl(args.steps, seed, os.path.join(tmp, str(seed)), task=task, jit_compile=None)
             ours.append(r)
-            print(f"kerasrl seed {seed}: {r['sps']:.0f} steps/s ({r['sps_all']:.0f} with compile), "
-                  f"475 reached at {r['reach']}, final mean {r['final']:.1f}", flush=True)
+            variants["default"].append(r)
+            print(f"kerasrl seed {seed}: {r['sps']:.0f} steps/s ({r['sps_all']:.0f} with compile, XLA {r['jit']}), "
+                  f"{TARGET:g} reached at {r['reach']}, final mean {r['final']:.1f}", flush=True)
             if have_sb3:
-                s = run_sb3(args.steps, seed)
+                s = run_sb3(args.steps, seed, task)
                 theirs.append(s)
                 print(f"sb3     seed {seed}: {s['sps']:.0f} steps/s ({s['sps_all']:.0f} with set-up), "
-                      f"475 reached at {s['reach']}, final mean {s['final']:.1f}", flush=True)
+                      f"{TARGET:g} reached at {s['reach']}, final mean {s['final']:.1f}", flush=True)
+            for name, jit in (("jit true", True), ("jit false", False)) if args.default_vs_best else ():
+                v = run_kerasrl(args.steps, seed, os.path.join(tmp, f"{seed}{name}"), task=task, jit_compile=jit)
+                variants[name].append(v)
+                print(f"kerasrl seed {seed} {name}: {v['sps']:.0f} steps/s ({v['sps_all']:.0f} with compile)", flush=True)
     print()
-    print(f"CartPole-v1, Zoo hyper-parameters, {args.steps} steps, {args.seeds} seeds (medians)")
-    header = f"{'':34s}{'kerasrl':>12s}" + (f"{'SB3':>12s}{'ratio':>10s}" if have_sb3 else "")
+    print(f"{task.env_id} ({args.task}: {task.num_envs} copies, config {task.config}), {args.steps} steps, "
+          f"{args.seeds} seeds (medians)")
+    header = f"{'':34s}{'kerasrl':>12s}" + (f"{'SB3':>12s}{'ratio/diff':>12s}" if have_sb3 else "")
     print(header)
     rows = [
         ("env steps/s (no compile)", "sps", "{:.0f}", False),
         ("env steps/s (compile counted)", "sps_all", "{:.0f}", False),
-        ("steps to rolling-100 mean >= 475", "reach", "{:.0f}", True),
-        ("final rolling mean return", "final", "{:.1f}", False),
+        (f"steps to rolling-100 mean >= {TARGET:g}", "reach", "{:.0f}", True),
+        ("final rolling mean return", "final", "{:.1f}", None),
     ]
     for label, key, fmt, lower_better in rows:
         a = median([r[key] for r in ours])
         line = f"{label:34s}{fmt.format(a):>12s}"
         if have_sb3:
             b = median([r[key] for r in theirs])
-            ratio = (b / a if lower_better else a / b) if b and a else float("nan")
-            line += f"{fmt.format(b):>12s}{ratio:>9.2f}x"
+            if lower_better is None:  # returns can be negative: the difference kerasrl - SB3
+                line += f"{fmt.format(b):>12s}{a - b:>+11.1f} "
+            else:
+                ratio = (b / a if lower_better else a / b) if b and a else float("nan")
+                line += f"{fmt.format(b):>12s}{ratio:>11.2f}x"
         print(line)
+    print("per seed, final return: kerasrl " + " ".join(f"{r['final']:.1f}" for r in ours)
+          + ("; SB3 " + " ".join(f"{r['final']:.1f}" for r in theirs) if have_sb3 else ""))
+    if args.default_vs_best:
+        base = median([r["sps"] for r in variants["default"]])
+        print("\nkerasrl default (no jit_compile key) vs explicit choices, steps/s (no compile / compile counted):")
+        for name, rs in variants.items():
+            print(f"  {name:10s}{median([r['sps'] for r in rs]):8.0f}{median([r['sps_all'] for r in rs]):8.0f}"
+                  f"{median([r['sps'] for r in rs]) / base:7.2f}x of default")
     print()
+    print(f"kerasrl policy call per step for all {task.num_envs} agents: "
+          f"{median([r['act_ms'] for r in ours]):.3f} ms (median; the timer's overhead included)")
     print("kerasrl time breakdown (median seconds per run):")
     for key in ours[0]["breakdown"]:
         print(f"  {key:26s}{median([r['breakdown'][key] for r in ours]):8.2f}")

@@ -359,8 +359,8 @@ class PPO:
             dist = MaskedMultiCategorical(out["logits"], inputs[Field.ACTION_MASK], model.branches)
             best = tf.stack([tf.argmax(p, axis=-1, output_type=tf.int32) for p in dist.branch_probs], axis=-1)
             return tf.where(deterministic, best, dist.sample(noise))
-        dist = ClippedGaussian(out["mu"], out["log_sigma_sq"])
-        return ClippedGaussian.squash(tf.where(deterministic, out["mu"], dist.sample_pre(noise)))
+        dist = model.distribution(out, inputs)
+        return ClippedGaussian.squash(tf.where(deterministic, out["mu"], dist.sample_pre(noise)), model.action_scale)
 
     def _predict_inputs(self, observations: Any, action_mask: Optional[np.ndarray]) -> dict[str, np.ndarray]:
         from kerasrl.spec import concat_vector_observations

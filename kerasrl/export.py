@@ -76,7 +76,7 @@ class ExportedPolicy(tf.Module):
         if self.model.is_discrete:
             action = tf.stack([tf.argmax(p, axis=-1, output_type=tf.int32) for p in dist.branch_probs], axis=-1)
             return self._outputs(out, action, dist.probs)
-        return self._outputs(out, ClippedGaussian.squash(out["mu"]), out["mu"])
+        return self._outputs(out, ClippedGaussian.squash(out["mu"], self.model.action_scale), out["mu"])
 
     def _stochastic(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         out = self.model(inputs)
@@ -85,7 +85,7 @@ class ExportedPolicy(tf.Module):
         if self.model.is_discrete:
             uniform = tf.random.uniform(shape, minval=1e-7, maxval=1.0)
             return self._outputs(out, dist.sample(uniform), dist.probs)
-        action = ClippedGaussian.squash(dist.sample_pre(tf.random.normal(shape)))
+        action = ClippedGaussian.squash(dist.sample_pre(tf.random.normal(shape)), self.model.action_scale)
         return self._outputs(out, action, out["mu"])
 
     def description(self) -> dict[str, Any]:

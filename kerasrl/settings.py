@@ -44,6 +44,8 @@ ACTIVATIONS = ("swish", "tanh", "relu")
 INITIALIZERS = ("variance_scaling", "orthogonal")
 ADAM_EPSILON_STYLES = ("keras", "torch")
 INFERENCE_MODES = ("auto", "tf", "numpy")
+GAUSSIAN_STYLES = ("mlagents", "sb3")
+ADVANTAGE_NORMALIZATIONS = ("buffer", "minibatch")
 
 
 def at_least(low: float) -> Check:
@@ -95,6 +97,15 @@ class NetworkSettings(_Checked):
     initializer: str = setting("variance_scaling", one_of(*INITIALIZERS), "or Stable-Baselines3's orthogonal gains")
     separate_value_network: Optional[bool] = setting(
         None, doc="separate policy and value streams (default: continuous actions only)")
+    gaussian_style: str = setting(
+        "mlagents", one_of(*GAUSSIAN_STYLES),
+        "continuous actions. mlagents: trainable log σ², entropy averaged over dimensions; sb3: trainable log σ "
+        "(Stable-Baselines3's), entropy summed over dimensions")
+    log_std_init: float = setting(0.0, lambda v: None if -20.0 <= v <= 5.0 else "must be in [-20, 5]",
+                                  "initial log σ of continuous actions (SB3's log_std_init)")
+    action_scale: Optional[float] = setting(
+        None, positive, "continuous actions: the sample is clipped at ±action_scale and divided by it, giving [-1, 1] "
+        "(default 3 for mlagents, 1 for sb3; the Box's half-range puts μ and σ in the env's units, as SB3)")
 
     def _check(self) -> None:
         if self.use_recurrent and (self.memory_size <= 0 or self.memory_size % 4):
@@ -121,8 +132,12 @@ class PPOSettings(_Checked):
     adam_epsilon_style: str = setting("keras", one_of(*ADAM_EPSILON_STYLES),
                                       "keras: eps added to sqrt(v); torch: to the bias-corrected sqrt(v)")
     fused_update: bool = setting(True, doc="every epoch and mini-batch of an update in one compiled call")
-    jit_compile: bool = setting(False, doc="compile the update with XLA")
+    jit_compile: Optional[bool] = setting(
+        None, doc="compile the update with XLA (default: where measured faster, kerasrl.fast_path)")
     flush_on_update: bool = setting(False, doc="cut every trajectory when an update is due (SB3's rollouts)")
+    normalize_advantages: str = setting(
+        "buffer", one_of(*ADVANTAGE_NORMALIZATIONS),
+        "advantages normalised over the update buffer (ML-Agents) or also per mini-batch (SB3)")
 
     def _check(self) -> None:
         if self.batch_size > self.buffer_size + 1:

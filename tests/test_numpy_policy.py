@@ -12,12 +12,16 @@ from kerasrl.settings import NetworkSettings
 SPECS = {
     "discrete": BehaviorSpec(((3,), (2,)), "discrete", (3, 4, 2)),
     "continuous": BehaviorSpec(((5,),), "continuous", (3,)),
+    "continuous_sb3": BehaviorSpec(((5,),), "continuous", (3,)),
 }
+#: Stable-Baselines3's Gaussian (log σ, summed entropy) in the units of a Box of half-range 2.
+SB3_GAUSSIAN = {"gaussian_style": "sb3", "log_std_init": -0.5, "action_scale": 2.0}
+KINDS = list(SPECS)
 
 
-def trained_like(spec, normalize=True, seed=0):
-    model = ActorCritic(spec, ["extrinsic", "gail"], NetworkSettings(hidden_units=32, num_layers=2, normalize=normalize),
-                        seed=seed)
+def trained_like(spec, normalize=True, seed=0, **network):
+    model = ActorCritic(spec, ["extrinsic", "gail"],
+                        NetworkSettings(hidden_units=32, num_layers=2, normalize=normalize, **network), seed=seed)
     rng = np.random.default_rng(seed)
     for w in model.trainable_weights:  # move weights away from their small initial values
         w.assign(w.numpy() + rng.normal(scale=0.3, size=w.shape).astype(np.float32))
@@ -26,10 +30,10 @@ def trained_like(spec, normalize=True, seed=0):
     return model
 
 
-@pytest.mark.parametrize("kind", ["discrete", "continuous"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_numpy_forward_equals_tf(kind):
     spec = SPECS[kind]
-    model = trained_like(spec)
+    model = trained_like(spec, **(SB3_GAUSSIAN if kind == "continuous_sb3" else {}))
     mirror = NumpyActorCritic(model)
     rng = np.random.default_rng(1)
     n = 256
@@ -43,7 +47,7 @@ def test_numpy_forward_equals_tf(kind):
         inputs["action_mask"] = masks
         noise = np.maximum(rng.random((n, spec.action_size), dtype=np.float32), 1e-7)
     else:
-        noise = rng.standard_normal((n, spec.action_size), dtype=np.float32)
+        noise = rng.standard_normal((n, spec.action_size), dtype=np.float32) * 3
     tf_out = {k: v.numpy() for k, v in model.act({k: tf.constant(v) for k, v in inputs.items()}, tf.constant(noise)).items()}
     np_out = mirror.act(inputs, noise)
     assert set(tf_out) == set(np_out)
@@ -77,10 +81,10 @@ def test_policy_chooses_numpy_for_vector_mlps_and_tf_otherwise():
         PPOPolicy(SPECS["discrete"], vec, inference="gpu")
 
 
-@pytest.mark.parametrize("kind", ["discrete", "continuous"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_numpy_and_tf_policies_give_same_actions_under_same_seed(kind):
     spec = SPECS[kind]
-    model = trained_like(spec, seed=4)
+    model = trained_like(spec, seed=4, **(SB3_GAUSSIAN if kind == "continuous_sb3" else {}))
     rng = np.random.default_rng(2)
     n = 64
     obs = [rng.normal(size=(n, s[0])).astype(np.float32) for s in spec.observation_shapes]
@@ -146,3 +150,33 @@ def test_sampling_kernel_matches_masked_categorical_distribution():
     with pytest.raises(ValueError, match="output arrays"):
         sample_masked_categorical(logits, masks, noise, np.asarray(branches, np.int64), np.float32(EPSILON),
                                   actions[:-1].copy(), log_probs, entropy)
+
+
+def test_gaussian_styles_clip_scale_and_entropy_as_documented():
+    """ML-Agents' default: ``clip(pre, ±3) / 3``, log σ² variable, mean entropy; ``sb3`` with
+    ``action_scale`` 2: ``clip(pre, ±2) / 2``, a log σ variable from ``log_std_init``, summed entropy."""
+    spec = SPECS["continuous"]
+    inputs = {"vector_obs": tf.zeros((4, 5))}
+    noise = tf.constant(np.array([[-9.0, 0.0, 9.0]] * 3 + [[0.3, -0.6, 1.2]], np.float32))
+    default = ActorCritic(spec, ["extrinsic"], NetworkSettings(hidden_units=8), seed=0)
+    assert NetworkSettings().gaussian_style == "mlagents" and default.action_scale == 3.0
+    assert [w.name for w in default.trainable_weights if "sigma" in w.name or "std" in w.name] == ["log_sigma_squared"]
+    sb3 = ActorCritic(spec, ["extrinsic"], NetworkSettings(hidden_units=8, **SB3_GAUSSIAN), seed=0)
+    np.testing.assert_allclose(sb3.log_std.numpy(), [-0.5] * 3)
+    for model, scale, entropy in ((default, 3.0, 0.5 * np.log(2 * np.pi * np.e)),
+                                  (sb3, 2.0, 3 * (0.5 * np.log(2 * np.pi * np.e) - 0.5))):
+        out = {k: v.numpy() for k, v in model.act(inputs, noise).items()}
+        np.testing.assert_allclose(out["actions"], np.clip(out["actions_pre"], -scale, scale) / scale, rtol=1e-6)
+        assert out["actions"].min() == -1.0 and out["actions"].max() == 1.0
+        np.testing.assert_allclose(out["entropy"], entropy, rtol=1e-5)
+
+
+@pytest.mark.parametrize("key,value,problem", [("gaussian_style", "torch", "must be one of"),
+                                               ("action_scale", 0, "must be > 0"),
+                                               ("log_std_init", 50, "must be in")])
+def test_bad_gaussian_keys_name_key_and_value(key, value, problem):
+    from kerasrl.exception import TrainerConfigError
+    from kerasrl.settings import TrainerSettings
+
+    with pytest.raises(TrainerConfigError, match=f"{key} in .* {problem}.*, got {value!r}"):
+        TrainerSettings.from_dict({key: value})

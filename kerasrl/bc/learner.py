@@ -125,7 +125,8 @@ class BCLearner:
             pre = out["mu"]
             if noise is not None:
                 pre = pre + tf.exp(0.5 * out["log_sigma_sq"]) * noise
-            per_row = tf.reduce_mean(tf.square(ClippedGaussian.squash(pre) - batch[Field.ACTIONS]), axis=-1)
+            per_row = tf.reduce_mean(tf.square(ClippedGaussian.squash(pre, model.action_scale) - batch[Field.ACTIONS]),
+                                     axis=-1)
         return tf.reduce_sum(per_row * masks) / tf.maximum(tf.reduce_sum(masks), 1.0)
 
     def _update(self, data: dict[str, tf.Tensor], rows: tf.Tensor, learning_rate: tf.Tensor,

@@ -4,13 +4,16 @@ They are package data, so they are there after ``pip install kerasrl`` too::
 
     from kerasrl.configs import available_configs, config_path
 
-    available_configs()           # ['cartpole_zoo', 'trainer_config']
+    available_configs()           # ["acrobot", "cartpole_zoo", ..., "trainer_config"]
     config_path("cartpole_zoo")   # .../kerasrl/configs/cartpole_zoo.yaml
 
 * ``trainer_config``: the ``default`` section is the built-in defaults (ML-Agents 0.9's), a
   starting point to copy and edit;
 * ``cartpole_zoo``: PPO on CartPole-v1 with Stable-Baselines3's RL-Zoo hyper-parameters (the
-  default config of ``examples/train_ppo.py``).
+  default config of ``examples/train_ppo.py``);
+* ``pendulum_sb3``: Pendulum-v1 with SB3's Zoo settings and SB3's Gaussian (its update equals
+  SB3's); ``pendulum``, ``acrobot``, ``lunarlander``: tuned configs for those Gymnasium tasks
+  (figures in the README).
 
 To get one to edit: ``cp "$(python3 -c 'from kerasrl.configs import config_path;
 print(config_path("trainer_config"))')" my_config.yaml``.

@@ -14,7 +14,7 @@ import keras
 import tensorflow as tf
 
 from kerasrl.fields import Field
-from kerasrl.models.distributions import ClippedGaussian, MaskedMultiCategorical
+from kerasrl.models.distributions import MLAGENTS_ACTION_SCALE, ClippedGaussian, MaskedMultiCategorical
 from kerasrl.models.encoders import VectorEncoder, VisualEncoder, kernel_initializer
 from kerasrl.models.normalizer import Normalizer
 from kerasrl.settings import NetworkSettings
@@ -73,8 +73,10 @@ class ActorCritic(keras.Model):
     """PPO actor-critic for one behavior.
 
     Continuous: separate policy and value streams; ``μ`` from a dense layer (init scale 0.01),
-    a trainable state-independent ``log σ²``. Discrete: one shared stream, per-branch logits
-    (no bias, init scale 0.01), masked. Value heads ``{name}_value`` on the value stream.
+    a trainable state-independent ``log σ²`` starting at ``2·log_std_init`` (``gaussian_style:
+    sb3``: ``log σ``, as Stable-Baselines3, so that Adam moves it as SB3's does). Discrete: one
+    shared stream, per-branch logits (no bias, init scale 0.01), masked. Value heads
+    ``{name}_value`` on the value stream.
     ``separate_value_network`` overrides the ML-Agents choice of streams (e.g. ``True`` for
     discrete actions, as Stable-Baselines3's default MLP policy).
     """
@@ -119,6 +121,10 @@ class ActorCritic(keras.Model):
         self.normalizer = Normalizer(self.vector_size, name="normalizer") if network.normalize and self.vector_size else None
         separate = network.separate_value_network
         self.separate_value_network = (not self.is_discrete) if separate is None else separate
+        self.gaussian_style = network.gaussian_style
+        default_scale = MLAGENTS_ACTION_SCALE if network.gaussian_style == "mlagents" else 1.0
+        #: The Gaussian sample is clipped at ± this and divided by it (continuous actions).
+        self.action_scale = default_scale if network.action_scale is None else float(network.action_scale)
         self._build_layers()
         self(self.dummy_inputs(1))
 
@@ -145,13 +151,26 @@ class ActorCritic(keras.Model):
         else:
             self.mu = keras.layers.Dense(spec.action_size, kernel_initializer=kernel_initializer(init, "action", self._seed(3)),
                                          name="mu")
-            self.log_sigma_sq = self.add_weight(name="log_sigma_squared", shape=(spec.action_size,),
-                                                initializer="zeros", trainable=True)
+            self._build_log_sigma(spec.action_size)
         self.value_heads = {
             name: keras.layers.Dense(1, kernel_initializer=kernel_initializer(init, "value", self._seed(20 + i)),
                                      name=f"{name}_value")
             for i, name in enumerate(self.stream_names)
         }
+
+    def _build_log_sigma(self, action_size: int) -> None:
+        """The trainable spread: ``log_sigma_sq`` (ML-Agents) or ``log_std`` (SB3)."""
+        log_std = self.network.log_std_init
+        if self.gaussian_style == "sb3":
+            self.log_std = self.add_weight(name="log_std", shape=(action_size,),
+                                           initializer=keras.initializers.Constant(log_std), trainable=True)
+        else:
+            self.log_sigma_sq = self.add_weight(name="log_sigma_squared", shape=(action_size,),
+                                                initializer=keras.initializers.Constant(2.0 * log_std), trainable=True)
+
+    def log_sigma_sq_value(self) -> tf.Tensor:
+        """``log σ²`` of the continuous actions, whichever variable holds it."""
+        return 2.0 * self.log_std if self.gaussian_style == "sb3" else self.log_sigma_sq
 
     def dummy_inputs(self, batch: int) -> dict[str, tf.Tensor]:
         """Zero inputs of every kind the model takes (used to build the weights)."""
@@ -200,7 +219,7 @@ class ActorCritic(keras.Model):
             out["logits"] = tf.concat([layer(hidden) for layer in self.branch_logits], axis=-1)
         else:
             out["mu"] = self.mu(hidden)
-            out["log_sigma_sq"] = self.log_sigma_sq
+            out["log_sigma_sq"] = self.log_sigma_sq_value()
         out["values"] = {name: tf.squeeze(head(value_hidden), -1) for name, head in self.value_heads.items()}
         if mem_out is not None:
             out[Field.MEMORY_OUT] = mem_out
@@ -209,7 +228,8 @@ class ActorCritic(keras.Model):
     def distribution(self, out: Mapping[str, Any], inputs: Mapping[str, tf.Tensor]) -> MaskedMultiCategorical | ClippedGaussian:
         if self.is_discrete:
             return MaskedMultiCategorical(out["logits"], inputs[Field.ACTION_MASK], self.branches)
-        return ClippedGaussian(out["mu"], out["log_sigma_sq"])
+        return ClippedGaussian(out["mu"], out["log_sigma_sq"], self.action_scale,
+                               sum_entropy=self.gaussian_style == "sb3")
 
     def act(self, inputs: Mapping[str, tf.Tensor], noise: tf.Tensor) -> dict[str, tf.Tensor]:
         """Sample actions with caller-supplied noise (uniform for discrete, standard normal for continuous).
@@ -227,7 +247,7 @@ class ActorCritic(keras.Model):
             result[Field.ACTION_LOG_PROBS] = dist.branch_log_prob(action)
         else:
             pre = dist.sample_pre(noise)
-            result[Field.ACTIONS] = ClippedGaussian.squash(pre)
+            result[Field.ACTIONS] = ClippedGaussian.squash(pre, self.action_scale)
             result[Field.ACTIONS_PRE] = pre
             result[Field.ACTION_LOG_PROBS] = dist.dim_log_prob(pre)
         result[Field.ENTROPY] = dist.entropy()

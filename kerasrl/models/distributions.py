@@ -68,23 +68,35 @@ class MaskedMultiCategorical:
         return tf.add_n(ent)
 
 
-class ClippedGaussian:
-    """Diagonal Gaussian with a state-independent ``log σ²``; actions are ``clip(μ + σε, −3, 3) / 3``.
+#: ML-Agents 0.9 clips the Gaussian sample at ±3 and divides by 3.
+MLAGENTS_ACTION_SCALE = 3.0
 
-    Log-probs are evaluated at the *pre-clip* action (behaviour.md §8.2), which the trainer
-    stores so the update recomputes them at exactly the sampled point.
+
+class ClippedGaussian:
+    """Diagonal Gaussian with a state-independent ``log σ²``; actions are ``clip(μ + σε, −s, s) / s``.
+
+    ``s`` (``action_scale``) is 3 in ML-Agents 0.9. With ``s`` the half-range of a symmetric
+    Box, ``μ`` and ``σ`` are in the environment's units and the action the env receives is
+    Stable-Baselines3's (its Gaussian sample clipped at the bounds). Log-probs are evaluated at
+    the *pre-clip* action (behaviour.md §8.2), as both libraries do, which the trainer stores
+    so the update recomputes them at exactly the sampled point. Entropy is averaged over the
+    dimensions (ML-Agents) or summed (``sum_entropy``, SB3).
     """
 
-    def __init__(self, mu: tf.Tensor, log_sigma_sq: tf.Tensor) -> None:
+    def __init__(self, mu: tf.Tensor, log_sigma_sq: tf.Tensor, action_scale: float = MLAGENTS_ACTION_SCALE,
+                 sum_entropy: bool = False) -> None:
         self.mu = mu
         self.log_sigma_sq = tf.broadcast_to(log_sigma_sq, tf.shape(mu))
+        self.action_scale = float(action_scale)
+        self.sum_entropy = sum_entropy
 
     def sample_pre(self, normal: tf.Tensor) -> tf.Tensor:
         return self.mu + tf.exp(0.5 * self.log_sigma_sq) * normal
 
     @staticmethod
-    def squash(pre_action: tf.Tensor) -> tf.Tensor:
-        return tf.clip_by_value(pre_action, -3.0, 3.0) / 3.0
+    def squash(pre_action: tf.Tensor, action_scale: float = MLAGENTS_ACTION_SCALE) -> tf.Tensor:
+        """The action in [−1, 1] that the environment receives."""
+        return tf.clip_by_value(pre_action, -action_scale, action_scale) / action_scale
 
     def dim_log_prob(self, pre_action: tf.Tensor) -> tf.Tensor:
         """Per-dimension log-density at ``pre_action``: ``[batch, act_size]``."""
@@ -95,5 +107,6 @@ class ClippedGaussian:
         return tf.reduce_sum(self.dim_log_prob(pre_action), axis=-1)
 
     def entropy(self) -> tf.Tensor:
-        """Entropy per sample, averaged over dimensions as in the seed: ``[batch]``."""
-        return 0.5 * tf.reduce_mean(_LOG_2PIE + self.log_sigma_sq, axis=-1)
+        """Entropy per sample, averaged (ML-Agents) or summed (SB3) over dimensions: ``[batch]``."""
+        reduce = tf.reduce_sum if self.sum_entropy else tf.reduce_mean
+        return 0.5 * reduce(_LOG_2PIE + self.log_sigma_sq, axis=-1)

@@ -105,10 +105,7 @@ class NumpyActorCritic:
             action_bias = np.zeros(action_kernel.shape[1], np.float32)
         else:
             action_kernel, action_bias = dense(m.mu)
-            self.log_sigma_sq = values[self._index[id(m.log_sigma_sq)]].astype(np.float32)
-            self.sigma = np.exp(np.float32(0.5) * self.log_sigma_sq)
-            self.inv_var = np.exp(-self.log_sigma_sq)
-            self.entropy_value = np.float32(0.5) * np.mean(_LOG_2PIE + self.log_sigma_sq, dtype=np.float32)
+            self._refresh_gaussian(values)
         self.n_actions = action_kernel.shape[1]
         if m.value_body is None:
             self.layers = body
@@ -121,6 +118,19 @@ class NumpyActorCritic:
             self.layers += [(_block_diag(p[0], v[0]), np.concatenate([p[1], v[1]]))
                             for p, v in zip(body[1:], value_body[1:])]
             self.head = (_block_diag(action_kernel, value_kernel), np.concatenate([action_bias, value_bias]))
+
+    def _refresh_gaussian(self, values: Sequence[np.ndarray]) -> None:
+        """``σ`` and the constants of the log-density and entropy (``ClippedGaussian``'s)."""
+        m = self.model
+        if m.gaussian_style == "sb3":
+            self.log_sigma_sq = np.float32(2.0) * values[self._index[id(m.log_std)]].astype(np.float32)
+        else:
+            self.log_sigma_sq = values[self._index[id(m.log_sigma_sq)]].astype(np.float32)
+        self.sigma = np.exp(np.float32(0.5) * self.log_sigma_sq)
+        self.inv_var = np.exp(-self.log_sigma_sq)
+        reduce = np.sum if m.gaussian_style == "sb3" else np.mean
+        self.entropy_value = np.float32(0.5) * reduce(_LOG_2PIE + self.log_sigma_sq, dtype=np.float32)
+        self.action_scale = np.float32(m.action_scale)
 
     def _forward(self, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Action outputs (logits or μ) and value heads."""
@@ -166,7 +176,7 @@ class NumpyActorCritic:
         else:
             mu = action_out
             pre = mu + self.sigma * noise
-            out[Field.ACTIONS] = np.clip(pre, -3.0, 3.0) / np.float32(3.0)
+            out[Field.ACTIONS] = np.clip(pre, -self.action_scale, self.action_scale) / self.action_scale
             out[Field.ACTIONS_PRE] = pre
             out[Field.ACTION_LOG_PROBS] = (
                 np.float32(-0.5) * np.square(pre - mu) * self.inv_var

@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasrl.distribute import check_batch_size, distribute_minibatches, run_minibatches
+from kerasrl.fast_path import choose_jit_compile
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.optimizers import Adam
@@ -90,7 +91,7 @@ class PPOLearner(keras.Model):
         self.max_steps = int(max_steps)
         self.sequence_length = actor_critic.sequence_length
         check_batch_size(hp.batch_size, self.sequence_length, self.replicas)
-        self.use_xla = hp.jit_compile
+        self.use_xla = choose_jit_compile(hp.jit_compile, actor_critic)
         self.clip_epsilon = self.add_weight(name="epsilon", shape=(), initializer=keras.initializers.Constant(hp.epsilon),
                                             trainable=False)
         self.beta = self.add_weight(name="beta", shape=(), initializer=keras.initializers.Constant(hp.beta),
@@ -195,6 +196,7 @@ class PPOLearner(keras.Model):
             loss, metrics = ppo_loss(
                 self.actor_critic, batch, self.clip_epsilon, self.beta, self.stream_names, self.sequence_length,
                 self.clip_value_loss, row_count=count,
+                minibatch_advantages=self.hyperparameters.normalize_advantages == "minibatch",
             )
         grads = tape.gradient(loss, variables)
         if self.max_grad_norm is not None:

@@ -10,6 +10,8 @@
 * the entropy bonus uses the current policy's entropy;
 * reported, not optimised: ``approx_kl = mean((r − 1) − log r)`` (Schulman's low-variance
   estimator, as Stable-Baselines3 logs it) and ``clip_fraction = mean(|r − 1| > ε)``.
+* ``minibatch_advantages``: advantages are normalised again over each mini-batch's rows
+  (mean 0, unbiased std 1, + 1e-8), as Stable-Baselines3 does (per replica under a strategy).
 
 Means are "sum over the local rows / global row count", so that under a ``tf.distribute``
 strategy (whose Keras optimizer sums gradients across replicas) the update equals the
@@ -43,6 +45,7 @@ def ppo_loss(
     sequence_length: int = 1,
     clip_value_loss: bool = True,
     row_count: tf.Tensor | None = None,
+    minibatch_advantages: bool = False,
 ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
     """PPO loss on one mini-batch; returns ``(loss, metrics)`` (``policy_loss``, ``value_loss``,
     ``entropy``, ``approx_kl``, ``clip_fraction``).
@@ -76,6 +79,11 @@ def ppo_loss(
     value_loss = tf.add_n(value_losses) / float(len(value_losses))
 
     advantages = batch[Field.ADVANTAGES]
+    if minibatch_advantages:
+        local = tf.maximum(tf.reduce_sum(mask), 2.0)
+        adv_mean = tf.reduce_sum(advantages * mask) / local
+        adv_std = tf.sqrt(tf.reduce_sum(tf.square(advantages - adv_mean) * mask) / (local - 1.0))
+        advantages = (advantages - adv_mean) / (adv_std + 1e-8)
     old_log_prob = tf.reduce_sum(batch[Field.ACTION_LOG_PROBS], axis=-1)
     ratio = tf.exp(log_prob - old_log_prob)
     surrogate = tf.minimum(ratio * advantages, tf.clip_by_value(ratio, 1.0 - epsilon, 1.0 + epsilon) * advantages)

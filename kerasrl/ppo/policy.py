@@ -10,6 +10,7 @@ import tensorflow as tf
 from kerasrl.arrays import shared_ones
 from kerasrl.envs.base import StepResult
 from kerasrl.envs.env_manager import ActionInfo
+from kerasrl.fast_path import choose_inference
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.numpy_policy import NumpyActorCritic
@@ -49,8 +50,7 @@ class PPOPolicy:
             raise ValueError(f"inference must be one of {list(INFERENCE_MODES)}, got '{inference}'.")
         self.spec = spec
         self.model = model
-        if inference == "auto":
-            inference = "numpy" if NumpyActorCritic.supports(model) else "tf"
+        inference = choose_inference(inference, model)
         self.inference = inference
         self.numpy_model = NumpyActorCritic(model) if inference == "numpy" else None
         self.rng = np.random.default_rng(seed)
