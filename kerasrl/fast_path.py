@@ -9,6 +9,8 @@ A config without kerasrl's extra keys (``jit_compile``, ``inference``) gets, per
   (128 units, batch 1024) 1.13×, Pendulum-Zoo MLP 4.5–6.3×, 64-unit LSTM 2.0–2.2× (its one-time
   compile costs up to ~15 s more, repaid within ~30 updates), but Nature CNN on 36×36 pixels
   25× *slower* (XLA's CPU convolutions);
+* the updates and rewards of the curiosity and GAIL models (MLP encoders): XLA unless
+  ``jit_compile`` is false (visual signal models never use it, as above);
 * acting (``inference: auto``): the numpy mirror of the network for feed-forward policies on
   vector observations (a call costs microseconds, a compiled TF call ~0.2 ms), the compiled
   TF call otherwise (recurrent or visual policies).
@@ -43,6 +45,12 @@ def choose_jit_compile(jit_compile: Optional[bool], model: ActorCritic) -> bool:
     how = "jit_compile is set" if jit_compile is not None else f"the fastest measured for a {kind} policy"
     logger.info("%s: PPO update %s XLA (%s).", model.name, "compiled with" if chosen else "without", how)
     return chosen
+
+
+def signal_jit_compile(jit_compile: Optional[bool]) -> bool:
+    """XLA for the reward signals' models (vector encoders; visual ones opt out themselves):
+    ``jit_compile`` as set, else yes, as for the MLP policies it was measured on."""
+    return True if jit_compile is None else bool(jit_compile)
 
 
 def choose_inference(inference: str, model: ActorCritic) -> str:

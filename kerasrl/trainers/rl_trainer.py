@@ -23,9 +23,11 @@ class RLTrainer(Trainer):
     def __init__(self, brain_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
         super().__init__(brain_name, spec, settings, context, reward_buff_cap)
+        from kerasrl.fast_path import signal_jit_compile  # imports TensorFlow: not at module import
+
         self.reward_signals: dict[str, RewardSignal] = {
             name: create_reward_signal(name, signal, spec, settings.network, seed=context.seed,
-                                       jit_compile=settings.hyperparameters.jit_compile)
+                                       jit_compile=signal_jit_compile(settings.hyperparameters.jit_compile))
             for name, signal in settings.reward_signals.items()
         }
         self.training_buffer = Buffer()
