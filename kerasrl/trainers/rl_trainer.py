@@ -5,6 +5,7 @@ from collections import deque
 from typing import Any, Optional
 
 from kerasrl.buffer import Buffer
+from kerasrl.distribute import check_batch_size, learner_strategy, replicas
 from kerasrl.envs.base import StepResult
 from kerasrl.rewards import RewardSignal, create_reward_signal
 from kerasrl.settings import RunContext, TrainerSettings
@@ -23,11 +24,18 @@ class RLTrainer(Trainer):
     def __init__(self, brain_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
         super().__init__(brain_name, spec, settings, context, reward_buff_cap)
-        self.reward_signals: dict[str, RewardSignal] = {
-            name: create_reward_signal(name, signal, spec, settings.network, seed=context.seed,
-                                       jit_compile=settings.hyperparameters.jit_compile)
-            for name, signal in settings.reward_signals.items()
-        }
+        strategy = learner_strategy()
+        sequence_length = settings.network.sequence_length if settings.network.use_recurrent else 1
+        for name in settings.reward_signals:
+            if name != "extrinsic":  # the model signals' mini-batches are PPO's batch_size, split as PPO's
+                check_batch_size(settings.hyperparameters.batch_size, sequence_length, replicas(strategy),
+                                 where=f"Brain {brain_name}: reward signal {name}: ")
+        with strategy.scope():  # the signals' models and optimizers (acting and rewards stay on one device)
+            self.reward_signals: dict[str, RewardSignal] = {
+                name: create_reward_signal(name, signal, spec, settings.network, seed=context.seed,
+                                           jit_compile=settings.hyperparameters.jit_compile)
+                for name, signal in settings.reward_signals.items()
+            }
         self.training_buffer = Buffer()
         self.processor: AgentProcessor
 
