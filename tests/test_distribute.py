@@ -259,6 +259,34 @@ for case, (spec, network) in BC_CASES.items():
         assert e.args[0].startswith("pretraining: batch_size") and f"over {N} replicas" in str(e), e
     else:
         raise AssertionError(f"{case}: a batch_size accepted that {N} replicas cannot share")
+
+# The PPO trainer with curiosity, GAIL and BC pretraining under the strategy, end to end; a
+# batch_size that the replicas cannot share is refused naming the brain and the signal.
+import pathlib
+from test_reward_signals import record_scripted_expert, simple_config
+from test_simple_rl import run_training
+from kerasrl.envs.simple import Simple1DEnvironment
+from kerasrl.exception import UnityTrainerException
+folder = pathlib.Path(tempfile.mkdtemp())
+record_scripted_expert(True, folder / "expert.demo")
+signals = {"extrinsic": {"strength": 1.0, "gamma": 0.99},
+           "curiosity": {"strength": 0.5, "gamma": 0.9, "encoding_size": 8},
+           "gail": {"strength": 0.5, "gamma": 0.9, "demo_path": str(folder / "expert.demo"), "use_actions": True}}
+pretraining = {"demo_path": str(folder / "expert.demo"), "strength": 0.5, "steps": 1000}
+config = simple_config(max_steps=140, reward_signals=signals, pretraining=pretraining)
+trainer = next(iter(run_training(Simple1DEnvironment(use_discrete=True, seed=1), folder, config=config,
+                                 seed=1).trainers.values()))
+assert trainer.learner.replicas == N and trainer.bc_module.learner.replicas == N
+assert [s.replicas for s in trainer.reward_signals.values() if hasattr(s, "model")] == [N, N]
+for key in ("Losses/Curiosity Forward Loss", "Losses/GAIL Loss", "Losses/Pretraining Loss"):
+    assert trainer.stats[key] and all(np.isfinite(trainer.stats[key])), key
+try:
+    run_training(Simple1DEnvironment(use_discrete=True, seed=1), folder / "bad",
+                 config=simple_config(max_steps=200, batch_size=8 * N + 1, reward_signals=signals))
+except (TrainerError, UnityTrainerException) as e:
+    assert f"Brain Simple1D: reward signal curiosity: batch_size {8 * N + 1} cannot be split over {N} replicas" in str(e), e
+else:
+    raise AssertionError("a batch_size that the replicas cannot share was accepted")
 print("SIGNALS_OK")
 """
 
