@@ -1,4 +1,4 @@
-"""PPO learners under MirroredStrategy on logical CPUs equal one device on the same global batch.
+"""Learners under MirroredStrategy on logical CPUs equal one device on the same global batch.
 
 Each check runs in a subprocess: logical devices must be configured before TensorFlow starts
 (``kerasrl.distribute.get_strategy(cpu_replicas=N)`` at the entry point), and the rest of the
@@ -7,7 +7,12 @@ for feed-forward, LSTM and visual learners on 2 and 4 replicas and the per-mini-
 LSTM on 2 (weights within 1e-5 of one device, replicas bit-identical, metrics equal; 4 replicas
 without checkpoints, slow-marked), a batch_size the replicas cannot share,
 normalizer statistics, checkpoints across strategies, the strategy errors, and the seed's
-Simple1D acceptance test under 2 replicas.
+Simple1D acceptance test under 2 replicas. ``SIGNALS`` (run after ``UPDATES`` in the same
+process) does the same for curiosity (discrete vector, continuous visual), GAIL (with actions),
+VAIL and BC (discrete LSTM, continuous with noise) — one update, weights within 1e-5, replicas
+identical, rewards equal, non-divisible mini-batches refused, signal and BC optimizer
+checkpoints across strategies — and runs PPO with curiosity, GAIL and BC pretraining under the
+strategy end to end.
 """
 import os
 import subprocess
