@@ -54,7 +54,8 @@ class CuriosityRewardSignal(ModelRewardSignal):
         count = global_count(mask)  # all replicas' rows: the replicas' losses sum to the global mean
         with tf.GradientTape() as tape:
             forward, inverse = self.model(batch, action_features(batch[Field.ACTIONS], self.spec))
-            forward_loss, inverse_loss = masked_partial_mean(forward, mask, count), masked_partial_mean(inverse, mask, count)
+            forward_loss = masked_partial_mean(forward, mask, count)
+            inverse_loss = masked_partial_mean(inverse, mask, count)
             loss = 10.0 * (0.2 * forward_loss + 0.8 * inverse_loss)
         self.apply(tape, loss)
         return tf.stack([forward_loss, inverse_loss])

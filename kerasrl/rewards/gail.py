@@ -132,8 +132,9 @@ class GAILRewardSignal(ModelRewardSignal):
             loss += GRADIENT_PENALTY_WEIGHT * self._gradient_penalty(policy, expert, seed, count)
             if vail:
                 var = tf.square(model.z_sigma)
-                kl = tf.reduce_sum(-tf.reduce_sum(
-                    1.0 + tf.math.log(var + EPSILON) - 0.5 * tf.square(mu_e) - 0.5 * tf.square(mu_p) - var, axis=1)) / count
+                per_row = -tf.reduce_sum(
+                    1.0 + tf.math.log(var + EPSILON) - 0.5 * tf.square(mu_e) - 0.5 * tf.square(mu_p) - var, axis=1)
+                kl = tf.reduce_sum(per_row) / count
                 loss += tf.stop_gradient(model.beta) * (kl - MUTUAL_INFORMATION / replicas)
         self.apply(tape, loss)
         metrics = [loss, tf.reduce_sum(d_p) / count, tf.reduce_sum(d_e) / count]
