@@ -1,4 +1,4 @@
-"""PPO learners under MirroredStrategy on logical CPUs equal one device on the same global batch.
+"""Learners under MirroredStrategy on logical CPUs equal one device on the same global batch.
 
 Each check runs in a subprocess: logical devices must be configured before TensorFlow starts
 (``kerasrl.distribute.get_strategy(cpu_replicas=N)`` at the entry point), and the rest of the
@@ -7,7 +7,12 @@ for feed-forward, LSTM and visual learners on 2 and 4 replicas and the per-mini-
 LSTM on 2 (weights within 1e-5 of one device, replicas bit-identical, metrics equal; 4 replicas
 without checkpoints, slow-marked), a batch_size the replicas cannot share,
 normalizer statistics, checkpoints across strategies, the strategy errors, and the seed's
-Simple1D acceptance test under 2 replicas.
+Simple1D acceptance test under 2 replicas. ``SIGNALS`` (run after ``UPDATES`` in the same
+process) does the same for curiosity (discrete vector, continuous visual), GAIL (with actions),
+VAIL and BC (discrete LSTM, continuous with noise) — one update, weights within 1e-5, replicas
+identical, rewards equal, non-divisible mini-batches refused, signal and BC optimizer
+checkpoints across strategies — and runs PPO with curiosity, GAIL and BC pretraining under the
+strategy end to end.
 """
 import os
 import subprocess
@@ -159,6 +164,137 @@ for case, bad in (("feed-forward", 8 * N + N // 2), ("lstm", 4 * (N + 1))):
 print("UPDATES_OK")
 """
 
+SIGNALS = """
+from test_reward_signals import as_buffer, make_rows, make_signal, make_spec
+from kerasrl.bc.learner import BCLearner, imitation_batch
+from kerasrl.buffer import AgentBuffer
+from kerasrl.exception import TrainerError
+from kerasrl.fields import Field
+from kerasrl.models.actor_critic import ActorCritic
+from kerasrl.settings import NetworkSettings
+from kerasrl.trainers.checkpoint import CheckpointSaver
+
+def built(mirrored, make):
+    # Learners take kerasrl.distribute.learner_strategy() at construction: one device, or the strategy.
+    distribute.set_strategy(strategy if mirrored else None)
+    try:
+        if not mirrored:
+            return make()
+        with strategy.scope():
+            return make()
+    finally:
+        distribute.set_strategy(strategy)
+
+def same_weights(single_vars, mirrored_vars, what):
+    for a, b in zip(single_vars, mirrored_vars):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=1e-5, err_msg=f"{what} {a.path}")
+        vals = [c.numpy() for c in b.value.values]
+        assert len(vals) == N and all(np.array_equal(vals[0], x) for x in vals[1:]), (what, b.path)
+
+def same_metrics(one, two, what):
+    assert one.keys() == two.keys() and one, (what, one, two)
+    for k in one:
+        assert abs(one[k] - two[k]) < 1e-5 * max(1.0, abs(one[k])), (what, k, one[k], two[k])
+
+net = NetworkSettings(hidden_units=16)
+SIGNAL_CASES = {
+    "curiosity discrete vector": ("curiosity", make_spec(True, False), {}),
+    "curiosity continuous visual": ("curiosity", make_spec(False, True), {}),
+    "gail discrete with actions": ("gail", make_spec(True, False), dict(use_actions=True)),
+    "vail continuous": ("gail_vail", make_spec(False, False), {}),
+}
+for case, (kind, spec, kw) in SIGNAL_CASES.items():
+    rng = np.random.default_rng(4)
+    rows = make_rows(spec, 68, rng, padding=4)
+    single, mirrored = (built(m, lambda: make_signal(kind, spec, net, seed=3, **kw)) for m in (False, True))
+    assert mirrored.replicas == N and not mirrored.jit_compile
+    same_metrics(single.update(as_buffer(rows), n_sequences=16), mirrored.update(as_buffer(rows), n_sequences=16), case)
+    assert int(mirrored.optimizer.iterations.numpy()) == int(single.optimizer.iterations.numpy()) > 0
+    same_weights(single.model.weights, mirrored.model.weights, case)
+    batch = {k: rows[k] for k in single.batch_fields}  # rewards: one device, reading the mirrored weights
+    np.testing.assert_allclose(single.evaluate_batch(batch).unscaled_reward,
+                               mirrored.evaluate_batch(batch).unscaled_reward, rtol=1e-5, atol=1e-6)
+    try:
+        mirrored.update(as_buffer(rows), n_sequences=8 * N + 1)
+    except TrainerError as e:
+        assert f"cannot be split over {N} replicas" in str(e) and "\\n" not in str(e), e
+    else:
+        raise AssertionError(f"{case}: {8 * N + 1} rows accepted on {N} replicas")
+    if N == 2 and kind == "gail_vail":  # signal state written under the strategy, read on one device
+        folder = tempfile.mkdtemp()
+        CheckpointSaver(folder, 1, signal=mirrored.checkpoint_state()).save(5, 1)
+        fresh = built(False, lambda: make_signal(kind, spec, net, seed=9, **kw))
+        CheckpointSaver(folder, 1, signal=fresh.checkpoint_state()).restore()
+        same_weights(fresh.model.weights, mirrored.model.weights, "restored " + case)
+        assert fresh.update_count == 1 and int(fresh.optimizer.iterations.numpy()) > 0
+
+def demo_rows(spec, n):
+    rows = make_rows(spec, n, np.random.default_rng(6))
+    rows[Field.EPISODE_ID] = np.repeat(np.arange(n // 10 + 1), 10)[:n]
+    rows[Field.ACTION_MASK] = np.ones((n, sum(spec.discrete_branches or (1,))), np.float32)
+    buffer = AgentBuffer()
+    buffer.extend_fields(rows)
+    return buffer
+
+BC_CASES = {
+    "bc discrete lstm": (make_spec(True, False), dict(use_recurrent=True, memory_size=8, sequence_length=4)),
+    "bc continuous noise": (make_spec(False, False), {}),
+}
+for case, (spec, network) in BC_CASES.items():
+    def make():
+        model = ActorCritic(spec, ["extrinsic"], NetworkSettings(hidden_units=16, **network), seed=3)
+        return BCLearner(model, 3e-3, sample_noise=True)
+    single, mirrored = built(False, make), built(True, make)
+    data = imitation_batch(spec, demo_rows(spec, 90), single.model)
+    n_rows = len(data[Field.MASKS])
+    plan = single.plan(n_rows, batch_size=16, num_epoch=2, max_batches=None, seed=5)
+    one, two = single.update(data, plan, 3e-3, 5), mirrored.update(data, plan, 3e-3, 5)
+    same_metrics({"loss": one}, {"loss": two}, case)
+    assert int(mirrored.optimizer.iterations.numpy()) == len(plan)
+    same_weights(single.model.weights, mirrored.model.weights, case)
+    if N == 2 and "lstm" in case:  # the BC optimizer written on one device, read under the strategy
+        folder = tempfile.mkdtemp()
+        CheckpointSaver(folder, 1, model=single.model, bc_optimizer=single.optimizer).save(5, 1)
+        fresh = built(True, make)
+        CheckpointSaver(folder, 1, model=fresh.model, bc_optimizer=fresh.optimizer).restore()
+        same_weights(single.optimizer.variables, fresh.optimizer.variables, "restored " + case)
+    try:
+        mirrored.check_batch_size(4 * (N + 1) if "lstm" in case else 8 * N + 1, "pretraining: ")
+    except TrainerError as e:
+        assert e.args[0].startswith("pretraining: batch_size") and f"over {N} replicas" in str(e), e
+    else:
+        raise AssertionError(f"{case}: a batch_size accepted that {N} replicas cannot share")
+
+# The PPO trainer with curiosity, GAIL and BC pretraining under the strategy, end to end; a
+# batch_size that the replicas cannot share is refused naming the brain and the signal.
+import pathlib
+from test_reward_signals import record_scripted_expert, simple_config
+from test_simple_rl import run_training
+from kerasrl.envs.simple import Simple1DEnvironment
+from kerasrl.exception import UnityTrainerException
+folder = pathlib.Path(tempfile.mkdtemp())
+record_scripted_expert(True, folder / "expert.demo")
+signals = {"extrinsic": {"strength": 1.0, "gamma": 0.99},
+           "curiosity": {"strength": 0.5, "gamma": 0.9, "encoding_size": 8},
+           "gail": {"strength": 0.5, "gamma": 0.9, "demo_path": str(folder / "expert.demo"), "use_actions": True}}
+pretraining = {"demo_path": str(folder / "expert.demo"), "strength": 0.5, "steps": 1000}
+config = simple_config(max_steps=140, reward_signals=signals, pretraining=pretraining)
+trainer = next(iter(run_training(Simple1DEnvironment(use_discrete=True, seed=1), folder, config=config,
+                                 seed=1).trainers.values()))
+assert trainer.learner.replicas == N and trainer.bc_module.learner.replicas == N
+assert [s.replicas for s in trainer.reward_signals.values() if hasattr(s, "model")] == [N, N]
+for key in ("Losses/Curiosity Forward Loss", "Losses/GAIL Loss", "Losses/Pretraining Loss"):
+    assert trainer.stats[key] and all(np.isfinite(trainer.stats[key])), key
+try:
+    run_training(Simple1DEnvironment(use_discrete=True, seed=1), folder / "bad",
+                 config=simple_config(max_steps=200, batch_size=8 * N + 1, reward_signals=signals))
+except (TrainerError, UnityTrainerException) as e:
+    assert f"Brain Simple1D: reward signal curiosity: batch_size {8 * N + 1} cannot be split over {N} replicas" in str(e), e
+else:
+    raise AssertionError("a batch_size that the replicas cannot share was accepted")
+print("SIGNALS_OK")
+"""
+
 ERRORS = """
 from kerasrl.exception import TrainerError
 try:
@@ -203,12 +339,12 @@ def test_mirrored_train_step_matches_single_device():
 
 
 def test_mirrored_updates_match_single_device():
-    run_script(UPDATES, 2, "UPDATES_OK")
+    run_script(UPDATES + SIGNALS, 2, "SIGNALS_OK")
 
 
 @pytest.mark.slow
 def test_mirrored_updates_match_single_device_on_four_replicas():
-    run_script(UPDATES, 4, "UPDATES_OK")
+    run_script(UPDATES + SIGNALS, 4, "SIGNALS_OK")
 
 
 @pytest.mark.slow

@@ -11,6 +11,12 @@ branches, summed over branches); continuous, the squared error between the polic
 (``ClippedGaussian.squash`` of μ, plus σ·ε when ``sample_noise``, ε drawn per mini-batch with
 shape ``[1, action_size]`` as the seed does) and the expert's action clipped to [−1, 1]. Both
 are averaged over the real (unmasked) rows.
+
+Under the learner's ``tf.distribute`` strategy (``kerasrl.distribute.learner_strategy``, taken at
+construction; the model must have been built in its scope too) the optimizer is built in its
+scope and an update is one compiled call in which every mini-batch (gathered on the host) is one
+``strategy.run`` over the replicas' whole sequences, the loss a local sum over the global count
+of real rows: the update equals the one-device update.
 """
 from __future__ import annotations
 
@@ -20,11 +26,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kerasrl import distribute
 from kerasrl.buffer import AgentBuffer
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.distributions import ClippedGaussian, MaskedMultiCategorical
 from kerasrl.ppo.learner import minibatch_plan
+from kerasrl.ppo.loss import global_count
 from kerasrl.spec import BehaviorSpec
 
 LOSS_KEY = "loss"
@@ -87,8 +95,7 @@ def imitation_batch(spec: BehaviorSpec, demo: AgentBuffer, model: ActorCritic) -
 class BCLearner:
     """Trains ``model``'s policy to imitate expert actions with its own Adam.
 
-    ``build()`` makes the optimizer and the compiled update (a multi-device strategy only has to
-    call it inside ``strategy.scope()``).
+    ``build()`` makes the optimizer (in the strategy's scope) and the compiled update.
     """
 
     def __init__(self, model: ActorCritic, learning_rate: float, sample_noise: bool, name: str = "bc") -> None:
@@ -98,19 +105,29 @@ class BCLearner:
         self.initial_learning_rate = float(learning_rate)
         self.sample_noise = sample_noise and not model.is_discrete
         self.name = name
+        self.strategy = distribute.learner_strategy()
+        self.replicas = distribute.replicas(self.strategy)
         self.optimizer: keras.optimizers.Optimizer
         self._update_fn: Any = None
         self.build()
 
     def build(self) -> None:
         """The optimizer (built on the model's weights) and the compiled update."""
-        self.optimizer = keras.optimizers.Adam(learning_rate=self.initial_learning_rate, name=f"{self.name}_adam")
-        self.optimizer.build(self.model.trainable_variables)
-        self._update_fn = tf.function(self._update, autograph=False, reduce_retracing=True)
+        with self.strategy.scope():
+            self.optimizer = keras.optimizers.Adam(learning_rate=self.initial_learning_rate, name=f"{self.name}_adam")
+            self.optimizer.build(self.model.trainable_variables)
+        update = self._update if self.replicas == 1 else self._update_replicated
+        self._update_fn = tf.function(update, autograph=False, reduce_retracing=True)
+
+    def check_batch_size(self, rows: int, where: str) -> None:
+        """Refuse (one line) mini-batches of ``rows`` rows that the replicas cannot share in whole sequences."""
+        distribute.check_batch_size(rows, self.sequence_length, self.replicas, where=where)
 
     # -- the loss ------------------------------------------------------------------------
-    def loss(self, batch: Mapping[str, tf.Tensor], noise: Optional[tf.Tensor]) -> tf.Tensor:
-        """Mean imitation loss over the real rows of ``batch`` (one mini-batch of whole sequences)."""
+    def loss(self, batch: Mapping[str, tf.Tensor], noise: Optional[tf.Tensor],
+             count: Optional[tf.Tensor] = None) -> tf.Tensor:
+        """Mean imitation loss over the real rows of ``batch`` (one mini-batch of whole sequences);
+        with ``count`` (all replicas' real rows) this replica's share of the global mean."""
         model = self.model
         inputs = {k: v for k, v in batch.items() if k not in (Field.ACTIONS, Field.MASKS)}
         if model.use_recurrent:
@@ -127,30 +144,46 @@ class BCLearner:
                 pre = pre + tf.exp(0.5 * out["log_sigma_sq"]) * noise
             per_row = tf.reduce_mean(tf.square(ClippedGaussian.squash(pre, model.action_scale) - batch[Field.ACTIONS]),
                                      axis=-1)
-        return tf.reduce_sum(per_row * masks) / tf.maximum(tf.reduce_sum(masks), 1.0)
+        if count is None:
+            count = tf.maximum(tf.reduce_sum(masks), 1.0)
+        return tf.reduce_sum(per_row * masks) / count
+
+    def _step(self, batch: Mapping[str, tf.Tensor], i: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+        """One gradient step on a mini-batch (a replica's slice of it under a strategy); its loss."""
+        variables = self.model.trainable_variables
+        noise = (tf.random.stateless_normal([1, self.spec.action_size], seed=tf.stack([seed, i]))
+                 if self.sample_noise else None)
+        count = global_count(batch[Field.MASKS])
+        with tf.GradientTape() as tape:
+            loss = self.loss(batch, noise, count)
+        grads = tape.gradient(loss, variables)
+        # Weights the policy's action does not depend on (value heads) get zero gradients:
+        # Adam's moments stay 0 for them, so they never move.
+        grads = [tf.zeros_like(v) if g is None else g for g, v in zip(grads, variables)]
+        self.optimizer.apply_gradients(zip(grads, variables))
+        return loss
 
     def _update(self, data: dict[str, tf.Tensor], rows: tf.Tensor, learning_rate: tf.Tensor,
                 seed: tf.Tensor) -> tf.Tensor:
+        """One device: the mini-batches gathered from ``data`` by ``rows`` inside the loop; the summed loss."""
         self.optimizer.learning_rate.assign(learning_rate)
-        variables = self.model.trainable_variables
-        action_size = self.spec.action_size
 
         def body(i: tf.Tensor, total: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
             batch = {k: tf.gather(v, rows[i]) for k, v in data.items()}
-            noise = (tf.random.stateless_normal([1, action_size], seed=tf.stack([seed, i]))
-                     if self.sample_noise else None)
-            with tf.GradientTape() as tape:
-                loss = self.loss(batch, noise)
-            grads = tape.gradient(loss, variables)
-            # Weights the policy's action does not depend on (value heads) get zero gradients:
-            # Adam's moments stay 0 for them, so they never move.
-            grads = [tf.zeros_like(v) if g is None else g for g, v in zip(grads, variables)]
-            self.optimizer.apply_gradients(zip(grads, variables))
-            return i + 1, total + loss
+            return i + 1, total + self._step(batch, i, seed)
 
         n = tf.shape(rows)[0]
         _, total = tf.while_loop(lambda i, _: i < n, body, (tf.constant(0), tf.constant(0.0)))
-        return total / tf.cast(tf.maximum(n, 1), tf.float32)
+        return total
+
+    def _update_replicated(self, per_replica: Any, learning_rate: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+        """Under a strategy: one ``strategy.run`` per stacked mini-batch; the summed loss."""
+        self.optimizer.learning_rate.assign(learning_rate)
+
+        def replica_step(i: tf.Tensor, local: Mapping[str, tf.Tensor]) -> tf.Tensor:
+            return tf.reshape(self._step({k: v[i] for k, v in local.items()}, i, seed), [1])
+
+        return distribute.run_minibatches(self.strategy, replica_step, per_replica, 1)[0]
 
     # -- driving it ----------------------------------------------------------------------
     def plan(self, n_rows: int, batch_size: int, num_epoch: int, max_batches: Optional[int], seed: int) -> np.ndarray:
@@ -169,9 +202,16 @@ class BCLearner:
     def update(self, data: Mapping[str, Any], rows: np.ndarray, learning_rate: float, seed: int) -> float:
         """Every mini-batch of ``rows`` over ``data`` (``imitation_batch``'s arrays or tensors made
         from them) in one compiled call; the mean loss."""
-        loss = self._update_fn(dict(data), tf.constant(rows), tf.constant(learning_rate, tf.float32),
-                               tf.constant(int(seed) & 0x7FFFFFFF, tf.int32))
-        value = float(loss)
+        lr, seed_t = tf.constant(learning_rate, tf.float32), tf.constant(int(seed) & 0x7FFFFFFF, tf.int32)
+        if self.replicas == 1:
+            loss = self._update_fn(dict(data), tf.constant(rows), lr, seed_t)
+        else:
+            self.check_batch_size(rows.shape[1], f"{self.name}: ")
+            stacked = {k: np.asarray(v)[rows] for k, v in data.items()}
+            per_replica = distribute.distribute_minibatches(self.strategy, stacked,
+                                                            {k: tf.as_dtype(v.dtype) for k, v in stacked.items()})
+            loss = self._update_fn(per_replica, lr, seed_t)
+        value = float(loss) / max(rows.shape[0], 1)
         if not np.isfinite(value):
             raise FloatingPointError(f"The behavioral cloning loss became {value}.")
         return value

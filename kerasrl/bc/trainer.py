@@ -31,6 +31,7 @@ import tensorflow as tf
 from kerasrl.bc.learner import BCLearner, as_tensors, imitation_batch
 from kerasrl.buffer import AgentBuffer, Buffer
 from kerasrl.demos import DemoError, describe_spec, load_demo
+from kerasrl.distribute import learner_strategy
 from kerasrl.envs.base import StepResult
 from kerasrl.exception import UnityTrainerException
 from kerasrl.fields import Field
@@ -68,7 +69,8 @@ class BCTrainer(RLTrainer):
         network = dataclasses.replace(settings.network, separate_value_network=False)
         tf.random.set_seed(self.seed)
         try:
-            model = ActorCritic(spec, list(self.reward_signals), network, seed=self.seed, name="actor_critic")
+            with learner_strategy().scope():  # only the learner enters the strategy; acting stays on one device
+                model = ActorCritic(spec, list(self.reward_signals), network, seed=self.seed, name="actor_critic")
         except ModelConfigError as e:
             raise UnityTrainerException(f"Brain {brain_name}: {e}") from e
         self.model = model
@@ -78,6 +80,7 @@ class BCTrainer(RLTrainer):
         self.batch_size = hp.batch_size
         self.batches_per_epoch = int(settings.behavioral_cloning.batches_per_epoch or 1)
         self.n_sequences = max(self.batch_size // self.sequence_length, 1)
+        self.learner.check_batch_size(self.n_sequences * self.sequence_length, f"Brain {brain_name}: batch_size: ")
         self._policy = BCPolicy(spec, model, seed=self.seed, inference=settings.inference)
         self.processor = self.make_processor(self._policy.experience_fields)
         self.update_count = 0

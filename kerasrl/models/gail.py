@@ -37,8 +37,10 @@ class Discriminator(keras.Model):
         if self.use_vail:
             self.z_mean = keras.layers.Dense(Z_SIZE, kernel_initializer=hidden_initializer(seed + 3, 0.01), name="z_mean")
             self.z_sigma = self.add_weight(name="z_sigma", shape=(Z_SIZE,), initializer="ones", trainable=True)
-            #: VAIL's adaptive weight of the information bottleneck, updated after every mini-batch.
-            self.beta = self.add_weight(name="beta", shape=(), initializer="ones", trainable=False)
+            #: VAIL's adaptive weight of the information bottleneck, updated after every mini-batch
+            #: (to the same value on every replica: assigned in replica context from the first).
+            self.beta = self.add_weight(name="beta", shape=(), initializer="ones", trainable=False,
+                                        aggregation="only_first_replica")
         self.out = keras.layers.Dense(1, activation="sigmoid", kernel_initializer=hidden_initializer(seed + 4),
                                       name="gail_d_estimate")
 

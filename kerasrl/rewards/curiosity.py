@@ -9,14 +9,16 @@ import tensorflow as tf
 
 from kerasrl.fields import Field
 from kerasrl.models.curiosity import CuriosityModel
-from kerasrl.rewards.model_signal import ModelRewardSignal, action_features, field_shapes, masked_mean, observation_fields
+from kerasrl.ppo.loss import global_count
+from kerasrl.rewards.model_signal import (ModelRewardSignal, action_features, field_shapes, masked_partial_mean,
+                                          observation_fields)
 from kerasrl.settings import CuriositySettings
 
 
 class CuriosityRewardSignal(ModelRewardSignal):
     """Reward = the forward model's error × ``strength``, clipped to [0, 1]; 0 before the first update.
 
-    Loss = ``10·(0.2·forward + 0.8·inverse)`` (masked means over the mini-batch).
+    Loss = ``10·(0.2·forward + 0.8·inverse)`` (masked means over the global mini-batch).
     """
 
     short_name = "Curiosity"
@@ -49,9 +51,11 @@ class CuriosityRewardSignal(ModelRewardSignal):
 
     def train_step(self, batch: Mapping[str, tf.Tensor], seed: tf.Tensor) -> tf.Tensor:
         mask = batch[Field.MASKS]
+        count = global_count(mask)  # all replicas' rows: the replicas' losses sum to the global mean
         with tf.GradientTape() as tape:
             forward, inverse = self.model(batch, action_features(batch[Field.ACTIONS], self.spec))
-            forward_loss, inverse_loss = masked_mean(forward, mask), masked_mean(inverse, mask)
+            forward_loss = masked_partial_mean(forward, mask, count)
+            inverse_loss = masked_partial_mean(inverse, mask, count)
             loss = 10.0 * (0.2 * forward_loss + 0.8 * inverse_loss)
         self.apply(tape, loss)
         return tf.stack([forward_loss, inverse_loss])

@@ -11,8 +11,9 @@ from kerasrl import demos
 from kerasrl.exception import TrainerConfigError
 from kerasrl.fields import Field
 from kerasrl.models.gail import Z_SIZE, Discriminator
+from kerasrl.ppo.loss import global_count
 from kerasrl.rewards.model_signal import (ModelRewardSignal, action_features, field_dtype, field_shapes,
-                                          observation_fields)
+                                          observation_fields, replica_draw, replica_share)
 from kerasrl.settings import GAILSettings, NetworkSettings
 from kerasrl.spec import BehaviorSpec
 
@@ -31,7 +32,9 @@ class GAILRewardSignal(ModelRewardSignal):
     Discriminator loss ``−mean(log(D_e + ε) + log(1 − D_p + ε))`` + 10 × gradient penalty on
     inputs interpolated per element between expert and policy rows; with VAIL also
     ``β·(KL − 0.5)``, β adapted after every mini-batch. ``demo`` (spec, buffer) replaces
-    reading ``demo_path`` (tests, demonstrations made in memory).
+    reading ``demo_path`` (tests, demonstrations made in memory). Every mean is over the global
+    mini-batch (a replica's local sum over the global row count) and the interpolation and VAIL
+    noise are drawn for the global mini-batch, so a split update equals one device's.
     """
 
     short_name = "GAIL"
@@ -89,13 +92,15 @@ class GAILRewardSignal(ModelRewardSignal):
         d = self.model(*self._features(batch))
         return -tf.math.log(1.0 - d + EPSILON)
 
-    def _gradient_penalty(self, policy: tuple, expert: tuple, seed: tf.Tensor) -> tf.Tensor:
-        """``mean((‖∂D/∂x‖ − 1)²)`` at inputs interpolated per element between expert and policy."""
+    def _gradient_penalty(self, policy: tuple, expert: tuple, seed: tf.Tensor, count: tf.Tensor) -> tf.Tensor:
+        """``mean((‖∂D/∂x‖ − 1)²)`` (this replica's share: ``count`` is the global row count) at
+        inputs interpolated per element between expert and policy."""
         def mix(e: Any, p: Any, k: int) -> Any:
             if e is None:
                 return None
             e, p = tf.cast(e, tf.float32), tf.cast(p, tf.float32)
-            alpha = tf.random.stateless_uniform(tf.shape(e), seed + tf.constant([0, 7919 * (k + 1)], tf.int64))
+            offset = seed + tf.constant([0, 7919 * (k + 1)], tf.int64)
+            alpha = replica_draw(lambda shape: tf.random.stateless_uniform(shape, offset), tf.shape(e))
             return alpha * e + (1.0 - alpha) * p
 
         obs = {k: mix(expert[0][k], policy[0][k], i) for i, k in enumerate(sorted(policy[0]))}
@@ -104,33 +109,41 @@ class GAILRewardSignal(ModelRewardSignal):
             inner.watch(x)
             d, _ = self.model.head(x)
         g = inner.gradient(d, x)
-        return tf.reduce_mean(tf.square(tf.sqrt(tf.reduce_sum(tf.square(g), axis=-1) + EPSILON) - 1.0))
+        return tf.reduce_sum(tf.square(tf.sqrt(tf.reduce_sum(tf.square(g), axis=-1) + EPSILON) - 1.0)) / count
 
     def train_step(self, batch: Mapping[str, tf.Tensor], seed: tf.Tensor) -> tf.Tensor:
         model, vail = self.model, self.settings.use_vail
         policy, expert = self._features(batch), self._features(batch, "expert/")
+        rows = tf.shape(next(iter(policy[0].values())))[0]
+        count = global_count(tf.ones([rows]))  # policy (and expert) rows of all replicas
+        _, replicas = replica_share()
         with tf.GradientTape() as tape:
             x_p, x_e = model.features(*policy), model.features(*expert)
             noise_p = noise_e = None
             if vail:
-                rows = tf.shape(x_p)[0]
-                noise_p = tf.random.stateless_normal([rows, Z_SIZE], seed + tf.constant([0, 1], tf.int64))
-                noise_e = tf.random.stateless_normal([rows, Z_SIZE], seed + tf.constant([0, 2], tf.int64))
+                def normal(k: int) -> tf.Tensor:
+                    offset = seed + tf.constant([0, k], tf.int64)
+                    return replica_draw(lambda shape: tf.random.stateless_normal(shape, offset), [rows, Z_SIZE])
+
+                noise_p, noise_e = normal(1), normal(2)
             d_p, mu_p = model.head(x_p, noise_p)
             d_e, mu_e = model.head(x_e, noise_e)
-            loss = -tf.reduce_mean(tf.math.log(d_e + EPSILON) + tf.math.log(1.0 - d_p + EPSILON))
-            loss += GRADIENT_PENALTY_WEIGHT * self._gradient_penalty(policy, expert, seed)
+            loss = -tf.reduce_sum(tf.math.log(d_e + EPSILON) + tf.math.log(1.0 - d_p + EPSILON)) / count
+            loss += GRADIENT_PENALTY_WEIGHT * self._gradient_penalty(policy, expert, seed, count)
             if vail:
                 var = tf.square(model.z_sigma)
-                kl = tf.reduce_mean(-tf.reduce_sum(
-                    1.0 + tf.math.log(var + EPSILON) - 0.5 * tf.square(mu_e) - 0.5 * tf.square(mu_p) - var, axis=1))
-                loss += tf.stop_gradient(model.beta) * (kl - MUTUAL_INFORMATION)
+                per_row = -tf.reduce_sum(
+                    1.0 + tf.math.log(var + EPSILON) - 0.5 * tf.square(mu_e) - 0.5 * tf.square(mu_p) - var, axis=1)
+                kl = tf.reduce_sum(per_row) / count
+                loss += tf.stop_gradient(model.beta) * (kl - MUTUAL_INFORMATION / replicas)
         self.apply(tape, loss)
-        metrics = [loss, tf.reduce_mean(d_p), tf.reduce_mean(d_e)]
+        metrics = [loss, tf.reduce_sum(d_p) / count, tf.reduce_sum(d_e) / count]
         if vail:
-            beta = tf.maximum(model.beta + BETA_STEP * (kl - MUTUAL_INFORMATION), EPSILON)
-            model.beta.assign(beta)
-            metrics += [beta, kl]
+            ctx = tf.distribute.get_replica_context()
+            total_kl = ctx.all_reduce(tf.distribute.ReduceOp.SUM, kl) if replicas > 1 else kl
+            beta = tf.maximum(model.beta + BETA_STEP * (total_kl - MUTUAL_INFORMATION), EPSILON)
+            model.beta.assign(beta)  # the same value on every replica (aggregation: first replica's)
+            metrics += [beta / replicas, kl]
         return tf.stack(metrics)
 
     def minibatches(self, update_buffer: Any, n_sequences: int,

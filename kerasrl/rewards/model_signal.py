@@ -4,20 +4,27 @@ Rewards come from one compiled call over every transition of the trajectories th
 together (``evaluate_batch``), never per agent or per step. An update is one compiled call:
 the whole update buffer (and the demonstrations) go in once with a seeded plan of row
 indices ``[num_epoch · batches, rows]``, and a ``tf.while_loop`` walks the plan, gathering
-each mini-batch and taking one gradient step on it. Model and optimizer are made in
-``build`` and the update in ``_build_update`` so that a distribution strategy only has to
-enter its scope around them.
+each mini-batch and taking one gradient step on it.
+
+Under the learner's ``tf.distribute`` strategy (``kerasrl.distribute.learner_strategy``, taken
+once at construction) model and optimizer are built inside its scope; an update is still one
+compiled call, in which every mini-batch is one ``strategy.run`` on the replicas' slices of its
+rows (``distribute.run_minibatches``), losses are local sums over the *global* row count (the
+optimizer sums the replicas' gradients) and random draws are made for the global mini-batch, so
+an update equals the one-device update. XLA is used on one device only. Rewards
+(``evaluate_batch``) stay on one device: they read the mirrored weights.
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasrl.exception import UnityTrainerException
+from kerasrl import distribute
+from kerasrl.exception import TrainerError, UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.optimizers import Adam
 from kerasrl.rewards.base import RewardSignal, RewardSignalResult
@@ -55,9 +62,30 @@ def action_features(actions: tf.Tensor, spec: BehaviorSpec) -> tf.Tensor:
     return tf.cast(actions, tf.float32)
 
 
-def masked_mean(values: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
-    """Mean of ``values`` over rows whose ``mask`` is 1 (padding rows of sequences excluded)."""
-    return tf.reduce_sum(values * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
+def masked_partial_mean(values: tf.Tensor, mask: tf.Tensor, count: tf.Tensor) -> tf.Tensor:
+    """This replica's share of the masked mean over the global mini-batch: ``Σ_local(values·mask) / count``
+    with ``count = global_count(mask)`` (the shares sum to the mean; on one device it is the mean)."""
+    return tf.reduce_sum(values * mask) / count
+
+
+def replica_share() -> tuple[Any, int]:
+    """(this replica's index, number of replicas) of the current replica context ((0, 1) outside a strategy)."""
+    ctx = tf.distribute.get_replica_context()
+    if ctx is None or ctx.num_replicas_in_sync == 1:
+        return 0, 1
+    return ctx.replica_id_in_sync_group, int(ctx.num_replicas_in_sync)
+
+
+def replica_draw(sample: Callable[[tf.Tensor], tf.Tensor], local_shape: Any) -> tf.Tensor:
+    """``sample(shape)`` drawn for the global mini-batch, this replica's rows of it: the draws of
+    a split mini-batch equal one device's (replica ``r`` holds rows ``r·n .. (r+1)·n``)."""
+    r, n = replica_share()
+    if n == 1:
+        return sample(local_shape)
+    local_shape = tf.convert_to_tensor(local_shape, tf.int32)
+    rows = local_shape[0]
+    full = sample(tf.concat([[rows * n], local_shape[1:]], axis=0))
+    return full[r * rows:(r + 1) * rows]
 
 
 class ModelRewardSignal(RewardSignal):
@@ -78,13 +106,17 @@ class ModelRewardSignal(RewardSignal):
         super().__init__(settings, spec, network, seed)
         #: Updates done (checkpointed: the rewards stay on after a resume).
         self._updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
-        #: XLA for the update (as PPO's ``jit_compile``; vector observations only).
-        self.jit_compile = bool(jit_compile) and not spec.visual_observation_shapes
+        #: The learners' strategy (one device unless ``kerasrl.distribute.get_strategy`` chose several).
+        self.strategy = distribute.learner_strategy()
+        self.replicas = distribute.replicas(self.strategy)
+        #: XLA (as PPO's ``jit_compile``; vector observations, one device only).
+        self.jit_compile = bool(jit_compile) and not spec.visual_observation_shapes and self.replicas == 1
         self._reward_fn: Optional[Any] = None
         self._update_fn: Optional[Any] = None
         #: Seconds spent in calls that traced (compiled) a function (benchmarks leave them out).
         self.trace_seconds = 0.0
-        self.build()
+        with self.strategy.scope():
+            self.build()
 
     @property
     def update_count(self) -> int:
@@ -101,7 +133,7 @@ class ModelRewardSignal(RewardSignal):
 
     # -- construction ----------------------------------------------------------------------
     def build(self) -> None:
-        """The model, its weights and its optimizer (enter a strategy's scope around this)."""
+        """The model, its weights and its optimizer (``__init__`` calls it in the strategy's scope)."""
         tf.random.set_seed(self.seed)
         self.model = self.build_model()
         self.optimizer = Adam(learning_rate=self.settings.learning_rate)  # type: ignore[attr-defined]
@@ -168,21 +200,43 @@ class ModelRewardSignal(RewardSignal):
         self.optimizer.apply_gradients(zip(grads, variables))
 
     def _build_update(self) -> Any:
+        """The compiled update: ``(stacked or per-replica mini-batches, seed) -> summed metrics``."""
         size = len(self.loss_names)
+
+        def step(i: tf.Tensor, stacked: Mapping[str, tf.Tensor], seed: tf.Tensor) -> tf.Tensor:
+            return self.train_step({k: v[i] for k, v in stacked.items()}, tf.stack([seed, tf.cast(i, tf.int64)]))
+
+        if self.replicas > 1:
+            strategy = self.strategy
+
+            def replicated(per_replica: Any, seed: tf.Tensor) -> tf.Tensor:
+                return distribute.run_minibatches(strategy, lambda i, local: step(i, local, seed), per_replica, size)
+
+            return tf.function(replicated, autograph=False)
 
         def fused(stacked: dict[str, tf.Tensor], seed: tf.Tensor) -> tf.Tensor:
             """``stacked``: every mini-batch of the update, ``[batches, rows, ...]`` per field."""
             n = tf.shape(next(iter(stacked.values())))[0]
 
             def body(i: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-                metrics = self.train_step({k: v[i] for k, v in stacked.items()}, tf.stack([seed, tf.cast(i, tf.int64)]))
-                return i + 1, totals + metrics
+                return i + 1, totals + step(i, stacked, seed)
 
             _, totals = tf.while_loop(lambda i, _: i < n, body, (tf.constant(0), tf.zeros([size])))
-            return totals / tf.cast(tf.maximum(n, 1), tf.float32)
+            return totals
 
         # The mini-batches have one shape (``plan``), so XLA compiles once.
         return tf.function(fused, jit_compile=self.jit_compile, autograph=False)
+
+    def _inputs(self, stacked: dict[str, np.ndarray]) -> Any:
+        """The stacked mini-batches as the compiled update takes them (split over the replicas)."""
+        if self.replicas == 1:
+            return stacked
+        rows = next(iter(stacked.values())).shape[1]
+        if rows % self.replicas:
+            raise TrainerError(f"reward signal {self.short_name}: mini-batches of {rows} rows cannot be split over "
+                               f"{self.replicas} replicas: batch_size must give a multiple of {self.replicas} rows.")
+        dtypes = {k: tf.as_dtype(v.dtype) for k, v in stacked.items()}
+        return distribute.distribute_minibatches(self.strategy, stacked, dtypes)
 
     def rows_per_batch(self, n_sequences: int) -> int:
         """Rows of a mini-batch: PPO's (``n_sequences`` whole sequences), as ML-Agents after #2362
@@ -223,7 +277,7 @@ class ModelRewardSignal(RewardSignal):
             source, name = key.split("/", 1)
             stacked[name if source == "policy" else key] = np.asarray(value)[plan[source]]
         seed = tf.constant(self.seed * 1_000_003 + count, tf.int64)
-        out = self._timed(self._update_fn, stacked, seed).numpy()
+        out = self._timed(self._update_fn, self._inputs(stacked), seed).numpy() / max(len(plan["policy"]), 1)
         if not np.isfinite(out).all():
             raise UnityTrainerException(f"The {self.short_name} reward signal's losses became {out.tolist()}.")
         self._updates.assign_add(1)

@@ -23,13 +23,21 @@ class RLTrainer(Trainer):
     def __init__(self, brain_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
         super().__init__(brain_name, spec, settings, context, reward_buff_cap)
-        from kerasrl.fast_path import signal_jit_compile  # imports TensorFlow: not at module import
+        from kerasrl.distribute import check_batch_size, learner_strategy, replicas  # imports TensorFlow: not before
+        from kerasrl.fast_path import signal_jit_compile
 
-        self.reward_signals: dict[str, RewardSignal] = {
-            name: create_reward_signal(name, signal, spec, settings.network, seed=context.seed,
-                                       jit_compile=signal_jit_compile(settings.hyperparameters.jit_compile))
-            for name, signal in settings.reward_signals.items()
-        }
+        strategy = learner_strategy()
+        sequence_length = settings.network.sequence_length if settings.network.use_recurrent else 1
+        for name in settings.reward_signals:
+            if name != "extrinsic":  # the model signals' mini-batches are PPO's batch_size, split as PPO's
+                check_batch_size(settings.hyperparameters.batch_size, sequence_length, replicas(strategy),
+                                 where=f"Brain {brain_name}: reward signal {name}: ")
+        with strategy.scope():  # the signals' models and optimizers (acting and rewards stay on one device)
+            self.reward_signals: dict[str, RewardSignal] = {
+                name: create_reward_signal(name, signal, spec, settings.network, seed=context.seed,
+                                           jit_compile=signal_jit_compile(settings.hyperparameters.jit_compile))
+                for name, signal in settings.reward_signals.items()
+            }
         self.training_buffer = Buffer()
         self.processor: AgentProcessor
 
