@@ -152,7 +152,8 @@ def first_step_at_099(config, discrete, tmp_path, seed=1337):
 @pytest.mark.slow
 @pytest.mark.parametrize("discrete", [True, False], ids=["discrete", "continuous"])
 def test_ppo_with_bc_pretraining_learns_in_fewer_steps(discrete, expert_demos, tmp_path):
-    ppo = {"batch_size": 16, "buffer_size": 64, "learning_rate": 5.0e-3, "max_steps": 1000, "summary_freq": 500}
+    ppo = {"batch_size": 16, "buffer_size": 64, "learning_rate": 5.0e-3, "max_steps": 1000, "summary_freq": 500,
+           "jit_compile": False}  # short runs: XLA's compilation would cost more than it saves
     plain = first_step_at_099({"default": ppo}, discrete, tmp_path / "plain")
     pretraining = {"demo_path": expert_demos[discrete], "strength": 1.0, "steps": 0}
     with_bc = first_step_at_099({"default": {**ppo, "pretraining": pretraining}}, discrete, tmp_path / "bc")

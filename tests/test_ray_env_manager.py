@@ -58,6 +58,9 @@ def test_steps_equal_the_subprocess_manager_and_close_stops_the_actors():
     finally:
         sub.close()
         rm.close()
+    deadline = time.monotonic() + 20  # ray.kill is asynchronous
+    while any(_alive(a) for a in rm.actors) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert not any(_alive(a) for a in rm.actors)
     rm.close()  # idempotent
 

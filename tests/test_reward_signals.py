@@ -155,7 +155,10 @@ def test_curiosity_rewards_fall_as_the_forward_model_learns_a_fixed_distribution
 
 
 def simple_config(**default) -> dict:
-    return {"default": {"batch_size": 16, "buffer_size": 64, "learning_rate": 5.0e-3, "summary_freq": 100_000, **default}}
+    """Short Simple1D runs: without XLA, whose compilation would cost more than these runs (the
+    XLA paths are checked by the shape grid above and tests/test_fast_path.py)."""
+    return {"default": {"batch_size": 16, "buffer_size": 64, "learning_rate": 5.0e-3, "summary_freq": 100_000,
+                        "jit_compile": False, **default}}
 
 
 def test_ppo_with_curiosity_stores_next_observations_and_trains_the_signal(tmp_path):
