@@ -35,7 +35,7 @@ from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.distributions import ClippedGaussian, MaskedMultiCategorical
 from kerasrl.settings import RunContext, TrainerSettings, read_yaml, trainer_config_from_dict
-from kerasrl.spec import BehaviorSpec
+from kerasrl.spec import BehaviorSpec, pick_behavior
 from kerasrl.trainers.controller import TrainerController
 
 FORMAT = "kerasrl.ppo/1"
@@ -98,16 +98,6 @@ def as_env_manager(env: Any, num_envs: Optional[int], seed: int) -> Any:
     if isinstance(env, (gymnasium.Env, gymnasium.vector.VectorEnv)):
         return SimpleEnvManager(GymnasiumEnv(env, seed=seed))
     raise TrainerError(f"env must be a Gymnasium id or env, or a kerasrl environment or env manager; got {env!r}.")
-
-
-def _only_behavior(specs: Mapping[str, BehaviorSpec], behavior: Optional[str]) -> str:
-    if behavior is None:
-        if len(specs) != 1:
-            raise TrainerError(f"The environment has behaviors {sorted(specs)}; choose one with behavior=.")
-        return next(iter(specs))
-    if behavior not in specs:
-        raise TrainerError(f"behavior {behavior!r} is not one of the environment's: {sorted(specs)}.")
-    return behavior
 
 
 # -- what the callbacks see as the model -----------------------------------------------
@@ -248,7 +238,7 @@ class PPO:
         self.env_manager = as_env_manager(env, num_envs, self.seed)
         try:
             specs = self.env_manager.external_brains
-            self.behavior = _only_behavior(specs, behavior)
+            self.behavior = pick_behavior(specs, behavior, TrainerError)
             self.spec = specs[self.behavior]
             self.settings = behavior_settings(config, self.behavior, hyperparameters)
             if gpus:

@@ -29,11 +29,12 @@ or an int seed); without it they use a module generator reseeded by :func:`seed`
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import operator
 import os
 import secrets
-from typing import TYPE_CHECKING, Any, Hashable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Hashable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -285,19 +286,13 @@ class AgentBuffer(_VersionedDict):
             return
         if isinstance(file, (str, os.PathLike)):
             path = os.fspath(file)
-            tmp = f"{path}.tmp-{secrets.token_hex(4)}"
             try:
-                with h5py.File(tmp, "x") as hf:
+                with atomic_h5_file(path) as hf:
                     _write_fields(hf, items)
-                os.replace(tmp, path)
-            except BaseException as e:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                if isinstance(e, Exception) and not isinstance(e, BufferException):
-                    raise BufferException(f"Unable to save the buffer to {path!r}: {e}") from e
+            except BufferException:
                 raise
+            except Exception as e:
+                raise BufferException(f"Unable to save the buffer to {path!r}: {e}") from e
             return
         name = getattr(file, "name", repr(file))
         try:
@@ -337,6 +332,24 @@ class AgentBuffer(_VersionedDict):
 
 
 _META = "kerasrl_buffer_fields"
+
+
+@contextlib.contextmanager
+def atomic_h5_file(path: str) -> Iterator[h5py.File]:
+    """A new HDF5 file that appears at ``path`` only once complete: written as
+    ``path + ".tmp-XXXX"`` and renamed into place; on any failure (Ctrl-C included) the
+    temporary file is removed and an existing ``path`` is left untouched."""
+    import h5py
+
+    tmp = f"{path}.tmp-{secrets.token_hex(4)}"
+    try:
+        with h5py.File(tmp, "x") as hf:
+            yield hf
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _write_fields(group: h5py.Group, items: list[tuple[str, AgentBufferField]]) -> None:

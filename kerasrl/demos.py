@@ -36,18 +36,17 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from collections import defaultdict
 from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
-from kerasrl.buffer import AgentBuffer, AgentBufferField, Buffer, BufferException
+from kerasrl.buffer import AgentBuffer, AgentBufferField, Buffer, BufferException, atomic_h5_file
 from kerasrl.envs.base import Environment, StepResult, check_actions
 from kerasrl.envs.env_manager import ActionInfo, EnvManager, SimpleEnvManager
 from kerasrl.exception import UnityTrainerException, one_line
 from kerasrl.fields import Field
-from kerasrl.spec import BehaviorSpec
+from kerasrl.spec import BehaviorSpec, pick_behavior
 
 __all__ = ["DEMO_FORMAT_VERSION", "DemoError", "describe_spec", "load", "load_demo", "record"]
 
@@ -168,16 +167,6 @@ def _as_manager(env: Any, seed: Optional[int]) -> tuple[EnvManager, bool]:
     return SimpleEnvManager(GymnasiumEnv(env, num_envs=1, seed=seed)), True
 
 
-def _pick_behavior(specs: dict[str, BehaviorSpec], behavior: Optional[str]) -> str:
-    if behavior is None:
-        if len(specs) != 1:
-            raise DemoError(f"The environment has behaviors {sorted(specs)}: name the one to record with behavior=.")
-        return next(iter(specs))
-    if behavior not in specs:
-        raise DemoError(f"Behavior '{behavior}' is not in the environment (behaviors: {sorted(specs)}).")
-    return behavior
-
-
 def record(env: Any, policy: PolicyLike, num_steps: int, path: Union[str, os.PathLike[str]],
            behavior: Optional[str] = None, seed: Optional[int] = None) -> tuple[BehaviorSpec, AgentBuffer]:
     """Run ``policy`` for ``behavior`` in ``env`` until ``num_steps`` transitions are stored, and
@@ -193,7 +182,7 @@ def record(env: Any, policy: PolicyLike, num_steps: int, path: Union[str, os.Pat
     manager, owned = _as_manager(env, seed)
     try:
         specs = dict(manager.external_brains)
-        name = _pick_behavior(specs, behavior)
+        name = pick_behavior(specs, behavior, DemoError)
         spec = specs[name]
         acting = policy if hasattr(policy, "get_action") else _CallablePolicy(policy, spec, name)
         for other, other_spec in specs.items():
@@ -222,28 +211,18 @@ def _run(manager: EnvManager, name: str, spec: BehaviorSpec, num_steps: int) -> 
 
 def write(path: Union[str, os.PathLike[str]], spec: BehaviorSpec, buffer: AgentBuffer, behavior: str = "") -> None:
     """Write ``buffer`` with ``spec`` as a demo file, atomically (temporary file, then rename)."""
-    import h5py
-
     path = os.fspath(path)
     folder = os.path.dirname(path)
     if folder:
         os.makedirs(folder, exist_ok=True)
-    tmp = f"{path}.tmp-{secrets.token_hex(4)}"
     try:
-        with h5py.File(tmp, "x") as f:
+        with atomic_h5_file(path) as f:
             f.attrs[_VERSION_ATTR] = DEMO_FORMAT_VERSION
             f.attrs[_SPEC_ATTR] = _spec_to_json(spec)
             f.attrs[_NAME_ATTR] = behavior
             buffer.save_to_file(f.create_group(_BUFFER_GROUP))
-        os.replace(tmp, path)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, (OSError, BufferException)):
-            raise DemoError(f"Unable to write the demonstration {path}: {one_line(e)}") from e
-        raise
+    except (OSError, BufferException) as e:
+        raise DemoError(f"Unable to write the demonstration {path}: {one_line(e)}") from e
 
 
 # -- loading -------------------------------------------------------------------------------

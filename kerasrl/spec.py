@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -101,3 +101,16 @@ def concat_vector_observations(spec: BehaviorSpec, observations: Sequence[np.nda
     if not idx:
         return np.zeros((n, 0), np.float32)
     return np.concatenate([observations[i] for i in idx], axis=1)
+
+
+def pick_behavior(specs: Mapping[str, BehaviorSpec], behavior: Optional[str],
+                  error: type[Exception] = ValueError) -> str:
+    """``behavior`` if the environment has it, else (``None``) its only behavior; otherwise
+    ``error`` with a one-line message listing the behaviors."""
+    if behavior is None:
+        if len(specs) != 1:
+            raise error(f"The environment has behaviors {sorted(specs)}; choose one with behavior=.")
+        return next(iter(specs))
+    if behavior not in specs:
+        raise error(f"The environment has no behavior {behavior!r}; its behaviors: {sorted(specs)}.")
+    return behavior

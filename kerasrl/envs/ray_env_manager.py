@@ -227,16 +227,10 @@ class RayEnvManager(SubprocessEnvManager):
         return self._actors[i].handle.remote("reset", None)
 
     def _failure(self, failure: _WorkerFailure) -> EnvironmentException:
-        self._failed = True
+        """As the subprocess manager's (which stops every actor through ``close``); the calls in
+        flight are abandoned."""
         self._pending = {}
-        self.close()
-        error = EnvironmentException(str(failure))
-        if self.on_failure is not None:
-            try:
-                self.on_failure(error)
-            except Exception:
-                logger.warning("While handling '%s', on_failure failed too.", error, exc_info=True)
-        return error
+        return super()._failure(failure)
 
     # -- state ------------------------------------------------------------------------------
 
