@@ -168,6 +168,8 @@ def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1"
         "sps": done / (wall - trace), "sps_all": done / (wall + setup), "reach": reached[0],
         "final": float(np.mean(trainer.recent_returns)) if trainer.recent_returns else float("nan"),
         "trace": trace, "setup": setup, "breakdown": breakdown, "wall": wall,
+        "act_trace": trainer.policy.trace_seconds, "update_trace": trainer.learner.trace_seconds,
+        "share": trace / (wall + setup),
         "act_ms": 1000 * total(tree, "policy.act") / max(done / num_envs, 1),
         "jit": trainer.learner.use_xla,
     }
@@ -301,6 +303,9 @@ def main() -> int:
     parser.add_argument("--reward-signals", nargs="+", default=None, metavar="SET",
                         help="signal sets to compare with extrinsic-only, e.g. extrinsic,curiosity extrinsic,gail")
     parser.add_argument("--demo", default=None, help="GAIL's demonstrations (default: record a scripted expert)")
+    parser.add_argument("--xla-cache", default=None, metavar="DIR",
+                        help="keep XLA's compiled code in DIR (kerasrl.fast_path.use_xla_cache): runs after the "
+                             "first, and later invocations, load it instead of compiling")
     args = parser.parse_args()
     import tempfile
 
@@ -320,6 +325,10 @@ def main() -> int:
     set_tf_threads(1)
 
     import_tf = time.perf_counter() - t
+    if args.xla_cache:  # TensorFlow reads TF_XLA_FLAGS at its first XLA compilation, not at import
+        from kerasrl.fast_path import use_xla_cache
+
+        use_xla_cache(args.xla_cache)
     if args.workers != [1] or args.slow_env:
         return main_workers(args, import_tf)
     if args.reward_signals:
@@ -397,7 +406,12 @@ def main() -> int:
     print("start-up costs:")
     print(f"  import tensorflow + kerasrl    {import_tf:6.2f} s")
     print(f"  kerasrl env + model set-up     {median([r['setup'] for r in ours]):6.2f} s")
-    print(f"  kerasrl tracing/compilation    {median([r['trace'] for r in ours]):6.2f} s")
+    print(f"  kerasrl tracing/compilation    {median([r['trace'] for r in ours]):6.2f} s "
+          f"({100 * median([r['share'] for r in ours]):.1f}% of the run's set-up + wall time; first run "
+          f"{100 * ours[0]['share']:.1f}%)")
+    print(f"    first act (TF acting only)   {median([r['act_trace'] for r in ours]):6.2f} s")
+    print(f"    first update, waited for     {median([r['update_trace'] for r in ours]):6.2f} s")
+    print(f"  kerasrl steady (wall - compile){median([r['wall'] - r['trace'] for r in ours]):6.2f} s")
     if have_sb3:
         print(f"  import torch + SB3             {import_sb3:6.2f} s")
         print(f"  SB3 env + model set-up         {median([r['setup'] for r in theirs]):6.2f} s")

@@ -16,10 +16,16 @@ A config without kerasrl's extra keys (``jit_compile``, ``inference``) gets, per
   TF call otherwise (recurrent or visual policies).
 
 Both choices are logged once per behavior at start-up; an explicit key always wins.
+
+Start-up: the XLA update's one-time tracing and compilation (~1 s quiet for the Zoo CartPole
+MLP, ~20% of a 100k-step run) run in a background thread from the first step of training
+(``PPOLearner.start_warm_up``), overlapping the first rollout, and ``use_xla_cache`` keeps
+the compiled code on disk so that later runs with the same shapes skip XLA's compiler.
 """
 from __future__ import annotations
 
 import logging
+import os
 from typing import Optional
 
 from kerasrl.models.actor_critic import ActorCritic
@@ -62,3 +68,22 @@ def choose_inference(inference: str, model: ActorCritic) -> str:
     path = "numpy mirror" if chosen == "numpy" else "compiled TF"
     logger.info("%s: acting with the %s policy (%s).", model.name, path, how)
     return chosen
+
+
+XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"
+
+
+def use_xla_cache(directory: str) -> None:
+    """Keep XLA's compiled code in ``directory`` (TensorFlow's persistent XLA cache), so that a
+    later run compiling the same update (same network, batch shapes and TF version) loads it.
+
+    Call before the process compiles anything with XLA (TensorFlow reads ``TF_XLA_FLAGS``
+    once); a cache directory already set there is kept. Loading an entry makes TensorFlow log
+    two harmless errors (a text-format parse attempt and a CPU-feature comparison that lists
+    tuning flags) on stderr.
+    """
+    flags = os.environ.get("TF_XLA_FLAGS", "")
+    if XLA_CACHE_FLAG in flags:
+        return
+    os.makedirs(directory, exist_ok=True)
+    os.environ["TF_XLA_FLAGS"] = f"{flags} {XLA_CACHE_FLAG}={os.path.abspath(directory)}".strip()

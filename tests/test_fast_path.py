@@ -2,6 +2,7 @@
 ``kerasrl.fast_path`` and logged; an explicit key wins."""
 import logging
 
+import numpy as np
 import pytest
 
 from kerasrl.envs.base import BehaviorSpec
@@ -49,3 +50,52 @@ def test_explicit_keys_win(caplog):
         assert PPOPolicy(VECTOR, model, inference="tf").inference == "tf"
     assert "ac_explicit: PPO update without XLA (jit_compile is set)" in caplog.text
     assert "ac_explicit: acting with the compiled TF policy (inference is set)" in caplog.text
+
+
+def _zoo_learner(name: str) -> PPOLearner:
+    model = ActorCritic(VECTOR, ["extrinsic"], NetworkSettings(hidden_units=8, separate_value_network=True), seed=3,
+                        name=name)
+    return PPOLearner(model, PPOSettings(batch_size=32, buffer_size=31, num_epoch=2, jit_compile=True))
+
+
+def _batch(rows: int) -> dict:
+    rng = np.random.default_rng(1)
+    return {
+        "vector_obs": rng.normal(size=(rows, 4)).astype(np.float32),
+        "action_mask": np.ones((rows, 2), np.float32),
+        "actions": rng.integers(0, 2, (rows, 1)).astype(np.int32),
+        "action_log_probs": np.full((rows, 1), -0.69, np.float32),
+        "advantages": rng.normal(size=rows).astype(np.float32),
+        "masks": np.ones(rows, np.float32),
+        "extrinsic_returns": rng.normal(size=rows).astype(np.float32),
+        "extrinsic_value_estimates": rng.normal(size=rows).astype(np.float32),
+    }
+
+
+def test_warm_up_compiles_the_real_update_ahead_and_changes_nothing():
+    """The background warm-up moves no weight and leaves the optimizer as it was; the real
+    update then reuses its trace (no retrace) and gives the same weights as a cold learner."""
+    warm, cold = _zoo_learner("ac_warm"), _zoo_learner("ac_cold")
+    before = [v.numpy() for v in warm.actor_critic.trainable_variables]
+    optimizer_before = [v.numpy() for v in warm.optimizer.variables]
+    assert warm.start_warm_up(32)
+    assert not warm.start_warm_up(32)  # one at a time
+    warm.wait_warm_up()
+    assert warm._fused.experimental_get_tracing_count() == 1
+    for a, v in zip(before, warm.actor_critic.trainable_variables):
+        np.testing.assert_array_equal(a, v.numpy())
+    for a, v in zip(optimizer_before, warm.optimizer.variables):
+        np.testing.assert_array_equal(a, v.numpy())
+    batch = _batch(32)
+    warm.fused_update(batch, 2, 32, seed=5)
+    cold.fused_update(batch, 2, 32, seed=5)
+    assert warm._fused.experimental_get_tracing_count() == 1
+    assert int(warm.optimizer.iterations.numpy()) == int(cold.optimizer.iterations.numpy()) == 2
+    for a, b in zip(warm.actor_critic.trainable_variables, cold.actor_critic.trainable_variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_warm_up_only_where_it_pays():
+    model = ActorCritic(VECTOR, ["extrinsic"], NetworkSettings(hidden_units=8), seed=0, name="ac_nowarm")
+    assert not PPOLearner(model, PPOSettings(jit_compile=False)).start_warm_up(64)
+    assert not PPOLearner(model, PPOSettings(jit_compile=True, fused_update=False)).start_warm_up(64)

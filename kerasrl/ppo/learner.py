@@ -19,14 +19,17 @@ that runs in replica context (TensorFlow refuses a ``merge_call`` there).
 """
 from __future__ import annotations
 
+import logging
+import threading
 import time
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from kerasrl.distribute import check_batch_size, distribute_minibatches, run_minibatches
+from kerasrl.exception import one_line
 from kerasrl.fast_path import choose_jit_compile
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
@@ -35,6 +38,8 @@ from kerasrl.ppo.loss import global_count, ppo_loss
 from kerasrl.ppo.schedules import ppo_schedules
 from kerasrl.settings import PPOSettings, TrainerSettings
 from kerasrl.spec import BehaviorSpec
+
+logger = logging.getLogger("kerasrl")
 
 METRIC_NAMES = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
@@ -111,6 +116,7 @@ class PPOLearner(keras.Model):
         #: with the numpy mirror needs no separate read.
         self.latest_weights: Optional[list[np.ndarray]] = None
         self._weight_shapes: Optional[list[tuple[int, ...]]] = None
+        self._warm_up: Optional[threading.Thread] = None
 
     @classmethod
     def for_behavior(cls, spec: BehaviorSpec, stream_names: Sequence[str], settings: TrainerSettings, seed: int,
@@ -326,6 +332,16 @@ class PPOLearner(keras.Model):
                       for k, v in arrays.items()}
         return arrays
 
+    def _stacked_calls(self, arrays: Mapping[str, np.ndarray], num_epoch: int, batch_size: int,
+                       seed: int) -> Iterator[tuple[dict[str, np.ndarray], tuple[int, ...]]]:
+        """The stacked mini-batches of each compiled call of an update, with their row shape."""
+        rows, starts = self._plan_rows(len(arrays[Field.ADVANTAGES]), num_epoch, batch_size, seed)
+        row_bytes = sum(v[:1].nbytes for k, v in arrays.items() if k != Field.MEMORY) * rows.shape[1]
+        per_call = max(1, min(rows.shape[0], MAX_STACKED_BYTES // max(row_bytes, 1)))
+        for lo in range(0, rows.shape[0], per_call):
+            r, st = rows[lo : lo + per_call], starts[lo : lo + per_call]
+            yield {k: (v[st] if k == Field.MEMORY else v[r]) for k, v in arrays.items()}, r.shape
+
     def fused_update(self, buffer: Mapping[str, np.ndarray], num_epoch: int, batch_size: int, seed: int) -> dict[str, float]:
         """All ``num_epoch`` epochs of mini-batches of ``batch_size`` rows in one compiled call.
 
@@ -335,26 +351,81 @@ class PPOLearner(keras.Model):
         exceed ``MAX_STACKED_BYTES`` (large images) run in several calls, whole epochs each.
         ``buffer['memory']`` holds every row's memory (the start of each sequence is used).
         """
+        self.wait_warm_up()
         if self._fused is None:
             self._fused = self._build_fused()
         arrays = self._arrays(buffer, batch_size)
-        rows, starts = self._plan_rows(len(arrays[Field.ADVANTAGES]), num_epoch, batch_size, seed)
-        row_bytes = sum(v[:1].nbytes for k, v in arrays.items() if k != Field.MEMORY) * rows.shape[1]
-        per_call = max(1, min(rows.shape[0], MAX_STACKED_BYTES // max(row_bytes, 1)))
         totals = {k: 0.0 for k in METRIC_NAMES}
-        for lo in range(0, rows.shape[0], per_call):
-            r, st = rows[lo : lo + per_call], starts[lo : lo + per_call]
-            stacked = {k: (v[st] if k == Field.MEMORY else v[r]) for k, v in arrays.items()}
-            first = r.shape not in self._traced_shapes
+        calls = 0
+        for stacked, shape in self._stacked_calls(arrays, num_epoch, batch_size, seed):
+            first = shape not in self._traced_shapes
             start = time.perf_counter()
             out, flat = self._fused(self._distribute(stacked) if self.replicas > 1 else stacked, self._schedule_values)
             for k, v in zip(METRIC_NAMES, out.numpy().tolist()):
                 totals[k] += v
             self.latest_weights = self._split_weights(flat.numpy())
             if first:
-                self._traced_shapes.add(r.shape)
+                self._traced_shapes.add(shape)
                 self.trace_seconds += time.perf_counter() - start
-        return {k: v / rows.shape[0] for k, v in totals.items()}
+            calls += shape[0]
+        return {k: v / calls for k, v in totals.items()}
+
+    def start_warm_up(self, rows: int, num_epoch: Optional[int] = None, batch_size: Optional[int] = None) -> bool:
+        """Compile the fused update for a buffer of ``rows`` rows in a background thread, so that
+        its one-time tracing and XLA compilation overlap the first rollout.
+
+        The warm-up runs the very call an update of that size makes (same shapes and dtypes:
+        no retrace) on zeros, with every row masked and a learning rate of 0, so that no
+        weight moves; the optimizer's state (step count, moments) is restored afterwards. Only
+        for the XLA-compiled fused update on one device (a plain ``tf.function`` traces in a
+        fraction of the time). ``fused_update`` waits for it. Returns whether it started.
+        """
+        hp = self.hyperparameters
+        if not (hp.fused_update and self.use_xla and self.replicas == 1) or self._warm_up is not None:
+            return False
+        num_epoch = hp.num_epoch if num_epoch is None else int(num_epoch)
+        batch_size = hp.batch_size if batch_size is None else int(batch_size)
+        if self._fused is None:
+            self._fused = self._build_fused()
+        dummy = self._warm_up_batch(max(int(rows), 1))
+        self._warm_up = threading.Thread(target=self._run_warm_up, args=(dummy, num_epoch, batch_size),
+                                         name="kerasrl-warm-up", daemon=True)
+        self._warm_up.start()
+        return True
+
+    def _warm_up_batch(self, rows: int) -> dict[str, np.ndarray]:
+        """Zeros in the batch's dtypes (all actions allowed, every row masked out)."""
+        out = {}
+        for name, spec in self.batch_signature().items():
+            fill = 1 if name == Field.ACTION_MASK else 0
+            out[name] = np.full([rows, *spec.shape[1:]], fill, spec.dtype.as_numpy_dtype)
+        return out
+
+    def _run_warm_up(self, dummy: Mapping[str, np.ndarray], num_epoch: int, batch_size: int) -> None:
+        state = [v.numpy() for v in self.optimizer.variables]
+        try:
+            arrays = self._arrays(dummy, batch_size)
+            schedules = np.array([0.0, *self._schedule_values[1:]], np.float32)
+            for stacked, shape in self._stacked_calls(arrays, num_epoch, batch_size, seed=0):
+                if shape not in self._traced_shapes:
+                    self._fused(stacked, schedules)[0].numpy()
+                    self._traced_shapes.add(shape)
+        except Exception as e:  # the real update compiles (and fails, if it must) on its own
+            logger.warning("%s: compiling the PPO update ahead failed (%s); the first update compiles it.",
+                           self.actor_critic.name, one_line(e))
+        finally:
+            for variable, value in zip(self.optimizer.variables, state):
+                variable.assign(value)
+
+    def wait_warm_up(self) -> None:
+        """Wait for ``start_warm_up``'s compilation (the wait counts as tracing time)."""
+        thread = self._warm_up
+        if thread is None:
+            return
+        start = time.perf_counter()
+        thread.join()
+        self.trace_seconds += time.perf_counter() - start
+        self._warm_up = None
 
     def _split_weights(self, flat: np.ndarray) -> list[np.ndarray]:
         if self._weight_shapes is None:  # ``trainable_variables`` walks every layer: ~0.3 ms

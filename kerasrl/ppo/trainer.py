@@ -79,6 +79,15 @@ class PPOTrainer(RLTrainer):
             self.load_model()
         elif context.initialize_from is not None:
             self.initialize_from(os.path.join(context.initialize_from, brain_name))
+        #: Compile the update ahead at the first step of training (``PPOLearner.start_warm_up``),
+        #: not before: by then every restore of the optimizer's state (checkpoints, callbacks) is done.
+        self._warm_up_rows = self.expected_update_rows() if context.train_model else None
+
+    def expected_update_rows(self) -> int:
+        """Rows of a typical update buffer (``buffer_size + 1``, in whole sequences), the size the
+        update is compiled for ahead of time."""
+        rows = self.hyperparameters.buffer_size + 1
+        return -(-rows // self.sequence_length) * self.sequence_length
 
     @property
     def policy(self) -> PPOPolicy:
@@ -87,6 +96,7 @@ class PPOTrainer(RLTrainer):
     # -- checkpoints -------------------------------------------------------------------
     def save_model(self) -> str:
         """Checkpoint weights, optimizer slots, normalizer, step and update count."""
+        self.learner.wait_warm_up()  # its optimizer state is the warm-up's until it puts it back
         return self.saver.save(self.step, self.update_count)
 
     def load_model(self) -> None:
@@ -128,6 +138,9 @@ class PPOTrainer(RLTrainer):
 
     def process_experiences(self, current_all: dict[str, StepResult], new_all: dict[str, StepResult]) -> None:
         """Close trajectories that ended or reached ``time_horizon``: bootstrap, GAE, move to the update buffer."""
+        if self._warm_up_rows is not None:
+            self.learner.start_warm_up(self._warm_up_rows)
+            self._warm_up_rows = None
         nxt = new_all.get(self.brain_name) if new_all else None
         if nxt is None or len(nxt) == 0:
             return
