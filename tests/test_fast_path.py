@@ -99,3 +99,20 @@ def test_warm_up_only_where_it_pays():
     model = ActorCritic(VECTOR, ["extrinsic"], NetworkSettings(hidden_units=8), seed=0, name="ac_nowarm")
     assert not PPOLearner(model, PPOSettings(jit_compile=False)).start_warm_up(64)
     assert not PPOLearner(model, PPOSettings(jit_compile=True, fused_update=False)).start_warm_up(64)
+
+
+def test_a_buffer_with_a_mini_batch_fewer_reuses_the_compiled_update():
+    """Rollouts whose length varies by a few rows (episode resets) drop or add the last
+    mini-batch: the stack is padded to the most mini-batches seen, so no new compilation,
+    and the padding changes nothing (same weights as an unpadded update)."""
+    padded, plain = _zoo_learner("ac_padded"), _zoo_learner("ac_plain")
+    padded.fused_update(_batch(64), 2, 32, seed=5)  # 2 mini-batches per epoch
+    plain.fused_update(_batch(64), 2, 32, seed=5)
+    padded.fused_update(_batch(40), 2, 32, seed=6)  # 1 per epoch, padded to 2
+    assert padded._fused.experimental_get_tracing_count() == 1
+    assert int(padded.optimizer.iterations.numpy()) == 6
+    plain._stack_size = 0
+    plain._traced_shapes.clear()
+    plain.fused_update(_batch(40), 2, 32, seed=6)
+    for a, b in zip(padded.actor_critic.trainable_variables, plain.actor_critic.trainable_variables):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7)

@@ -117,6 +117,8 @@ class PPOLearner(keras.Model):
         self.latest_weights: Optional[list[np.ndarray]] = None
         self._weight_shapes: Optional[list[tuple[int, ...]]] = None
         self._warm_up: Optional[threading.Thread] = None
+        #: Mini-batches a one-call fused update is padded to (see ``_stacked_calls``).
+        self._stack_size = 0
 
     @classmethod
     def for_behavior(cls, spec: BehaviorSpec, stream_names: Sequence[str], settings: TrainerSettings, seed: int,
@@ -264,15 +266,16 @@ class PPOLearner(keras.Model):
         variables = self.actor_critic.trainable_variables
         fused = self._fused_replicated(names, variables) if self.replicas > 1 else self._fused_single(names, variables)
         # No input signature: static shapes compile to faster code (~10% here), and the stacked
-        # shape only changes with the number of mini-batches, so there are few traces.
+        # shape is padded to the most mini-batches seen (``_stacked_calls``): one trace per run.
         return tf.function(fused, jit_compile=self.use_xla and self.replicas == 1, autograph=False)
 
     def _fused_single(self, names: list[str], variables: list[Any]) -> Any:
-        """The fused update on one device: a loop over the stacked mini-batches."""
+        """The fused update on one device: a loop over the first ``schedules[3]`` stacked
+        mini-batches (the rest pad the stack to its compiled size)."""
 
         def fused(stacked: dict[str, tf.Tensor], schedules: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
             self._assign(schedules)
-            n = tf.shape(stacked[Field.ADVANTAGES])[0]
+            n = tf.cast(schedules[3], tf.int32)
 
             def body(i: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
                 metrics = self._gradient_step({k: stacked[k][i] for k in names})
@@ -333,14 +336,29 @@ class PPOLearner(keras.Model):
         return arrays
 
     def _stacked_calls(self, arrays: Mapping[str, np.ndarray], num_epoch: int, batch_size: int,
-                       seed: int) -> Iterator[tuple[dict[str, np.ndarray], tuple[int, ...]]]:
-        """The stacked mini-batches of each compiled call of an update, with their row shape."""
+                       seed: int) -> Iterator[tuple[dict[str, np.ndarray], tuple[int, ...], int]]:
+        """The stacked mini-batches of each compiled call of an update, the shape of its row
+        indices and its count of mini-batches.
+
+        An update in one call (the usual case) is padded to ``self._stack_size`` mini-batches,
+        the most seen (or warmed up) so far, so that buffers of a few rows more or fewer, whose
+        last mini-batch comes and goes, reuse one compiled update instead of compiling another.
+        """
         rows, starts = self._plan_rows(len(arrays[Field.ADVANTAGES]), num_epoch, batch_size, seed)
+        total = rows.shape[0]
         row_bytes = sum(v[:1].nbytes for k, v in arrays.items() if k != Field.MEMORY) * rows.shape[1]
-        per_call = max(1, min(rows.shape[0], MAX_STACKED_BYTES // max(row_bytes, 1)))
-        for lo in range(0, rows.shape[0], per_call):
+        per_call = max(1, min(total, MAX_STACKED_BYTES // max(row_bytes, 1)))
+        if per_call == total and self.replicas == 1:
+            self._stack_size = max(self._stack_size, total)
+            pad = self._stack_size - total
+            if pad:
+                rows = np.concatenate([rows, np.zeros((pad, rows.shape[1]), rows.dtype)])
+                starts = np.concatenate([starts, np.zeros((pad, starts.shape[1]), starts.dtype)])
+            per_call = self._stack_size
+        for lo in range(0, total, per_call):
             r, st = rows[lo : lo + per_call], starts[lo : lo + per_call]
-            yield {k: (v[st] if k == Field.MEMORY else v[r]) for k, v in arrays.items()}, r.shape
+            yield ({k: (v[st] if k == Field.MEMORY else v[r]) for k, v in arrays.items()}, r.shape,
+                   min(per_call, total - lo))
 
     def fused_update(self, buffer: Mapping[str, np.ndarray], num_epoch: int, batch_size: int, seed: int) -> dict[str, float]:
         """All ``num_epoch`` epochs of mini-batches of ``batch_size`` rows in one compiled call.
@@ -357,17 +375,18 @@ class PPOLearner(keras.Model):
         arrays = self._arrays(buffer, batch_size)
         totals = {k: 0.0 for k in METRIC_NAMES}
         calls = 0
-        for stacked, shape in self._stacked_calls(arrays, num_epoch, batch_size, seed):
+        for stacked, shape, count in self._stacked_calls(arrays, num_epoch, batch_size, seed):
             first = shape not in self._traced_shapes
             start = time.perf_counter()
-            out, flat = self._fused(self._distribute(stacked) if self.replicas > 1 else stacked, self._schedule_values)
+            schedules = np.append(self._schedule_values, np.float32(count))
+            out, flat = self._fused(self._distribute(stacked) if self.replicas > 1 else stacked, schedules)
             for k, v in zip(METRIC_NAMES, out.numpy().tolist()):
                 totals[k] += v
             self.latest_weights = self._split_weights(flat.numpy())
             if first:
                 self._traced_shapes.add(shape)
                 self.trace_seconds += time.perf_counter() - start
-            calls += shape[0]
+            calls += count
         return {k: v / calls for k, v in totals.items()}
 
     def start_warm_up(self, rows: int, num_epoch: Optional[int] = None, batch_size: Optional[int] = None) -> bool:
@@ -405,9 +424,9 @@ class PPOLearner(keras.Model):
         state = [v.numpy() for v in self.optimizer.variables]
         try:
             arrays = self._arrays(dummy, batch_size)
-            schedules = np.array([0.0, *self._schedule_values[1:]], np.float32)
-            for stacked, shape in self._stacked_calls(arrays, num_epoch, batch_size, seed=0):
+            for stacked, shape, count in self._stacked_calls(arrays, num_epoch, batch_size, seed=0):
                 if shape not in self._traced_shapes:
+                    schedules = np.array([0.0, *self._schedule_values[1:], count], np.float32)
                     self._fused(stacked, schedules)[0].numpy()
                     self._traced_shapes.add(shape)
         except Exception as e:  # the real update compiles (and fails, if it must) on its own
