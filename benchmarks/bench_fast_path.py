@@ -7,6 +7,15 @@ For each policy kind (feed-forward MLP on vectors, LSTM, CNN on pixels) one PPO 
 time of each, the one-time compile cost of each, and which is faster.
 
     python benchmarks/bench_fast_path.py --repeats 5
+
+``--acting``: the acting side instead. Per policy (the Zoo CartPole MLP for 8 and for 64
+agents, the ``lstm`` task's 64-unit LSTM for 8 agents) one decision step for all agents,
+through ``PPOPolicy.get_action`` (model inputs, noise, memories included) with the numpy
+mirror and with the compiled TF call, alternating, and the bare batched numpy policy call
+(``NumpyActorCritic.act``) under the trainer's timer as ``policy.act`` times it; medians of
+``--repeats`` blocks of ``--calls`` calls.
+
+    python benchmarks/bench_fast_path.py --acting --repeats 7
 """
 from __future__ import annotations
 
@@ -57,11 +66,71 @@ def batch_for(learner: Any, rows: int) -> dict[str, Any]:
     return out
 
 
+def acting_cases() -> dict[str, tuple[Any, dict[str, Any], int]]:
+    """Acting case → (spec, network settings, agents)."""
+    spec, zoo, *_ = kinds()["mlp"]
+    lstm = kinds()["lstm"][1]
+    return {"mlp 8 agents": (spec, zoo, 8), "mlp 64 agents": (spec, zoo, 64), "lstm 8 agents": (spec, lstm, 8),
+            "lstm 64 agents": (spec, lstm, 64)}
+
+
+def block_us(fn: Any, calls: int) -> float:
+    """Mean µs per call of ``fn`` over ``calls`` calls."""
+    t = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return 1e6 * (time.perf_counter() - t) / calls
+
+
+def main_acting(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from kerasrl.envs.base import StepResult
+    from kerasrl.models.actor_critic import ActorCritic
+    from kerasrl.ppo.policy import PPOPolicy
+    from kerasrl.settings import NetworkSettings
+    from kerasrl.timers import hierarchical_timer
+
+    print(f"{'policy':16s}{'numpy µs':>10s}{'TF µs':>9s}{'ratio':>8s}{'act call µs':>13s}  (get_action per step; "
+          "bare numpy act under the timer)")
+    for name, (spec, net, n) in acting_cases().items():
+        model = ActorCritic(spec, ["extrinsic"], NetworkSettings(**net), seed=0)
+        policies = {mode: PPOPolicy(spec, model, seed=0, inference=mode) for mode in ("numpy", "tf")}
+        rng = np.random.default_rng(0)
+        results = [StepResult(np.arange(n), [rng.normal(size=(n, 4)).astype(np.float32)], np.zeros(n, np.float32),
+                              np.zeros(n, bool), np.zeros(n, bool)) for _ in range(8)]
+        step = {mode: (lambda p=p: [p.get_action(r) for r in results]) for mode, p in policies.items()}
+        mirror, policy = policies["numpy"].numpy_model, policies["numpy"]
+        inputs, noise = policy.model_inputs(results[0]), policy.draw_noise(n)
+
+        def act() -> None:
+            with hierarchical_timer("policy.act"):
+                mirror.act(inputs, noise)
+
+        for fn in (*step.values(), act):
+            fn()  # trace / warm caches
+        times: dict[str, list[float]] = {"numpy": [], "tf": [], "act": []}
+        for _ in range(args.repeats):
+            for mode in ("numpy", "tf"):
+                times[mode].append(block_us(step[mode], max(args.calls // 8, 1)) / len(results))
+            times["act"].append(block_us(act, args.calls))
+        a, b, c = (statistics.median(times[k]) for k in ("numpy", "tf", "act"))
+        print(f"{name:16s}{a:10.1f}{b:9.1f}{b / a:7.1f}x{c:13.1f}", flush=True)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--kinds", nargs="+", default=list(kinds()))
+    parser.add_argument("--acting", action="store_true", help="time acting (numpy mirror vs compiled TF) instead")
+    parser.add_argument("--calls", type=int, default=2000, help="--acting: calls per timed block")
     args = parser.parse_args()
+    if args.acting:
+        from kerasrl.cli import set_tf_threads
+
+        set_tf_threads(1)
+        return main_acting(args)
     import tensorflow as tf
 
     from kerasrl.cli import set_tf_threads

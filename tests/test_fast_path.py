@@ -36,11 +36,11 @@ def test_default_is_the_measured_fastest_and_is_logged(kind, caplog):
         learner = PPOLearner(model, PPOSettings())
         policy = PPOPolicy(spec, model)
     assert learner.use_xla == (kind in XLA_FASTER) == (kind != "cnn")  # XLA's CPU convolutions are slow
-    assert policy.inference == ("numpy" if kind == "mlp" else "tf")
+    assert policy.inference == ("tf" if kind == "cnn" else "numpy")
     text = caplog.text
     how = "compiled with" if kind != "cnn" else "without"
     assert f"ac_{kind}: PPO update {how} XLA (the fastest measured for a {kind} policy)" in text
-    assert f"ac_{kind}: acting with the {'numpy mirror' if kind == 'mlp' else 'compiled TF'} policy" in text
+    assert f"ac_{kind}: acting with the {'compiled TF' if kind == 'cnn' else 'numpy mirror'} policy" in text
 
 
 def test_explicit_keys_win(caplog):
@@ -52,10 +52,10 @@ def test_explicit_keys_win(caplog):
     assert "ac_explicit: acting with the compiled TF policy (inference is set)" in caplog.text
 
 
-def _zoo_learner(name: str) -> PPOLearner:
+def _zoo_learner(name: str, jit_compile: bool = True) -> PPOLearner:
     model = ActorCritic(VECTOR, ["extrinsic"], NetworkSettings(hidden_units=8, separate_value_network=True), seed=3,
                         name=name)
-    return PPOLearner(model, PPOSettings(batch_size=32, buffer_size=31, num_epoch=2, jit_compile=True))
+    return PPOLearner(model, PPOSettings(batch_size=32, buffer_size=31, num_epoch=2, jit_compile=jit_compile))
 
 
 def _batch(rows: int) -> dict:
@@ -104,15 +104,16 @@ def test_warm_up_only_where_it_pays():
 def test_a_buffer_with_a_mini_batch_fewer_reuses_the_compiled_update():
     """Rollouts whose length varies by a few rows (episode resets) drop or add the last
     mini-batch: the stack is padded to the most mini-batches seen, so no new compilation,
-    and the padding changes nothing (same weights as an unpadded update)."""
-    padded, plain = _zoo_learner("ac_padded"), _zoo_learner("ac_plain")
+    and the padding changes nothing (the weights of an unpadded update, which runs without XLA
+    here to save a compilation: float round-off apart)."""
+    padded, plain = _zoo_learner("ac_padded"), _zoo_learner("ac_plain", jit_compile=False)
     padded.fused_update(_batch(64), 2, 32, seed=5)  # 2 mini-batches per epoch
     plain.fused_update(_batch(64), 2, 32, seed=5)
     padded.fused_update(_batch(40), 2, 32, seed=6)  # 1 per epoch, padded to 2
     assert padded._fused.experimental_get_tracing_count() == 1
     assert int(padded.optimizer.iterations.numpy()) == 6
-    plain._stack_size = 0
-    plain._traced_shapes.clear()
+    plain._stack_size = 0  # unpadded
     plain.fused_update(_batch(40), 2, 32, seed=6)
+    assert plain._fused.experimental_get_tracing_count() == 2
     for a, b in zip(padded.actor_critic.trainable_variables, plain.actor_critic.trainable_variables):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)

@@ -68,12 +68,12 @@ def test_numpy_forward_equals_tf(kind):
         np.testing.assert_allclose(mirror.values(inputs)[f"{name}_value_estimates"], tf_out[f"{name}_value_estimates"], rtol=1e-4, atol=1e-4)
 
 
-def test_policy_chooses_numpy_for_vector_mlps_and_tf_otherwise():
+def test_policy_chooses_numpy_for_vector_policies_and_tf_for_visual_ones():
     vec = ActorCritic(SPECS["discrete"], ["extrinsic"], NetworkSettings(hidden_units=8), seed=0)
     assert PPOPolicy(SPECS["discrete"], vec).inference == "numpy"
     rec = ActorCritic(SPECS["discrete"], ["extrinsic"], NetworkSettings(hidden_units=8, use_recurrent=True, memory_size=8),
                       seed=0)
-    assert PPOPolicy(SPECS["discrete"], rec).inference == "tf"
+    assert PPOPolicy(SPECS["discrete"], rec).inference == "numpy"
     vis_spec = BehaviorSpec(((20, 20, 1),), "discrete", (2,))
     vis = ActorCritic(vis_spec, ["extrinsic"], NetworkSettings(hidden_units=8), seed=0)
     assert PPOPolicy(vis_spec, vis).inference == "tf"
@@ -180,3 +180,79 @@ def test_bad_gaussian_keys_name_key_and_value(key, value, problem):
 
     with pytest.raises(TrainerConfigError, match=f"{key} in .* {problem}.*, got {value!r}"):
         TrainerSettings.from_dict({key: value})
+
+
+#: LSTM policies: discrete with separate policy/value streams (the ``lstm`` bench task's
+#: layout), discrete with one shared stream, continuous (separate streams by default).
+LSTM_CASES = {"discrete-separate": ("discrete", True), "discrete-shared": ("discrete", False),
+              "continuous": ("continuous", None)}
+
+
+def lstm_model(kind, seed=0):
+    spec_kind, separate = LSTM_CASES[kind]
+    return trained_like(SPECS[spec_kind], seed=seed, use_recurrent=True, memory_size=24,
+                        separate_value_network=separate), SPECS[spec_kind]
+
+
+@pytest.mark.parametrize("kind", list(LSTM_CASES))
+def test_numpy_lstm_step_equals_tf(kind):
+    """Two recurrent steps (the first step's memory fed back): actions, log-probs, entropy,
+    values and memories as the TF model's, to float round-off."""
+    model, spec = lstm_model(kind)
+    mirror = NumpyActorCritic(model)
+    rng = np.random.default_rng(1)
+    n = 16
+    memory = rng.normal(size=(n, model.memory_size)).astype(np.float32)
+    for _ in range(2):
+        inputs = {"vector_obs": rng.normal(scale=3.0, size=(n, spec.vector_observation_size)).astype(np.float32),
+                  "memory": memory}
+        if spec.is_discrete:
+            inputs["action_mask"] = np.ones((n, spec.action_mask_size), np.float32)
+            inputs["prev_action"] = np.stack([rng.integers(0, b, n) for b in spec.discrete_branches], 1).astype(np.int32)
+            noise = np.maximum(rng.random((n, spec.action_size), dtype=np.float32), 1e-7)
+        else:
+            noise = rng.standard_normal((n, spec.action_size), dtype=np.float32)
+        tf_out = {k: v.numpy() for k, v in model.act({k: tf.constant(v) for k, v in inputs.items()},
+                                                     tf.constant(noise)).items()}
+        np_out = mirror.act(inputs, noise)
+        assert set(np_out) == set(tf_out)
+        for key, value in tf_out.items():
+            if key == "actions" and spec.is_discrete:
+                assert (np_out[key] == value).mean() > 0.95  # a draw at a CDF boundary may round differently
+                continue
+            np.testing.assert_allclose(np_out[key], value, rtol=1e-4, atol=1e-5, err_msg=key)
+        values = mirror.values(inputs)
+        np.testing.assert_allclose(values["memory_out"], tf_out["memory_out"], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(values["gail_value_estimates"], tf_out["gail_value_estimates"], rtol=1e-4, atol=1e-5)
+        memory = np_out["memory_out"]
+
+
+def test_numpy_and_tf_lstm_policies_act_alike_over_episodes():
+    """Through ``PPOPolicy``: per-agent memories and previous actions kept, reset when an
+    agent's episode ends, the same under both paths."""
+    model, spec = lstm_model("discrete-separate", seed=2)
+    policies = [PPOPolicy(spec, model, seed=7, inference=mode) for mode in ("numpy", "tf")]
+    rng = np.random.default_rng(3)
+    n = 6
+    for step in range(4):
+        obs = [rng.normal(size=(n, s[0])).astype(np.float32) for s in spec.observation_shapes]
+        done = np.zeros(n, bool)
+        done[step % n] = step > 0
+        result = StepResult(np.arange(n), obs, np.zeros(n), done, np.zeros(n, bool))
+        a, b = (p.get_action(result) for p in policies)
+        assert (a.action == b.action).mean() > 0.9
+        np.testing.assert_allclose(a.memory, b.memory, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(a.value["extrinsic"], b.value["extrinsic"], rtol=1e-4, atol=1e-5)
+        rows = np.arange(0, n, 2)
+        np.testing.assert_allclose(policies[0].get_value_estimates(result, rows)["gail"],
+                                   policies[1].get_value_estimates(result, rows)["gail"], rtol=1e-4, atol=1e-5)
+    assert np.abs(a.memory).max() > 0  # memories were carried, not zeros
+
+
+def test_single_threaded_blas_respects_the_users_choice(monkeypatch):
+    from kerasrl.models import numpy_policy
+
+    monkeypatch.setattr(numpy_policy, "_blas_limited", False)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    assert numpy_policy.single_threaded_blas() is False
+    assert numpy_policy._blas_limited is False

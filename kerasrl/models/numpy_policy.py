@@ -1,14 +1,19 @@
 """The actor-critic's forward pass in numpy, for acting with small vector policies.
 
-A ``tf.function`` call costs ~0.15–0.25 ms whatever the batch; the same two-layer MLP in
-numpy costs a few microseconds. For feed-forward policies on vector observations the policy
-acts through this mirror of the Keras model, whose weights it re-reads after every update.
-It computes exactly what ``ActorCritic.act`` / ``ActorCritic.values`` compute (same noise →
-same actions, to float32 round-off); recurrent and visual policies keep the compiled TF path.
+A ``tf.function`` call costs ~0.15–0.25 ms whatever the batch (an LSTM policy's ~1–2 ms); the
+same two-layer MLP in numpy costs a few microseconds. For policies on vector observations,
+feed-forward or recurrent (one LSTM step per decision, memories in and out), the policy acts
+through this mirror of the Keras model, whose weights it re-reads after every update. It
+computes exactly what ``ActorCritic.act`` / ``ActorCritic.values`` compute (same noise → same
+actions, to float32 round-off); visual policies keep the compiled TF path.
 """
 from __future__ import annotations
 
+import ctypes
+import glob
+import logging
 import math
+import os
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
@@ -17,6 +22,42 @@ from kerasrl._kernels import sample_masked_categorical
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.distributions import EPSILON
+
+logger = logging.getLogger("kerasrl")
+
+#: Environment variables by which a user chooses BLAS threads (then left as they are).
+BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+#: ``set_num_threads`` of the OpenBLAS builds that numpy wheels bundle (scipy-openblas, plain).
+_OPENBLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads")
+_blas_limited = False
+
+
+def single_threaded_blas() -> bool:
+    """Run numpy's bundled OpenBLAS on one thread, unless the user chose a thread count.
+
+    The mirror's matrices are tiny: OpenBLAS's thread pool makes a 64×128×128 product ~20×
+    slower on a busy 2-core machine (a 64-agent policy call 1.3 ms instead of 56 µs), and the
+    update runs in TensorFlow's own threads. Best effort (numpy's wheel layout); returns
+    whether a thread count was set.
+    """
+    global _blas_limited
+    if _blas_limited or any(v in os.environ for v in BLAS_THREAD_VARS):
+        return False
+    _blas_limited = True
+    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs", "*openblas*")
+    for path in glob.glob(libs):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in _OPENBLAS_SETTERS:
+            setter = getattr(lib, name, None)
+            if setter is not None:
+                setter(1)
+                logger.debug("numpy's OpenBLAS set to one thread (%s).", os.path.basename(path))
+                return True
+    return False
+
 
 _LOG_2PI = np.float32(math.log(2.0 * math.pi))
 _LOG_2PIE = np.float32(math.log(2.0 * math.pi * math.e))
@@ -38,6 +79,15 @@ def _relu(x: np.ndarray) -> np.ndarray:
 _ACTIVATIONS = {"swish": _swish, "tanh": _tanh, "relu": _relu}
 
 
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    """Keras' sigmoid, as ``0.5·tanh(x/2) + 0.5`` (no overflow, one transcendental)."""
+    x *= np.float32(0.5)
+    np.tanh(x, out=x)
+    x *= np.float32(0.5)
+    x += np.float32(0.5)
+    return x
+
+
 def _block_diag(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     out = np.zeros((a.shape[0] + b.shape[0], a.shape[1] + b.shape[1]), np.float32)
     out[: a.shape[0], : a.shape[1]] = a
@@ -46,23 +96,25 @@ def _block_diag(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class NumpyActorCritic:
-    """Numpy mirror of a feed-forward, vector-observation ``ActorCritic``."""
+    """Numpy mirror of a vector-observation ``ActorCritic`` (feed-forward or LSTM)."""
 
     def __init__(self, model: ActorCritic) -> None:
         if not self.supports(model):
-            raise ValueError("NumpyActorCritic supports feed-forward actor-critics on vector observations only.")
+            raise ValueError("NumpyActorCritic supports actor-critics on vector observations only.")
         self.model = model
         self.is_discrete = model.is_discrete
         self.branches = list(model.branches)
         self._branch_sizes = np.asarray(self.branches, np.int64)
         self.stream_names = list(model.stream_names)
+        self.use_recurrent = model.use_recurrent
         self.activation = _ACTIVATIONS[model.activation]
         self._variables: Optional[list[Any]] = None
+        single_threaded_blas()
         self.refresh()
 
     @staticmethod
     def supports(model: ActorCritic) -> bool:
-        return not model.use_recurrent and model.num_visual == 0 and model.vector_size > 0
+        return model.num_visual == 0 and model.vector_size > 0
 
     def refresh_normalizer(self) -> None:
         """Re-read the observation normalizer's statistics (after it saw new observations)."""
@@ -118,6 +170,65 @@ class NumpyActorCritic:
             self.layers += [(_block_diag(p[0], v[0]), np.concatenate([p[1], v[1]]))
                             for p, v in zip(body[1:], value_body[1:])]
             self.head = (_block_diag(action_kernel, value_kernel), np.concatenate([action_bias, value_bias]))
+        if self.use_recurrent:
+            streams = [m.body] if m.value_body is None else [m.body, m.value_body]
+            self._refresh_lstm([dense(s.lstm) for s in streams], body[-1][0].shape[1])
+
+    def _refresh_lstm(self, cells: list[list[np.ndarray]], hidden: int) -> None:
+        """The LSTM step of every stream as one: ``z = [x, extra] @ W + h @ U + b`` with the
+        gate columns grouped across streams (``i``, ``f``, ``c̃``, ``o``, each ``[streams × units]``),
+        so that each gate is one slice of ``z`` for every stream at once.
+
+        ``x`` holds the streams' encodings side by side (``hidden`` columns each) and
+        ``extra`` the previous actions' one-hots, which every stream takes after its encoding.
+        """
+        units = cells[0][1].shape[0]
+        k = len(cells)
+        extra = cells[0][0].shape[0] - hidden
+        kernel = np.zeros((k * hidden + extra, 4 * k * units), np.float32)
+        recurrent = np.zeros((k * units, 4 * k * units), np.float32)
+        bias = np.zeros(4 * k * units, np.float32)
+        for s, (w, u, b) in enumerate(cells):
+            for g in range(4):  # Keras' gate order: input, forget, cell, output
+                cols = slice((g * k + s) * units, (g * k + s + 1) * units)
+                gate = slice(g * units, (g + 1) * units)
+                kernel[s * hidden : (s + 1) * hidden, cols] = w[:hidden, gate]
+                kernel[k * hidden :, cols] = w[hidden:, gate]
+                recurrent[s * units : (s + 1) * units, cols] = u[:, gate]
+                bias[cols] = b[gate]
+        self.lstm = (kernel, recurrent, bias)
+        self.lstm_units = units
+        self.lstm_streams = k
+
+    def _lstm_step(self, x: np.ndarray, memory: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One LSTM step of every stream: the streams' outputs side by side, and the new memory
+        (``[c, h]`` per stream, as ``ActorCritic``)."""
+        kernel, recurrent, bias = self.lstm
+        n, u, k = x.shape[0], self.lstm_units, self.lstm_streams
+        mem = np.asarray(memory, np.float32).reshape(n, k, 2, u)
+        c, h = mem[:, :, 0].reshape(n, k * u), mem[:, :, 1].reshape(n, k * u)
+        z = x @ kernel
+        z += h @ recurrent
+        z += bias
+        ku = k * u
+        _sigmoid(z[:, : 2 * ku])
+        _sigmoid(z[:, 3 * ku :])
+        np.tanh(z[:, 2 * ku : 3 * ku], out=z[:, 2 * ku : 3 * ku])
+        c_new = z[:, ku : 2 * ku] * c
+        c_new += z[:, :ku] * z[:, 2 * ku : 3 * ku]
+        h_new = np.tanh(c_new) * z[:, 3 * ku :]
+        memory_out = np.stack([c_new.reshape(n, k, u), h_new.reshape(n, k, u)], axis=2).reshape(n, 2 * ku)
+        return h_new, memory_out
+
+    def _extra(self, inputs: Mapping[str, np.ndarray]) -> Optional[np.ndarray]:
+        """The one-hot previous actions that a recurrent discrete policy takes."""
+        if not (self.use_recurrent and self.is_discrete):
+            return None
+        prev = np.asarray(inputs[Field.PREV_ACTION], np.int64)
+        out = np.zeros((prev.shape[0], int(self._branch_sizes.sum())), np.float32)
+        offsets = np.concatenate([[0], np.cumsum(self._branch_sizes[:-1])])
+        np.put_along_axis(out, prev + offsets, np.float32(1.0), axis=1)
+        return out
 
     def _refresh_gaussian(self, values: Sequence[np.ndarray]) -> None:
         """``σ`` and the constants of the log-density and entropy (``ClippedGaussian``'s)."""
@@ -132,8 +243,8 @@ class NumpyActorCritic:
         self.entropy_value = np.float32(0.5) * reduce(_LOG_2PIE + self.log_sigma_sq, dtype=np.float32)
         self.action_scale = np.float32(m.action_scale)
 
-    def _forward(self, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """Action outputs (logits or μ) and value heads."""
+    def _forward(self, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+        """Action outputs (logits or μ), value heads and (recurrent) the new memory."""
         x = np.asarray(inputs[Field.VECTOR_OBS], np.float32)
         if self.norm is not None:
             mean, inv_std, clip = self.norm
@@ -142,23 +253,32 @@ class NumpyActorCritic:
             x = x @ kernel  # a fresh array: the activations below may work in place
             x += bias
             x = self.activation(x)
+        memory_out = None
+        if self.use_recurrent:
+            extra = self._extra(inputs)
+            if extra is not None:
+                x = np.concatenate([x, extra], axis=1)
+            x, memory_out = self._lstm_step(x, inputs[Field.MEMORY])
         out = x @ self.head[0]
         out += self.head[1]
-        return out[:, : self.n_actions], out[:, self.n_actions :]
+        return out[:, : self.n_actions], out[:, self.n_actions :], memory_out
 
-    def _values(self, v: np.ndarray, out: dict[str, np.ndarray]) -> None:
+    def _values(self, v: np.ndarray, memory_out: Optional[np.ndarray], out: dict[str, np.ndarray]) -> None:
         for i, name in enumerate(self.stream_names):
             out[Field.value_estimates(name)] = v[:, i]
+        if memory_out is not None:
+            out[Field.MEMORY_OUT] = memory_out
 
     def values(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        _, v = self._forward(inputs)
+        """Same outputs as ``ActorCritic.values``."""
+        _, v, memory_out = self._forward(inputs)
         out: dict[str, np.ndarray] = {}
-        self._values(v, out)
+        self._values(v, memory_out, out)
         return out
 
     def act(self, inputs: Mapping[str, np.ndarray], noise: np.ndarray) -> dict[str, np.ndarray]:
         """Same outputs as ``ActorCritic.act`` for the same inputs and noise."""
-        action_out, v = self._forward(inputs)
+        action_out, v, memory_out = self._forward(inputs)
         out: dict[str, np.ndarray] = {}
         n = action_out.shape[0]
         if self.is_discrete:
@@ -183,5 +303,5 @@ class NumpyActorCritic:
                 - np.float32(0.5) * _LOG_2PI - np.float32(0.5) * self.log_sigma_sq
             ).astype(np.float32)
             out[Field.ENTROPY] = np.full(n, self.entropy_value, np.float32)
-        self._values(v, out)
+        self._values(v, memory_out, out)
         return out
