@@ -213,7 +213,7 @@ class TrainerSettings(_Checked):
     max_steps: int = setting(50_000, at_least(1), "steps to train for (every agent's step counted)")
     time_horizon: int = setting(64, at_least(1), "steps after which a trajectory is cut and bootstrapped")
     summary_freq: int = setting(1000, at_least(1), "steps (every agent's) between summaries")
-    inference: str = setting("auto", one_of(*INFERENCE_MODES), "act in numpy (small vector MLPs) or tf")
+    inference: str = setting("auto", one_of(*INFERENCE_MODES), "act in numpy (vector policies, MLP or LSTM) or tf")
     network: NetworkSettings = field(default_factory=NetworkSettings)
     hyperparameters: PPOSettings = field(default_factory=PPOSettings)
     behavioral_cloning: BCTrainerSettings = field(default_factory=BCTrainerSettings)

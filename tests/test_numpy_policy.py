@@ -256,3 +256,20 @@ def test_single_threaded_blas_respects_the_users_choice(monkeypatch):
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
     assert numpy_policy.single_threaded_blas() is False
     assert numpy_policy._blas_limited is False
+
+
+def test_agent_table_looks_up_stores_and_resets_rows_by_agent_id():
+    from kerasrl.ppo.policy import AgentTable
+
+    table = AgentTable(2, np.float32)
+    np.testing.assert_array_equal(table.get(np.array([5, 1])), np.zeros((2, 2)))
+    table.set(np.array([5, 1]), np.array([[5, 5], [1, 1]], np.float32))
+    table.set(np.array([3, 5]), np.array([[3, 3], [6, 6]], np.float32))
+    assert len(table) == 3
+    np.testing.assert_array_equal(table.get(np.array([1, 3, 5, 9])), [[1, 1], [3, 3], [6, 6], [0, 0]])
+    np.testing.assert_array_equal(table.get(np.array([3, 5]), reset=np.array([True, False])), [[0, 0], [6, 6]])
+    np.testing.assert_array_equal(table[3], [0, 0])  # a reset is stored
+    with pytest.raises(KeyError):
+        table[4]
+    table.clear()
+    assert not table

@@ -37,6 +37,56 @@ class _timed_first_call:  # noqa: N801 - a function wrapper
         return out
 
 
+class AgentTable:
+    """One row of state per agent id (recurrent memories, previous actions), looked up and
+    stored for a whole batch of agents at once (ids kept sorted; no per-agent Python)."""
+
+    def __init__(self, width: int, dtype: Any) -> None:
+        self.ids = np.empty(0, np.int64)
+        self.rows = np.zeros((0, width), dtype)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, agent_id: int) -> np.ndarray:
+        pos = int(np.searchsorted(self.ids, agent_id))
+        if pos == len(self.ids) or self.ids[pos] != agent_id:
+            raise KeyError(agent_id)
+        return self.rows[pos]
+
+    def _find(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pos = np.minimum(np.searchsorted(self.ids, ids), max(len(self.ids) - 1, 0))
+        found = self.ids[pos] == ids if len(self.ids) else np.zeros(len(ids), bool)
+        return pos, found
+
+    def get(self, ids: np.ndarray, reset: Optional[np.ndarray] = None) -> np.ndarray:
+        """The rows of ``ids`` (zeros for unknown agents); ``reset`` rows are zeroed, stored too."""
+        pos, found = self._find(ids)
+        reset = None if reset is None else np.asarray(reset, bool)
+        if reset is not None and reset.any():
+            self.rows[pos[found & reset]] = 0
+            found = found & ~reset
+        out = np.zeros((len(ids), self.rows.shape[1]), self.rows.dtype)
+        out[found] = self.rows[pos[found]]
+        return out
+
+    def set(self, ids: np.ndarray, values: np.ndarray) -> None:
+        """Store ``values`` as the rows of ``ids`` (new agents are added)."""
+        pos, found = self._find(ids)
+        if not found.all():
+            new = np.unique(ids[~found])
+            self.ids = np.concatenate([self.ids, new])
+            self.rows = np.concatenate([self.rows, np.zeros((len(new), self.rows.shape[1]), self.rows.dtype)])
+            order = np.argsort(self.ids, kind="stable")
+            self.ids, self.rows = self.ids[order], self.rows[order]
+            pos, _ = self._find(ids)
+        self.rows[pos] = values
+
+    def clear(self) -> None:
+        self.ids = self.ids[:0]
+        self.rows = self.rows[:0]
+
+
 class PPOPolicy:
     """Decides actions for every agent of one behavior with one compiled call per step.
 
@@ -56,8 +106,8 @@ class PPOPolicy:
         self.rng = np.random.default_rng(seed)
         self.use_recurrent = model.use_recurrent
         self.stream_names = list(model.stream_names)
-        self._memories: dict[int, np.ndarray] = {}
-        self._prev_actions: dict[int, np.ndarray] = {}
+        self._memories = AgentTable(model.memory_size, np.float32)
+        self._prev_actions = AgentTable(spec.action_size, np.int32)
         sig = model.input_signature()
         noise_spec = tf.TensorSpec([None, spec.action_size], tf.float32, name="noise")
         self._act_fn = _timed_first_call(
@@ -80,18 +130,6 @@ class PPOPolicy:
                 fields.append(Field.PREV_ACTION)
         return fields
 
-    def _agent_state(self, table: dict[int, np.ndarray], ids: np.ndarray, done: Optional[np.ndarray], width: int,
-                     dtype: Any) -> np.ndarray:
-        out = np.zeros((len(ids), width), dtype)
-        for i, a in enumerate(ids.tolist()):
-            if done is not None and done[i]:
-                table.pop(a, None)
-                continue
-            row = table.get(a)
-            if row is not None:
-                out[i] = row
-        return out
-
     def model_inputs(self, result: StepResult, rows: Optional[np.ndarray] = None, reset_done: bool = True) -> dict[str, np.ndarray]:
         """Model inputs for the agents of ``result`` (optionally only ``rows``)."""
         obs = result.observations if rows is None else [o[rows] for o in result.observations]
@@ -109,9 +147,10 @@ class PPOPolicy:
             done = None
             if reset_done:
                 done = result.done if rows is None else result.done[rows]
-            inputs[Field.MEMORY] = self._agent_state(self._memories, ids, done, self.model.memory_size, np.float32)
+            ids = np.asarray(ids, np.int64)
+            inputs[Field.MEMORY] = self._memories.get(ids, done)
             if self.spec.is_discrete:
-                inputs[Field.PREV_ACTION] = self._agent_state(self._prev_actions, ids, done, self.spec.action_size, np.int32)
+                inputs[Field.PREV_ACTION] = self._prev_actions.get(ids, done)
         return inputs
 
     def draw_noise(self, n: int) -> np.ndarray:
@@ -131,13 +170,11 @@ class PPOPolicy:
                 outputs = {k: v.numpy() for k, v in self._act_fn(inputs, noise).items()}
         if self.use_recurrent:
             outputs[Field.MEMORY] = inputs[Field.MEMORY]
-            ids = result.agent_ids.tolist()
-            for i, a in enumerate(ids):
-                self._memories[a] = outputs[Field.MEMORY_OUT][i]
+            ids = np.asarray(result.agent_ids, np.int64)
+            self._memories.set(ids, outputs[Field.MEMORY_OUT])
             if self.spec.is_discrete:
                 outputs[Field.PREV_ACTION] = inputs[Field.PREV_ACTION]
-                for i, a in enumerate(ids):
-                    self._prev_actions[a] = outputs[Field.ACTIONS][i]
+                self._prev_actions.set(ids, outputs[Field.ACTIONS])
         return outputs
 
     def get_action(self, result: StepResult) -> ActionInfo:
