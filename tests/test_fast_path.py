@@ -117,3 +117,27 @@ def test_a_buffer_with_a_mini_batch_fewer_reuses_the_compiled_update():
     assert plain._fused.experimental_get_tracing_count() == 2
     for a, b in zip(padded.actor_critic.trainable_variables, plain.actor_critic.trainable_variables):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_training_run_compiles_its_update_once_ahead(tmp_path):
+    """The trainer starts the warm-up at its first step, sized so that the run's updates (whose
+    sequence counts vary with the episodes that end) all reuse its one compilation."""
+    from kerasrl.envs import SimpleEnvManager
+    from kerasrl.envs.simple import MultiBranchMaskedEnvironment
+    from kerasrl.settings import RunContext, load_trainer_config
+    from kerasrl.trainers import TrainerController, create_trainers
+
+    manager = SimpleEnvManager(MultiBranchMaskedEnvironment(seed=1))
+    context = RunContext.in_results_dir(str(tmp_path), "t", seed=3, max_steps=200)
+    config = {"hidden_units": 8, "num_layers": 1, "batch_size": 16, "buffer_size": 32, "time_horizon": 16,
+              "use_recurrent": True, "memory_size": 8, "sequence_length": 4, "num_epoch": 2, "summary_freq": 10**6}
+    trainer = next(iter(create_trainers(load_trainer_config({"default": config}), manager.external_brains,
+                                        context).values()))
+    started = []
+    original = trainer.learner.start_warm_up
+    trainer.learner.start_warm_up = lambda rows: started.append(rows) or original(rows)
+    TrainerController({trainer.brain_name: trainer}, context.model_path, context.summaries_dir, "t", save_freq=10**6,
+                      training_seed=3).start_learning(manager)
+    assert trainer.learner.use_xla and trainer.update_count >= 3
+    assert started == [trainer.expected_update_rows(1)] == [36 + 4]
+    assert trainer.learner._fused.experimental_get_tracing_count() == 1

@@ -81,13 +81,15 @@ class PPOTrainer(RLTrainer):
             self.initialize_from(os.path.join(context.initialize_from, brain_name))
         #: Compile the update ahead at the first step of training (``PPOLearner.start_warm_up``),
         #: not before: by then every restore of the optimizer's state (checkpoints, callbacks) is done.
-        self._warm_up_rows = self.expected_update_rows() if context.train_model else None
+        self._warm_up_pending = context.train_model
 
-    def expected_update_rows(self) -> int:
-        """Rows of a typical update buffer (``buffer_size + 1``, in whole sequences), the size the
-        update is compiled for ahead of time."""
-        rows = self.hyperparameters.buffer_size + 1
-        return -(-rows // self.sequence_length) * self.sequence_length
+    def expected_update_rows(self, agents: int) -> int:
+        """Rows of a large update buffer, the size the update is compiled for ahead of time:
+        ``buffer_size + 1`` in whole sequences, plus (recurrent) one padded sequence per agent
+        for the episodes that end within a rollout (smaller buffers reuse that compilation)."""
+        seq = self.sequence_length
+        rows = -(-(self.hyperparameters.buffer_size + 1) // seq) * seq
+        return rows + (agents * seq if seq > 1 else 0)
 
     @property
     def policy(self) -> PPOPolicy:
@@ -138,10 +140,10 @@ class PPOTrainer(RLTrainer):
 
     def process_experiences(self, current_all: dict[str, StepResult], new_all: dict[str, StepResult]) -> None:
         """Close trajectories that ended or reached ``time_horizon``: bootstrap, GAE, move to the update buffer."""
-        if self._warm_up_rows is not None:
-            self.learner.start_warm_up(self._warm_up_rows)
-            self._warm_up_rows = None
         nxt = new_all.get(self.brain_name) if new_all else None
+        if self._warm_up_pending:
+            self.learner.start_warm_up(self.expected_update_rows(0 if nxt is None else len(nxt)))
+            self._warm_up_pending = False
         if nxt is None or len(nxt) == 0:
             return
         rows = self._ready_rows(nxt)
