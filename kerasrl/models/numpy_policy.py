@@ -175,7 +175,7 @@ class NumpyActorCritic:
             self._refresh_lstm([dense(s.lstm) for s in streams], body[-1][0].shape[1])
 
     def _refresh_lstm(self, cells: list[list[np.ndarray]], hidden: int) -> None:
-        """The LSTM step of every stream as one: ``z = [x, extra] @ W + h @ U + b`` with the
+        """The LSTM step of every stream as one: ``z = [x, extra, h] @ [W; U] + b`` with the
         gate columns grouped across streams (``i``, ``f``, ``c̃``, ``o``, each ``[streams × units]``),
         so that each gate is one slice of ``z`` for every stream at once.
 
@@ -196,19 +196,19 @@ class NumpyActorCritic:
                 kernel[k * hidden :, cols] = w[hidden:, gate]
                 recurrent[s * units : (s + 1) * units, cols] = u[:, gate]
                 bias[cols] = b[gate]
-        self.lstm = (kernel, recurrent, bias)
+        self.lstm = (np.concatenate([kernel, recurrent]), bias)
         self.lstm_units = units
         self.lstm_streams = k
 
-    def _lstm_step(self, x: np.ndarray, memory: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """One LSTM step of every stream: the streams' outputs side by side, and the new memory
-        (``[c, h]`` per stream, as ``ActorCritic``)."""
-        kernel, recurrent, bias = self.lstm
-        n, u, k = x.shape[0], self.lstm_units, self.lstm_streams
+    def _lstm_step(self, parts: list[np.ndarray], memory: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One LSTM step of every stream on the inputs ``parts`` (encodings, previous actions):
+        the streams' outputs side by side, and the new memory (``[c, h]`` per stream, as
+        ``ActorCritic``)."""
+        kernel, bias = self.lstm
+        n, u, k = parts[0].shape[0], self.lstm_units, self.lstm_streams
         mem = np.asarray(memory, np.float32).reshape(n, k, 2, u)
         c, h = mem[:, :, 0].reshape(n, k * u), mem[:, :, 1].reshape(n, k * u)
-        z = x @ kernel
-        z += h @ recurrent
+        z = np.concatenate([*parts, h], axis=1) @ kernel
         z += bias
         ku = k * u
         _sigmoid(z[:, : 2 * ku])
@@ -256,9 +256,7 @@ class NumpyActorCritic:
         memory_out = None
         if self.use_recurrent:
             extra = self._extra(inputs)
-            if extra is not None:
-                x = np.concatenate([x, extra], axis=1)
-            x, memory_out = self._lstm_step(x, inputs[Field.MEMORY])
+            x, memory_out = self._lstm_step([x] if extra is None else [x, extra], inputs[Field.MEMORY])
         out = x @ self.head[0]
         out += self.head[1]
         return out[:, : self.n_actions], out[:, self.n_actions :], memory_out
