@@ -130,7 +130,8 @@ def test_a_training_run_compiles_its_update_once_ahead(tmp_path):
     manager = SimpleEnvManager(MultiBranchMaskedEnvironment(seed=1))
     context = RunContext.in_results_dir(str(tmp_path), "t", seed=3, max_steps=200)
     config = {"hidden_units": 8, "num_layers": 1, "batch_size": 16, "buffer_size": 32, "time_horizon": 16,
-              "use_recurrent": True, "memory_size": 8, "sequence_length": 4, "num_epoch": 2, "summary_freq": 10**6}
+              "use_recurrent": True, "memory_size": 8, "sequence_length": 4, "num_epoch": 2, "summary_freq": 10**6,
+              "jit_compile": True}
     trainer = next(iter(create_trainers(load_trainer_config({"default": config}), manager.external_brains,
                                         context).values()))
     started = []

@@ -243,8 +243,8 @@ class NumpyActorCritic:
         self.entropy_value = np.float32(0.5) * reduce(_LOG_2PIE + self.log_sigma_sq, dtype=np.float32)
         self.action_scale = np.float32(m.action_scale)
 
-    def _forward(self, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
-        """Action outputs (logits or μ), value heads and (recurrent) the new memory."""
+    def _hidden(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The streams' encodings of the (normalised) vector observations, side by side."""
         x = np.asarray(inputs[Field.VECTOR_OBS], np.float32)
         if self.norm is not None:
             mean, inv_std, clip = self.norm
@@ -253,13 +253,25 @@ class NumpyActorCritic:
             x = x @ kernel  # a fresh array: the activations below may work in place
             x += bias
             x = self.activation(x)
-        memory_out = None
-        if self.use_recurrent:
-            extra = self._extra(inputs)
-            x, memory_out = self._lstm_step([x] if extra is None else [x, extra], inputs[Field.MEMORY])
+        return x
+
+    def _heads(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         out = x @ self.head[0]
         out += self.head[1]
-        return out[:, : self.n_actions], out[:, self.n_actions :], memory_out
+        return out[:, : self.n_actions], out[:, self.n_actions :]
+
+    def _forward(self, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Action outputs (logits or μ) and value heads of a feed-forward policy."""
+        return self._heads(self._hidden(inputs))
+
+    def _step(self, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+        """Action outputs, value heads and (recurrent) the new memory."""
+        if not self.use_recurrent:
+            return (*self._forward(inputs), None)
+        extra = self._extra(inputs)
+        x = self._hidden(inputs)
+        h, memory_out = self._lstm_step([x] if extra is None else [x, extra], inputs[Field.MEMORY])
+        return (*self._heads(h), memory_out)
 
     def _values(self, v: np.ndarray, memory_out: Optional[np.ndarray], out: dict[str, np.ndarray]) -> None:
         for i, name in enumerate(self.stream_names):
@@ -269,14 +281,14 @@ class NumpyActorCritic:
 
     def values(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Same outputs as ``ActorCritic.values``."""
-        _, v, memory_out = self._forward(inputs)
+        _, v, memory_out = self._step(inputs)
         out: dict[str, np.ndarray] = {}
         self._values(v, memory_out, out)
         return out
 
     def act(self, inputs: Mapping[str, np.ndarray], noise: np.ndarray) -> dict[str, np.ndarray]:
         """Same outputs as ``ActorCritic.act`` for the same inputs and noise."""
-        action_out, v, memory_out = self._forward(inputs)
+        action_out, v, memory_out = self._step(inputs)
         out: dict[str, np.ndarray] = {}
         n = action_out.shape[0]
         if self.is_discrete:
