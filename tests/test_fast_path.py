@@ -11,6 +11,8 @@ from kerasrl.ppo.learner import PPOLearner
 from kerasrl.ppo.policy import PPOPolicy
 from kerasrl.settings import NetworkSettings, PPOSettings, TrainerSettings
 
+pytestmark = pytest.mark.default_fast_path  # the choice itself is under test
+
 VECTOR = BehaviorSpec(((4,),), "discrete", (2,))
 VISUAL = BehaviorSpec(((20, 20, 1),), "discrete", (2,))
 NETWORKS = {
