@@ -110,7 +110,9 @@ class VisualEncoder(keras.layers.Layer):
         self.seed = seed
         self.activation, self.initializer, self.conv_style = activation, initializer, conv_style
         mlagents = conv_style == "mlagents"
-        self.conv_activation = (tf.nn.relu if encode_type == "resnet" else tf.nn.elu) if mlagents else get_activation(activation)
+        #: The convolutions' activation, by name (``elu`` or one of ``ACTIVATIONS``) and as a function.
+        self.conv_activation_name = ("relu" if encode_type == "resnet" else "elu") if mlagents else activation
+        self.conv_activation = tf.nn.elu if self.conv_activation_name == "elu" else get_activation(self.conv_activation_name)
         counter = iter(range(1, 1000))
 
         def conv(filters: int, kernel: int, stride: int, padding: str = "valid", activation: Any = None) -> keras.layers.Conv2D:
