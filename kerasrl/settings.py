@@ -125,7 +125,8 @@ class PPOSettings(_Checked):
 
     batch_size: int = setting(1024, at_least(1), "experiences per gradient step")
     buffer_size: int = setting(10240, at_least(1), "update when the update buffer holds more than this")
-    beta: float = setting(5.0e-3, at_least(0.0), "entropy bonus (decays linearly to 1e-5)")
+    beta: float = setting(5.0e-3, at_least(0.0), "entropy bonus (decays linearly to beta_end)")
+    beta_end: float = setting(1.0e-5, at_least(0.0), "where the entropy bonus decays to (SB3's is constant: beta)")
     epsilon: float = setting(0.2, positive, "PPO clip range (decays linearly to epsilon_end)")
     epsilon_end: float = setting(0.1, at_least(0.0), "where the clip range decays to")
     lambd: float = setting(0.95, unit_interval, "GAE lambda")
