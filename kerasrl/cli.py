@@ -517,9 +517,10 @@ def record_demo(args: argparse.Namespace, default_config: Optional[str] = None) 
 
 
 def quiet_tensorflow(debug: bool) -> None:
-    """TensorFlow's C++ start-up logs and oneDNN banner off unless ``--debug`` (before TF loads)."""
+    """TensorFlow's C++ start-up logs off unless ``--debug`` (before TF loads). oneDNN stays on
+    (TensorFlow's default; its one-line banner is the price): it halves a CNN policy's update on
+    CPU (benchmarks/bench_ppo.py --task visual)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if debug else "2")
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 
 def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.ArgumentParser] = None,

@@ -37,11 +37,11 @@ def test_default_is_the_measured_fastest_and_is_logged(kind, caplog):
         learner = PPOLearner(model, PPOSettings())
         policy = PPOPolicy(spec, model)
     assert learner.use_xla == (kind in XLA_FASTER) == (kind != "cnn")  # XLA's CPU convolutions are slow
-    assert policy.inference == ("numpy" if kind == "mlp" else "tf")
+    assert policy.inference == ("tf" if kind == "lstm" else "numpy")  # the numpy mirror has simple/nature_cnn convs
     text = caplog.text
     how = "compiled with" if kind != "cnn" else "without"
     assert f"ac_{kind}: PPO update {how} XLA (the fastest measured for a {kind} policy)" in text
-    assert f"ac_{kind}: acting with the {'numpy mirror' if kind == 'mlp' else 'compiled TF'} policy" in text
+    assert f"ac_{kind}: acting with the {'compiled TF' if kind == 'lstm' else 'numpy mirror'} policy" in text
 
 
 def test_explicit_keys_win(caplog):

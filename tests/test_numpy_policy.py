@@ -74,8 +74,8 @@ def test_policy_chooses_numpy_for_vector_mlps_and_tf_otherwise():
     rec = ActorCritic(SPECS["discrete"], ["extrinsic"], NetworkSettings(hidden_units=8, use_recurrent=True, memory_size=8),
                       seed=0)
     assert PPOPolicy(SPECS["discrete"], rec).inference == "tf"
-    vis_spec = BehaviorSpec(((20, 20, 1),), "discrete", (2,))
-    vis = ActorCritic(vis_spec, ["extrinsic"], NetworkSettings(hidden_units=8), seed=0)
+    vis_spec = BehaviorSpec(((20, 20, 1),), "discrete", (2,))  # resnet: not mirrored (tests/test_numpy_visual.py)
+    vis = ActorCritic(vis_spec, ["extrinsic"], NetworkSettings(hidden_units=8, vis_encode_type="resnet"), seed=0)
     assert PPOPolicy(vis_spec, vis).inference == "tf"
     with pytest.raises(ValueError, match="inference"):
         PPOPolicy(SPECS["discrete"], vec, inference="gpu")
