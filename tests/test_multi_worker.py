@@ -3,10 +3,13 @@
 Two worker processes (each one CPU replica) form a cluster; both hold the same global batch, as
 every replica must, and run one update. It must equal the one-device update on that batch, and
 the checkpoint that only the chief writes must load in a plain single process. A worker whose
-peers never come gives a one-line error naming the cluster (the join watchdog).
+peers never come gives a one-line error naming the cluster (the join watchdog). Two
+``kerasrl-learn --worker-hosts`` processes train CartPole together: every update holds both
+hosts' rows, the hosts end with the same weights, and only the chief writes.
 """
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -137,3 +140,111 @@ def test_tf_config_and_worker_hosts_errors(monkeypatch):
         distribute.set_cluster(["a:1", "b:2"], 2)
     distribute.set_cluster(["a:1", "b:2"], 1)
     assert distribute.tf_config()["task"] == {"type": "worker", "index": 1}
+
+
+TINY = """default:
+  batch_size: 32
+  buffer_size: 63
+  time_horizon: 16
+  num_epoch: 2
+  hidden_units: 8
+  num_layers: 1
+  normalize: true
+  summary_freq: 64
+  jit_compile: false
+"""
+SUMMARY = re.compile(r"^kerasrl: worker (\d) of 2: CartPole-v1: (\d+) updates on (\d+) rows \((\d+) from this host\), "
+                     r"step (\d+), weights ([0-9a-f]{16})$", re.M)
+
+
+@pytest.mark.slow
+def test_kerasrl_learn_trains_on_two_hosts_with_one_global_batch(tmp_path):
+    """Each host steps 2 CartPole copies; buffer_size 63 is the global rollout (32 agent steps a
+    host), so updates come every 16 steps of the 4 copies; --steps counts every host's steps."""
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    hosts = ",".join(f"localhost:{p}" for p in _free_ports(2))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("TF_CONFIG", None)
+    procs = [subprocess.Popen([sys.executable, "-m", "kerasrl.cli", str(tmp_path / "tiny.yaml"), "--num-envs", "2",
+                               "--steps", "192", "--seed", "4", "--results-dir", str(tmp_path / f"host{i}"),
+                               "--run-id", "r", "--worker-hosts", hosts, "--task-index", str(i)],
+                              cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    outs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err[-3000:]
+        outs.append(out)
+    found = [SUMMARY.search(out) for out in outs]
+    assert all(found), outs
+    index, updates, rows, local, step, digest = zip(*[m.groups() for m in found])
+    assert index == ("0", "1")
+    assert digest[0] == digest[1]  # the hosts' weights (normalizer included) are identical
+    assert updates[0] == updates[1] == "3"  # at steps 64, 128, 192
+    assert rows[0] == rows[1] == str(int(local[0]) + int(local[1]))  # every update held both hosts' rows
+    assert int(local[0]) > 0 and int(local[1]) > 0
+    assert step == ("196", "196")  # until the step passes --steps 192: 49 steps of the 4 copies
+    assert all(re.search(r"^final steps=196 ", out, re.M) for out in outs)
+    models = tmp_path / "host0" / "r" / "models" / "CartPole-v1"
+    assert (models / "model-196.index").exists() and (models / "CartPole-v1.weights.h5").exists()
+    assert not (tmp_path / "host1").exists()  # only the chief wrote
+
+
+def _cli_error(capsys, argv: list) -> str:
+    from kerasrl.cli import main
+
+    assert main(["cartpole_zoo", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kerasrl-learn: error: ") and err.count("\n") == 1, err
+    return err
+
+
+def test_worker_hosts_flag_errors(monkeypatch, capsys, tmp_path):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    hosts = ["--worker-hosts", "a:1,b:2"]
+    assert "--worker-hosts and --task-index go together" in _cli_error(capsys, hosts)
+    assert "--worker-hosts and --task-index go together" in _cli_error(capsys, ["--task-index", "0"])
+    assert "--worker-hosts must be host:port entries" in _cli_error(capsys, ["--worker-hosts", "a:1,b", "--task-index", "0"])
+    assert "--task-index 2 is not an index of the 2 --worker-hosts" in _cli_error(capsys, hosts + ["--task-index", "2"])
+    for flag in (["--gpus", "1"], ["--cpu-replicas", "2"], ["--resume"], ["--inference"], ["--curriculum", "c"]):
+        err = _cli_error(capsys, hosts + ["--task-index", "0", *flag])
+        assert f"{flag[0]} cannot be combined with a multi-host run" in err
+    assert "TF_CONFIG" not in os.environ and not os.listdir(tmp_path)  # nothing set, nothing written
+
+
+def test_multi_host_refuses_what_it_cannot_share():
+    from kerasrl.exception import TrainerConfigError
+    from kerasrl.settings import load_trainer_config
+    from kerasrl.trainers.multi_host import check_settings
+
+    def settings(**extra):
+        return load_trainer_config({"default": {"trainer": "ppo", **extra}}).settings_for("B")
+
+    check_settings("B", settings())
+    curiosity = {"extrinsic": {"strength": 1.0, "gamma": 0.99}, "curiosity": {"strength": 0.01, "gamma": 0.99,
+                                                                               "encoding_size": 16}}
+    with pytest.raises(TrainerConfigError, match="Brain B: reward_signals: curiosity is not supported on several hosts"):
+        check_settings("B", settings(reward_signals=curiosity))
+    with pytest.raises(TrainerConfigError, match=r"Brain B: pretraining \(behavioral cloning\) is not supported on"):
+        check_settings("B", settings(pretraining={"demo_path": "x.demo", "strength": 0.5, "steps": 100}))
+
+
+def test_gathered_tables_keep_every_dtype_and_shape():
+    """The byte packing of ``Cluster.gather_tables``, on a one-host stand-in for the collective:
+    mixed dtypes and row shapes come back exactly, and a table without rows takes part."""
+    from kerasrl.distribute import Cluster
+
+    hosts = object.__new__(Cluster)
+    hosts.hosts, hosts.local_replicas = 1, 1
+    hosts.all_gather = lambda values: np.asarray(values).reshape(1, -1)
+    rng = np.random.default_rng(0)
+    table = {"actions": rng.integers(0, 5, (7, 2)).astype(np.int32), "obs": rng.standard_normal((7, 3)).astype(np.float32),
+             "visual": rng.integers(0, 255, (7, 2, 2, 3)).astype(np.uint8), "count": np.arange(7, dtype=np.float64)}
+    layout = {k: (v.dtype, v.shape[1:]) for k, v in table.items()}
+    (got, empty), counts = hosts.gather_tables([table, {}], [layout, {"x": (np.dtype(np.float32), (5,))}])
+    assert counts.tolist() == [[7, 0]]
+    for k, v in table.items():
+        assert got[k].dtype == v.dtype
+        np.testing.assert_array_equal(got[k], v)
+    assert empty["x"].shape == (0, 5)

@@ -143,13 +143,6 @@ class MultiHostPPOTrainer(PPOTrainer):
                            f"collective failed with {_cause(error)}: a worker stopped, or the network failed); "
                            f"{where}.") from error
 
-
-def _cause(error: tf.errors.OpError) -> str:
-    """The error's type and TensorFlow's reason (the line that says why the collective stopped)."""
-    lines = [line.strip() for line in str(error.message).splitlines() if line.strip()]
-    reason = next((line for line in lines if "abort" in line.lower() or "is down" in line), lines[0] if lines else "")
-    return describe(type(error)(None, None, reason), 200) if reason else type(error).__name__
-
     def export_model(self) -> None:
         """Only the chief exports."""
         if self.cluster.chief:
@@ -160,3 +153,10 @@ def _cause(error: tf.errors.OpError) -> str:
         return (f"{self.cluster}: {self.brain_name}: {self.update_count} updates on {self.rows_trained} rows "
                 f"({self.local_rows_trained} from this host), step {self.step}, "
                 f"weights {weights_digest(self.learner.actor_critic)}")
+
+
+def _cause(error: tf.errors.OpError) -> str:
+    """The error's type and TensorFlow's reason (the line that says why the collective stopped)."""
+    lines = [line.strip() for line in str(error.message).splitlines() if line.strip()]
+    reason = next((line for line in lines if "abort" in line.lower() or "is down" in line), lines[0] if lines else "")
+    return describe(type(error)(None, None, reason), 200) if reason else type(error).__name__
