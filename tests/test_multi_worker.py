@@ -248,3 +248,72 @@ def test_gathered_tables_keep_every_dtype_and_shape():
         assert got[k].dtype == v.dtype
         np.testing.assert_array_equal(got[k], v)
     assert empty["x"].shape == (0, 5)
+
+
+def _mirror_hosts(chief: bool, fail_after=None):
+    """A two-host cluster in one process: the other host sends what this one sends; after
+    ``fail_after`` collectives it is gone (as TensorFlow reports a dead peer)."""
+    import tensorflow as tf
+
+    from kerasrl.distribute import Cluster
+
+    class Mirror(Cluster):
+        def __init__(self):  # no strategy: the collective is the stand-in below
+            self.hosts, self.task_index, self.chief, self.local_replicas, self.calls = 2, 0, chief, 1, 0
+
+        def all_gather(self, values):
+            self.calls += 1
+            if fail_after is not None and self.calls > fail_after:
+                raise tf.errors.UnavailableError(None, None, "Graph execution error:\nCollective ops is aborted by: "
+                                                 "cluster check alive failed, /job:worker/replica:0/task:1 is down")
+            v = np.asarray(values, np.int32).reshape(1, -1)
+            return np.concatenate([v, v])
+
+    return Mirror()
+
+
+def _mirrored_run(tmp_path, hosts):
+    from kerasrl.envs import SimpleEnvManager
+    from kerasrl.envs.simple import Simple1DEnvironment
+    from kerasrl.settings import RunContext, load_trainer_config
+    from kerasrl.trainers import TrainerController
+    from kerasrl.trainers.multi_host import MultiHostPPOTrainer
+
+    manager = SimpleEnvManager(Simple1DEnvironment(use_discrete=True, seed=1))
+    name, spec = next(iter(manager.external_brains.items()))
+    context = RunContext.in_results_dir(str(tmp_path), "t", seed=3, max_steps=200)
+    settings = load_trainer_config({"default": {"hidden_units": 8, "num_layers": 1, "batch_size": 16, "buffer_size": 31,
+                                                "summary_freq": 1000, "jit_compile": False, "normalize": True}})
+    trainer = MultiHostPPOTrainer(name, spec, settings.settings_for(name), context, cluster=hosts)
+    tc = TrainerController({name: trainer}, context.model_path, context.summaries_dir, "t", save_freq=64)
+    return tc, manager, trainer
+
+
+def test_a_multi_host_trainer_counts_every_host_and_trains_on_the_gathered_rows(tmp_path):
+    from kerasrl.fields import Field
+
+    tc, manager, trainer = _mirrored_run(tmp_path, _mirror_hosts(chief=False))
+    rows = []
+    update = trainer.learner.update
+    trainer.learner.update = lambda batch, step, seed: rows.append(len(batch[Field.ADVANTAGES])) or update(batch, step, seed)
+    tc.start_learning(manager)
+    assert trainer.get_step == 202  # every step of the one agent counts twice: until it passes 200
+    assert trainer.update_count == len(rows) == 6  # buffer_size 31 is the global rollout: 16 steps a host
+    assert sum(rows) == trainer.rows_trained == 2 * trainer.local_rows_trained > 0
+    assert float(trainer.learner.actor_critic.normalizer.count.numpy()) == trainer.rows_trained  # both hosts' obs
+    assert not list((tmp_path / "t" / "models").rglob("*.weights.h5"))  # a non-chief exports nothing
+
+
+def test_a_lost_worker_is_a_one_line_error_after_the_chief_saves(tmp_path):
+    from kerasrl.exception import TrainerError
+
+    tc, manager, trainer = _mirrored_run(tmp_path, _mirror_hosts(chief=True, fail_after=2))
+    with pytest.raises(TrainerError) as info:
+        tc.start_learning(manager)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("Brain Simple1D: worker 0 of 2 lost the other workers during an update (a collective "
+                              "failed with UnavailableError: Collective ops is aborted by: cluster check alive failed, "
+                              "/job:worker/replica:0/task:1 is down: a worker stopped, or the network failed); the model "
+                              "was saved at step 64."), message
+    assert (tmp_path / "t" / "models" / "Simple1D" / "model-64.index").exists()
