@@ -349,7 +349,8 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
     init = initial_models(args)
     prepare_run_dir(args)
     seed = args.seed if args.seed >= 0 else random.randrange(10000)
-    manager, n_agents = make_env_manager(args.env, args.num_envs, seed + host_seed_offset(args), workers, env_manager,
+    env_seed = seed + host_seed_offset(args)
+    manager, n_agents = make_env_manager(args.env, args.num_envs, env_seed, workers, env_manager,
                                          getattr(args, "ray_address", None), getattr(args, "ray_restart_workers", False))
     context = RunContext.in_results_dir(args.results_dir, args.run_id, keep_checkpoints=args.keep_checkpoints,
                                         train_model=not args.inference, load_model=args.load or args.inference,
@@ -449,7 +450,10 @@ def check_multi_host_args(args: argparse.Namespace) -> bool:
     if (hosts is None) != (index is None):
         raise TrainerError("--worker-hosts and --task-index go together: every host gets the same --worker-hosts "
                            "and its own --task-index.")
-    if hosts is None and tf_config() is None:
+    several = len([h for h in hosts.split(",") if h.strip()]) > 1 if hosts is not None else tf_config() is not None
+    if not several:  # one host named: a plain run (a malformed entry is still an error)
+        if hosts is not None:
+            set_cluster(hosts.split(","), index)
         return False
     for key, why in MULTI_HOST_CONFLICTS.items():
         value = getattr(args, key, None)
@@ -486,7 +490,8 @@ def join_cluster(args: argparse.Namespace, default_config: Optional[str]) -> Opt
             config = zlib.crc32(f.read())
     except OSError:
         config = 0  # loading the config names the missing file
-    hosts.check_same({"the trainer config file": config & 0x7FFFFFFF, "--env": zlib.crc32(args.env.encode()) & 0x7FFFFFFF,
+    env = zlib.crc32(args.env.encode())
+    hosts.check_same({"the trainer config file": config & 0x7FFFFFFF, "--env": env & 0x7FFFFFFF,
                       "the environment copies per host (--num-envs, --workers)": copies_per_host(args),
                       "--steps": args.steps or 0, "--seed": args.seed})
     args.seed = hosts.chief_value(args.seed if args.seed >= 0 else random.randrange(10000))

@@ -340,7 +340,8 @@ class Cluster:
         out = []
         offset = 0
         for k, (block, layout) in enumerate(zip(local, layouts)):
-            parts = [hosts[h, offset:offset + block.size].reshape(block.shape)[:counts[h, k]] for h in range(len(hosts))]
+            parts = [host[offset:offset + block.size].reshape(block.shape)[:count]
+                     for host, count in zip(hosts, counts[:, k])]
             out.append(_unpack(np.concatenate(parts), layout))
             offset += block.size
         return out, counts

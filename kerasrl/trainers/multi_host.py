@@ -138,7 +138,8 @@ class MultiHostPPOTrainer(PPOTrainer):
             self._lost_workers(e, saved="")
 
     def _lost_workers(self, error: tf.errors.OpError, saved: str) -> None:
-        where = f"the model was saved at step {self.step}" if saved else "the newest checkpoint holds the last good state"
+        where = (f"the model was saved at step {self.step}" if saved
+                 else "the newest checkpoint holds the last good state")
         raise TrainerError(f"Brain {self.brain_name}: {self.cluster} lost the other workers during an update (a "
                            f"collective failed with {_cause(error)}: a worker stopped, or the network failed); "
                            f"{where}.") from error
