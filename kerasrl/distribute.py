@@ -9,6 +9,9 @@ replicas of losses normalised by the global row count). Acting stays on one devi
 Logical CPU devices (``cpu_replicas``) must be configured before TensorFlow initialises its
 devices, so :func:`get_strategy` is called at the entry points (the CLI, ``kerasrl.PPO``)
 before anything runs a TensorFlow op.
+
+Several hosts (``TF_CONFIG``): :func:`multi_worker_strategy`, and :class:`Cluster`, the all-gather
+with which ``kerasrl.trainers.multi_host`` gives every host the same global batch.
 """
 from __future__ import annotations
 
