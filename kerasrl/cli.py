@@ -435,7 +435,6 @@ MULTI_HOST_CONFLICTS = {
     "cpu_replicas": "each host trains on all its local GPUs (else its CPU)",
     "inference": "run the trained policy on one host",
     "record_demo": "record on one host",
-    "load": "continue the run on one host (the chief's checkpoints load in a single process)",
     "initialize_from": "start it on one host",
     "curriculum": "lessons would advance on each host's own returns",
 }
@@ -476,7 +475,8 @@ def copies_per_host(args: argparse.Namespace) -> int:
 def join_cluster(args: argparse.Namespace, default_config: Optional[str]) -> Optional[str]:
     """Once the multi-host strategy stands: check that every host starts the same run, take the
     chief's seed (drawn there for ``--seed -1``), and send a non-chief host's results to a
-    temporary folder (returned; removed at the end), so that only the chief writes."""
+    temporary folder (returned; removed at the end), so that only the chief writes (and, with
+    ``--resume``, restores)."""
     import zlib
 
     from kerasrl.distribute import cluster
@@ -493,11 +493,12 @@ def join_cluster(args: argparse.Namespace, default_config: Optional[str]) -> Opt
     env = zlib.crc32(args.env.encode())
     hosts.check_same({"the trainer config file": config & 0x7FFFFFFF, "--env": env & 0x7FFFFFFF,
                       "the environment copies per host (--num-envs, --workers)": copies_per_host(args),
-                      "--steps": args.steps or 0, "--seed": args.seed})
+                      "--steps": args.steps or 0, "--seed": args.seed, "--resume": int(args.load)})
     args.seed = hosts.chief_value(args.seed if args.seed >= 0 else random.randrange(10000))
     if hosts.chief:
         return None
     args.results_dir = tempfile.mkdtemp(prefix=f"kerasrl-worker{hosts.task_index}-")
+    args.load = False  # with --resume the chief restores, and every host takes its state (sync_from_chief)
     return args.results_dir
 
 
@@ -530,11 +531,14 @@ def run_training(args: argparse.Namespace, default_config: Optional[str] = None)
     choose_strategy(args, multi_host)
     start = time.perf_counter()
     env_params = EnvParameters.from_args(args)
+    resume = args.load
     scratch = join_cluster(args, default_config) if multi_host else None
     try:
         context, manager, trainers, n_agents = _setup(args, default_config, env_params)
         warn_small_policies(args, trainers)
         try:
+            for trainer in trainers.values() if multi_host and resume else ():
+                trainer.sync_from_chief()
             return _train(args, context, manager, trainers, n_agents, start, env_params)
         finally:
             if getattr(manager, "closed", True) is False:  # worker processes never outlive a failed set-up

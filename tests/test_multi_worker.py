@@ -208,7 +208,7 @@ def test_worker_hosts_flag_errors(monkeypatch, capsys, tmp_path):
     malformed = ["--worker-hosts", "a:1,b", "--task-index", "0"]
     assert "--worker-hosts must be host:port entries" in _cli_error(capsys, malformed)
     assert "--task-index 2 is not an index of the 2 --worker-hosts" in _cli_error(capsys, hosts + ["--task-index", "2"])
-    for flag in (["--gpus", "1"], ["--cpu-replicas", "2"], ["--resume"], ["--inference"], ["--curriculum", "c"]):
+    for flag in (["--gpus", "1"], ["--cpu-replicas", "2"], ["--inference"], ["--curriculum", "c"]):
         err = _cli_error(capsys, hosts + ["--task-index", "0", *flag])
         assert f"{flag[0]} cannot be combined with a multi-host run" in err
     assert "TF_CONFIG" not in os.environ and not os.listdir(tmp_path)  # nothing set, nothing written
@@ -252,16 +252,18 @@ def test_gathered_tables_keep_every_dtype_and_shape():
     assert empty["x"].shape == (0, 5)
 
 
-def _mirror_hosts(chief: bool, fail_after=None):
-    """A two-host cluster in one process: the other host sends what this one sends; after
-    ``fail_after`` collectives it is gone (as TensorFlow reports a dead peer)."""
+def _mirror_hosts(chief: bool, fail_after=None, peer=None):
+    """A two-host cluster in one process: the other host sends what this one sends (or, from a
+    list ``peer``, what another host sent: that host is then worker 0 and this one worker 1);
+    after ``fail_after`` collectives it is gone (as TensorFlow reports a dead peer)."""
     import tensorflow as tf
 
     from kerasrl.distribute import Cluster
 
     class Mirror(Cluster):
         def __init__(self):  # no strategy: the collective is the stand-in below
-            self.hosts, self.task_index, self.chief, self.local_replicas, self.calls = 2, 0, chief, 1, 0
+            self.hosts, self.task_index, self.chief, self.local_replicas, self.calls = 2, int(bool(peer)), chief, 1, 0
+            self.sent = []
 
         def all_gather(self, values):
             self.calls += 1
@@ -269,7 +271,8 @@ def _mirror_hosts(chief: bool, fail_after=None):
                 raise tf.errors.UnavailableError(None, None, "Graph execution error:\nCollective ops is aborted by: "
                                                  "cluster check alive failed, /job:worker/replica:0/task:1 is down")
             v = np.asarray(values, np.int32).reshape(1, -1)
-            return np.concatenate([v, v])
+            self.sent.append(v[0])
+            return np.concatenate([peer[self.calls - 1][None] if peer else v, v])
 
     return Mirror()
 
@@ -320,3 +323,23 @@ def test_a_lost_worker_is_a_one_line_error_after_the_chief_saves(tmp_path):
                               "/job:worker/replica:0/task:1 is down: a worker stopped, or the network failed); "
                               "the model was saved at step 64."), message
     assert (tmp_path / "t" / "models" / "Simple1D" / "model-64.index").exists()
+
+
+def test_resume_on_several_hosts_gives_every_host_the_chiefs_state(tmp_path):
+    """The chief restored a checkpoint (here: trained a little); a fresh worker takes its weights,
+    normalizer, optimizer slots, step and update count in one all-gather."""
+    chief_hosts = _mirror_hosts(chief=True)
+    tc, manager, chief = _mirrored_run(tmp_path / "chief", chief_hosts)
+    tc.start_learning(manager)
+    chief_hosts.sent.clear()
+    chief.sync_from_chief()  # the chief keeps its own state, and records what it sends
+    _, _, worker = _mirrored_run(tmp_path / "worker", _mirror_hosts(chief=False, peer=chief_hosts.sent))
+    assert worker.get_step == 0 and worker.update_count == 0
+    theirs, ours = chief._state_variables(), worker._state_variables()
+    assert any((a.numpy() != b.numpy()).any() for a, b in zip(theirs, ours))
+    worker.sync_from_chief()
+    assert (worker.get_step, worker.update_count) == (chief.get_step, chief.update_count) == (202, 6)
+    assert len(theirs) == len(ours) and int(chief.learner.optimizer.iterations.numpy()) > 0
+    for a, b in zip(theirs, ours):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+    assert worker.learner.optimizer.learning_rate.numpy() == chief.learner.optimizer.learning_rate.numpy()

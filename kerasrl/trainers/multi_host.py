@@ -144,6 +144,34 @@ class MultiHostPPOTrainer(PPOTrainer):
                            f"collective failed with {_cause(error)}: a worker stopped, or the network failed); "
                            f"{where}.") from error
 
+    def _state_variables(self) -> list[Any]:
+        """The learner's variables (weights, normalizer, schedule values) and its optimizer's."""
+        seen: set[int] = set()
+        out = []
+        for v in [*self.learner.weights, *self.learner.optimizer.variables]:
+            if id(v) not in seen:
+                seen.add(id(v))
+                out.append(v)
+        return out
+
+    def sync_from_chief(self) -> None:
+        """Take the chief's state (what ``--resume`` restored there: weights, normalizer,
+        optimizer, step and update count) on every host; one all-gather, called by every host."""
+        variables = self._state_variables()
+        parts = [np.array([self.step, self.update_count], np.int64).view(np.uint8)]
+        parts += [np.ascontiguousarray(v.numpy()).reshape(-1).view(np.uint8) for v in variables]
+        raw = np.concatenate(parts)
+        raw = np.concatenate([raw, np.zeros(-len(raw) % 4, np.uint8)])
+        chief = int(np.argmax(self.cluster.all_gather(np.array([int(self.cluster.chief)]))[:, 0]))
+        got = self.cluster.all_gather(raw.view(np.int32))[chief].view(np.uint8)
+        self.step, self.update_count = (int(x) for x in got[:16].view(np.int64))
+        offset = 16
+        for v, part in zip(variables, parts[1:]):
+            v.assign(got[offset:offset + part.size].view(np.dtype(v.dtype)).reshape(tuple(v.shape)))
+            offset += part.size
+        self.learner.set_schedules(self.step)
+        self._policy.refresh()
+
     def export_model(self) -> None:
         """Only the chief exports."""
         if self.cluster.chief:
