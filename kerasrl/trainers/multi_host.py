@@ -109,8 +109,9 @@ class MultiHostPPOTrainer(PPOTrainer):
         """Every host's update buffer in worker order, advantages normalised over all of it; the
         normalizer first takes every host's observations of the trajectories closed since the last update."""
         layouts = self._layouts()
+        local = self._local_tables(layouts)
         try:
-            tables, counts = self.cluster.gather_tables(self._local_tables(layouts), layouts)
+            tables, counts = self.cluster.gather_tables(local, layouts)
         except tf.errors.OpError as e:
             self._lost_workers(e, saved=self.save_model())
         self._pending_obs.clear()
@@ -122,7 +123,7 @@ class MultiHostPPOTrainer(PPOTrainer):
         if rows == 0:
             raise TrainerError(f"Brain {self.brain_name}: no host collected any experience in a rollout.")
         self.rows_trained += rows
-        self.local_rows_trained += int(counts[self.cluster.task_index, 0])
+        self.local_rows_trained += len(local[0][Field.ADVANTAGES])
         logger.info("%s: update %d on %d rows (per worker: %s)", self.cluster, self.update_count + 1, rows,
                     counts[:, 0].tolist())
         adv = batch[Field.ADVANTAGES].astype(np.float32)
