@@ -135,20 +135,14 @@ def _visual() -> dict[str, Any]:
                 learning_rate=linear(5e-4), clip_range=0.2)
 
 
-#: The kerasrl side of ``visual``: ML-Agents keys where they exist, SB3's network choices.
-_VISUAL_CONFIG = {"batch_size": 256, "buffer_size": 1023, "time_horizon": 128, "num_epoch": 4, "lambd": 0.95,
-                  "learning_rate": 5.0e-4, "epsilon_end": 0.2, "beta": 0.01, "hidden_units": 512, "num_layers": 1,
-                  "vis_encode_type": "nature_cnn", "separate_value_network": False, "activation": "relu",
-                  "normalize_advantages": "minibatch",
-                  "reward_signals": {"extrinsic": {"strength": 1.0, "gamma": 0.95}}}
-
 TASKS: dict[str, Task] = {
     "cartpole": Task("CartPole-v1", 8, "cartpole_zoo", 475.0, 100_000, "PPO", "MlpPolicy", _zoo_cartpole),
     # 102,400 steps: the 25 whole rollouts of 4 × 1024 that SB3 runs for its Zoo budget of 100k.
     "pendulum": Task("Pendulum-v1", 4, "pendulum_sb3", -200.0, 102_400, "PPO", "MlpPolicy", _pendulum),
     "lstm": Task("MaskedCartPole-v1", 8, "cartpole_zoo", 475.0, 100_000, "RecurrentPPO", "MlpLstmPolicy", _lstm,
                  {"use_recurrent": True, "memory_size": 256, "sequence_length": 32, "num_layers": 1}),
-    "visual": Task("PixelChase-v0", 8, "cartpole_zoo", 9.0, 50_000, "PPO", "CnnPolicy", _visual, _VISUAL_CONFIG),
+    # kerasrl's visual_sb3 config: SB3's NatureCNN and these hyper-parameters in ML-Agents keys.
+    "visual": Task("PixelChase-v0", 8, "visual_sb3", 9.0, 50_000, "PPO", "CnnPolicy", _visual),
     "agents64": Task("CartPole-v1", 64, "cartpole_zoo", 475.0, 200_000, "PPO", "MlpPolicy",
                      lambda: {**_zoo_cartpole()}, {"buffer_size": 2047}),
 }

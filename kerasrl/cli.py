@@ -188,6 +188,12 @@ def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> a
     p.add_argument("--cpu-replicas", type=int, default=None,
                    help="train the learner on N logical CPU devices (MirroredStrategy; for testing data parallelism "
                         "without GPUs)")
+    p.add_argument("--worker-hosts", metavar="HOST:PORT,...", default=None,
+                   help="train on several hosts (MultiWorkerMirroredStrategy): the same list on every host, each "
+                        "with its own --task-index; each host steps its own --num-envs copies and every update "
+                        "trains on all of them (default: TF_CONFIG if set, else one host)")
+    p.add_argument("--task-index", type=int, default=None,
+                   help="this host's index in --worker-hosts (0: the chief, which writes the results)")
     p.add_argument("--debug", action="store_true", help="debug logging")
     return p
 
@@ -343,7 +349,8 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
     init = initial_models(args)
     prepare_run_dir(args)
     seed = args.seed if args.seed >= 0 else random.randrange(10000)
-    manager, n_agents = make_env_manager(args.env, args.num_envs, seed, workers, env_manager,
+    env_seed = seed + host_seed_offset(args)
+    manager, n_agents = make_env_manager(args.env, args.num_envs, env_seed, workers, env_manager,
                                          getattr(args, "ray_address", None), getattr(args, "ray_restart_workers", False))
     context = RunContext.in_results_dir(args.results_dir, args.run_id, keep_checkpoints=args.keep_checkpoints,
                                         train_model=not args.inference, load_model=args.load or args.inference,
@@ -357,6 +364,15 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
     except BaseException:
         manager.close()
         raise
+
+
+def host_seed_offset(args: argparse.Namespace) -> int:
+    """On several hosts, host ``i``'s copies are seeded after those of hosts ``0..i-1``, so that
+    the hosts see different episodes."""
+    from kerasrl.distribute import cluster
+
+    hosts = cluster() if "kerasrl.distribute" in sys.modules else None
+    return 0 if hosts is None else hosts.task_index * copies_per_host(args)
 
 
 class _Report:
@@ -413,10 +429,83 @@ class _Report:
                 print(f"Resumed {name} at step {t.get_step}{done}.", flush=True)
 
 
-def choose_strategy(args: argparse.Namespace) -> None:
-    """``--gpus`` / ``--cpu-replicas``: the learners' strategy, chosen before TensorFlow starts."""
+#: Why each flag cannot join a multi-host run.
+MULTI_HOST_CONFLICTS = {
+    "gpus": "each host trains on all its local GPUs (else its CPU)",
+    "cpu_replicas": "each host trains on all its local GPUs (else its CPU)",
+    "inference": "run the trained policy on one host",
+    "record_demo": "record on one host",
+    "initialize_from": "start it on one host",
+    "curriculum": "lessons would advance on each host's own returns",
+}
+
+
+def check_multi_host_args(args: argparse.Namespace) -> bool:
+    """Whether this is a multi-host run (``--worker-hosts`` with ``--task-index``, written to
+    ``TF_CONFIG``, or ``TF_CONFIG`` already set), its flags checked before TensorFlow starts."""
+    from kerasrl.distribute import set_cluster, tf_config
+
+    hosts, index = getattr(args, "worker_hosts", None), getattr(args, "task_index", None)
+    if (hosts is None) != (index is None):
+        raise TrainerError("--worker-hosts and --task-index go together: every host gets the same --worker-hosts "
+                           "and its own --task-index.")
+    several = len([h for h in hosts.split(",") if h.strip()]) > 1 if hosts is not None else tf_config() is not None
+    if not several:  # one host named: a plain run (a malformed entry is still an error)
+        if hosts is not None:
+            set_cluster(hosts.split(","), index)
+        return False
+    for key, why in MULTI_HOST_CONFLICTS.items():
+        value = getattr(args, key, None)
+        if value not in (None, False):
+            flag = "--resume" if key == "load" else "--" + key.replace("_", "-")
+            raise TrainerError(f"{flag} cannot be combined with a multi-host run (--worker-hosts or TF_CONFIG): {why}.")
+    if hosts is not None:
+        set_cluster(hosts.split(","), index)
+    return True
+
+
+def copies_per_host(args: argparse.Namespace) -> int:
+    """Environment copies (agents) that one host steps: ``--num-envs`` (default 8), or one per
+    ``--workers`` process for a built-in environment."""
+    if args.env in BUILTIN_ENVS:
+        return getattr(args, "workers", 1)
+    return DEFAULT_NUM_ENVS if args.num_envs is None else args.num_envs
+
+
+def join_cluster(args: argparse.Namespace, default_config: Optional[str]) -> Optional[str]:
+    """Once the multi-host strategy stands: check that every host starts the same run, take the
+    chief's seed (drawn there for ``--seed -1``), and send a non-chief host's results to a
+    temporary folder (returned; removed at the end), so that only the chief writes (and, with
+    ``--resume``, restores)."""
+    import zlib
+
+    from kerasrl.distribute import cluster
+
+    hosts = cluster()
+    if hosts is None:
+        return None
+    path = config_source(args.trainer_config_path or default_config)
+    try:
+        with open(path or "", "rb") as f:
+            config = zlib.crc32(f.read())
+    except OSError:
+        config = 0  # loading the config names the missing file
+    env = zlib.crc32(args.env.encode())
+    hosts.check_same({"the trainer config file": config & 0x7FFFFFFF, "--env": env & 0x7FFFFFFF,
+                      "the environment copies per host (--num-envs, --workers)": copies_per_host(args),
+                      "--steps": args.steps or 0, "--seed": args.seed, "--resume": int(args.load)})
+    args.seed = hosts.chief_value(args.seed if args.seed >= 0 else random.randrange(10000))
+    if hosts.chief:
+        return None
+    args.results_dir = tempfile.mkdtemp(prefix=f"kerasrl-worker{hosts.task_index}-")
+    args.load = False  # with --resume the chief restores, and every host takes its state (sync_from_chief)
+    return args.results_dir
+
+
+def choose_strategy(args: argparse.Namespace, multi_host: bool = False) -> None:
+    """``--gpus`` / ``--cpu-replicas`` / several hosts: the learners' strategy, chosen before TensorFlow starts."""
     gpus, cpu_replicas = getattr(args, "gpus", None), getattr(args, "cpu_replicas", None)
-    if gpus is not None or cpu_replicas is not None:
+    if gpus is not None or cpu_replicas is not None or multi_host:
         from kerasrl.distribute import get_strategy
 
         get_strategy(gpus=gpus, cpu_replicas=cpu_replicas)
@@ -437,17 +526,26 @@ def run_training(args: argparse.Namespace, default_config: Optional[str] = None)
     """Train as ``args`` say; print progress and the final machine-readable summary line."""
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
     _check_args(args)
+    multi_host = check_multi_host_args(args)
     set_tf_threads(args.tf_threads)
-    choose_strategy(args)
+    choose_strategy(args, multi_host)
     start = time.perf_counter()
     env_params = EnvParameters.from_args(args)
-    context, manager, trainers, n_agents = _setup(args, default_config, env_params)
-    warn_small_policies(args, trainers)
+    resume = args.load
+    scratch = join_cluster(args, default_config) if multi_host else None
     try:
-        return _train(args, context, manager, trainers, n_agents, start, env_params)
+        context, manager, trainers, n_agents = _setup(args, default_config, env_params)
+        warn_small_policies(args, trainers)
+        try:
+            for trainer in trainers.values() if multi_host and resume else ():
+                trainer.sync_from_chief()
+            return _train(args, context, manager, trainers, n_agents, start, env_params)
+        finally:
+            if getattr(manager, "closed", True) is False:  # worker processes never outlive a failed set-up
+                manager.close()
     finally:
-        if getattr(manager, "closed", True) is False:  # worker processes never outlive a failed set-up
-            manager.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[str, Any], n_agents: int,
@@ -471,8 +569,13 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
     where = f" in {workers} worker processes" if workers > 1 else ""
     if getattr(args, "env_manager", "subprocess") == "ray":
         where = f" in {workers} Ray actor{'s' if workers > 1 else ''}"
+    results = os.path.join(args.results_dir, args.run_id)
+    hosts = getattr(next(iter(trainers.values()), None), "cluster", None)
+    if hosts is not None:
+        where += f", {hosts}"
+        results = results if hosts.chief else "the chief's folder"
     print(f"kerasrl: PPO on {args.env} x{n_agents}{where}, seed {context.seed}, results in "
-          f"{os.path.join(args.results_dir, args.run_id)} (set-up {report.start - start:.1f} s)", flush=True)
+          f"{results} (set-up {report.start - start:.1f} s)", flush=True)
     report.resumed()
     try:
         tc.start_learning(manager)
@@ -488,6 +591,9 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
         print("Interrupted: the model was saved; continue with --resume.", flush=True)
     print(f"final steps={int(result['steps'])} mean_return={result['mean_return']:.3f} "
           f"steps_per_sec={result['steps_per_sec']:.1f} wall_s={result['wall_s']:.2f}", flush=True)
+    for trainer in trainers.values():
+        if hasattr(trainer, "summary_line"):
+            print(f"kerasrl: {trainer.summary_line()}", flush=True)
     return result
 
 
@@ -500,6 +606,7 @@ def record_demo(args: argparse.Namespace, default_config: Optional[str] = None) 
         raise TrainerError("--record-demo records the policy of a trained run: add --resume (with its --run-id).")
     if args.steps is None:
         raise TrainerError("--record-demo needs --steps N, the number of steps to record.")
+    check_multi_host_args(args)
     set_tf_threads(args.tf_threads)
     from kerasrl.demos import record
 
@@ -517,9 +624,10 @@ def record_demo(args: argparse.Namespace, default_config: Optional[str] = None) 
 
 
 def quiet_tensorflow(debug: bool) -> None:
-    """TensorFlow's C++ start-up logs and oneDNN banner off unless ``--debug`` (before TF loads)."""
+    """TensorFlow's C++ start-up logs off unless ``--debug`` (before TF loads). oneDNN stays on
+    (TensorFlow's default; its one-line banner is the price): it halves a CNN policy's update on
+    CPU (benchmarks/bench_ppo.py --task visual)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if debug else "2")
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 
 def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.ArgumentParser] = None,

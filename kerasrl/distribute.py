@@ -9,6 +9,9 @@ replicas of losses normalised by the global row count). Acting stays on one devi
 Logical CPU devices (``cpu_replicas``) must be configured before TensorFlow initialises its
 devices, so :func:`get_strategy` is called at the entry points (the CLI, ``kerasrl.PPO``)
 before anything runs a TensorFlow op.
+
+Several hosts (``TF_CONFIG``): :func:`multi_worker_strategy`, and :class:`Cluster`, the all-gather
+with which ``kerasrl.trainers.multi_host`` gives every host the same global batch.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ logger = logging.getLogger("kerasrl")
 SMALL_POLICY_UNITS = 512
 
 _strategy: Optional[tf.distribute.Strategy] = None
+_cluster: Optional["Cluster"] = None
 
 
 def _check_count(name: str, value: Optional[int]) -> Optional[int]:
@@ -151,17 +155,22 @@ def run_minibatches(strategy: tf.distribute.Strategy, replica_step: Callable[[tf
                     per_replica: Any, size: int) -> tf.Tensor:
     """Inside a ``tf.function``: for each mini-batch ``i`` one ``strategy.run(replica_step, (i, local))``
     whose ``[size]`` output (partial sums: local sums over the *global* count) is summed across
-    replicas and mini-batches. The loop runs in cross-replica context: a loop inside ``strategy.run``
-    cannot hold the optimizer's cross-replica sum (TensorFlow refuses a ``merge_call`` there)."""
+    mini-batches on each replica, then once across replicas (one all-reduce per update, not per
+    mini-batch: on several hosts each is a network round trip). The loop runs in cross-replica
+    context: a loop inside ``strategy.run`` cannot hold the optimizer's cross-replica sum
+    (TensorFlow refuses a ``merge_call`` there)."""
     first = next(iter(strategy.experimental_local_results(per_replica)[0].values()))
     n = tf.shape(first)[0]
 
-    def body(i: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        out = strategy.run(replica_step, args=(i, per_replica))
-        return i + 1, totals + strategy.reduce(tf.distribute.ReduceOp.SUM, out, axis=None)
+    def accumulate(i: tf.Tensor, local: Any, totals: tf.Tensor) -> tf.Tensor:
+        return totals + replica_step(i, local)
 
-    _, totals = tf.while_loop(lambda i, _: i < n, body, (tf.constant(0), tf.zeros([size])))
-    return totals
+    def body(i: tf.Tensor, totals: Any) -> tuple[tf.Tensor, Any]:
+        return i + 1, strategy.run(accumulate, args=(i, per_replica, totals))
+
+    zeros = strategy.run(lambda: tf.zeros([size]))
+    _, totals = tf.while_loop(lambda i, _: i < n, body, (tf.constant(0), zeros))
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, totals, axis=None)
 
 
 def warn_if_small(hidden_units: int, num_layers: int, visual: bool, n_gpus: int) -> bool:
@@ -217,7 +226,9 @@ def multi_worker_strategy(join_timeout_s: float = JOIN_TIMEOUT_S) -> tf.distribu
     TensorFlow waits for the other workers inside the strategy's constructor, in C++ that holds
     the interpreter (no Python thread, signal handler or exception runs meanwhile); so a watchdog
     process prints a one-line error naming the cluster and kills this process when they have not
-    all joined within ``join_timeout_s``.
+    all joined within ``join_timeout_s``. Later, a worker that dies makes the others' collectives
+    fail (the strategy's health check aborts them within about a minute); one that hangs while
+    its process still answers is waited for.
     """
     config = tf_config()
     if config is None:
@@ -229,8 +240,10 @@ def multi_worker_strategy(join_timeout_s: float = JOIN_TIMEOUT_S) -> tf.distribu
     watchdog = subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(float(join_timeout_s)), message],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     try:
-        options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=float(join_timeout_s))
-        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        # No CommunicationOptions timeout: TensorFlow then parks a thread per collective op for
+        # the whole timeout (thousands per minute of training). A worker that dies is found by
+        # the strategy's own health check (a peer ping every 30 s), which aborts the collectives.
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
         joined = tf.function(lambda: strategy.reduce(tf.distribute.ReduceOp.SUM,
                                                       strategy.run(lambda: tf.constant(1.0)), axis=None))()
     finally:
@@ -269,3 +282,110 @@ def is_chief(strategy: Optional[tf.distribute.Strategy] = None) -> bool:
         return True
     has_chief = "chief" in resolver.cluster_spec().as_dict()
     return not has_chief and task_type == "worker" and index == 0
+
+
+class Cluster:
+    """This process's place in a multi-host run, and the one collective a training loop needs:
+    an all-gather of row tables in worker order (TensorFlow's collective ops under the strategy,
+    no transport of our own). Every worker must call :meth:`gather_tables` at the same moments."""
+
+    def __init__(self, strategy: tf.distribute.Strategy) -> None:
+        spec = strategy.cluster_resolver.cluster_spec().as_dict()
+        self.strategy = strategy
+        self.hosts = len(spec.get("chief", [])) + len(spec.get("worker", []))
+        self.task_index = int(strategy.cluster_resolver.task_id)
+        self.chief = is_chief(strategy)
+        #: Replicas per host (local GPUs, else 1): the gathered copies of one host's value.
+        self.local_replicas = int(strategy.num_replicas_in_sync) // self.hosts
+
+        def gather(flat: tf.Tensor) -> tf.Tensor:
+            return strategy.gather(strategy.run(tf.identity, args=(flat,)), axis=0)
+
+        # One traced function for every length: eager gathers retrace (~0.2 s each).
+        self._gather = tf.function(gather, input_signature=[tf.TensorSpec([None], tf.int32)])
+
+    def __str__(self) -> str:
+        return f"worker {self.task_index} of {self.hosts}"
+
+    def all_gather(self, values: np.ndarray) -> np.ndarray:
+        """Every host's int32 vector (all the same length), stacked ``[hosts, length]`` in worker order."""
+        flat = np.ascontiguousarray(values, dtype=np.int32).reshape(-1)
+        out = self._gather(tf.constant(flat)).numpy().reshape(-1, flat.size)
+        return out[:: self.local_replicas]
+
+    def chief_value(self, value: int) -> int:
+        """The chief's ``value`` (an int32), on every host."""
+        return int(self.all_gather(np.array([value]))[0, 0])
+
+    def check_same(self, items: Mapping[str, int]) -> None:
+        """A one-line error naming the first of ``items`` (int32 values) on which the hosts
+        differ: every host must start the same run (only its index differs)."""
+        values = self.all_gather(np.array(list(items.values()), np.int64).astype(np.int32))
+        for k, name in enumerate(items):
+            if (values[:, k] != values[0, k]).any():
+                each = ", ".join(f"worker {h}: {v}" for h, v in enumerate(values[:, k].tolist()))
+                raise TrainerError(f"{self}: the workers disagree on {name} ({each}); start every worker with the same "
+                                   "command line and files (only --task-index differs).")
+
+    def gather_tables(self, tables: Sequence[Mapping[str, np.ndarray]],
+                      layouts: Sequence[Mapping[str, tuple[np.dtype, tuple[int, ...]]]]
+                      ) -> tuple[list[dict[str, np.ndarray]], np.ndarray]:
+        """Every host's rows of each table (fields of equal length), concatenated in worker order;
+        also the row counts ``[hosts, tables]``. ``layouts`` give each field's dtype and row shape
+        (the same on every host), so a host with no rows takes part too. Two collectives: the
+        counts, then every table's bytes padded to the longest host's."""
+        counts = self.all_gather(np.array([_rows(t, lay) for t, lay in zip(tables, layouts)], np.int32))
+        most = counts.max(axis=0)
+        local = [_pack(t, lay, int(m)) for t, lay, m in zip(tables, layouts, most)]
+        raw = np.concatenate([b.reshape(-1) for b in local]) if local else np.zeros(0, np.uint8)
+        raw = np.concatenate([raw, np.zeros(-len(raw) % 4, np.uint8)])
+        hosts = self.all_gather(raw.view(np.int32)).view(np.uint8)
+        out = []
+        offset = 0
+        for k, (block, layout) in enumerate(zip(local, layouts)):
+            parts = [host[offset:offset + block.size].reshape(block.shape)[:count]
+                     for host, count in zip(hosts, counts[:, k])]
+            out.append(_unpack(np.concatenate(parts), layout))
+            offset += block.size
+        return out, counts
+
+
+def _row_bytes(layout: Mapping[str, tuple[np.dtype, tuple[int, ...]]]) -> list[tuple[str, np.dtype, tuple, int]]:
+    return [(k, np.dtype(d), tuple(s), np.dtype(d).itemsize * int(np.prod(s, dtype=np.int64))) for k, (d, s) in
+            layout.items()]
+
+
+def _rows(table: Mapping[str, np.ndarray], layout: Mapping[str, Any]) -> int:
+    lengths = {len(table[k]) for k in layout if k in table}
+    if len(lengths) > 1:
+        raise TrainerError(f"The fields of a gathered table differ in length: {sorted(lengths)}.")
+    return lengths.pop() if lengths else 0
+
+
+def _pack(table: Mapping[str, np.ndarray], layout: Mapping[str, Any], rows: int) -> np.ndarray:
+    """The table as bytes ``[rows, row_bytes]`` (fields side by side), zero-padded to ``rows``."""
+    n = _rows(table, layout)
+    cols = [np.ascontiguousarray(np.asarray(table[k], d).reshape(n, *s)).reshape(n, -1).view(np.uint8)
+            if n else np.zeros((0, width), np.uint8) for k, d, s, width in _row_bytes(layout)]
+    packed = np.concatenate(cols, axis=1) if cols else np.zeros((n, 0), np.uint8)
+    return np.concatenate([packed, np.zeros((rows - n, packed.shape[1]), np.uint8)])
+
+
+def _unpack(packed: np.ndarray, layout: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    out, start = {}, 0
+    for k, d, s, width in _row_bytes(layout):
+        out[k] = np.ascontiguousarray(packed[:, start:start + width]).view(d).reshape(len(packed), *s)
+        start += width
+    return out
+
+
+def cluster() -> Optional[Cluster]:
+    """The multi-host cluster this process trains in (the learners' strategy is a
+    ``MultiWorkerMirroredStrategy`` over two or more hosts), else ``None``."""
+    global _cluster
+    strategy = learner_strategy()
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return None
+    if _cluster is None or _cluster.strategy is not strategy:
+        _cluster = Cluster(strategy)
+    return _cluster if _cluster.hosts > 1 else None

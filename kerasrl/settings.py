@@ -40,6 +40,7 @@ UNAVAILABLE_TRAINER_TYPES: tuple[str, ...] = ()
 BC_TRAINER_REQUIRED_KEYS = {"offline_bc": ("batches_per_epoch", "demo_path"),
                             "online_bc": ("batches_per_epoch", "brain_to_imitate")}
 VIS_ENCODE_TYPES = ("simple", "nature_cnn", "resnet")
+CONV_STYLES = ("mlagents", "network")
 ACTIVATIONS = ("swish", "tanh", "relu")
 INITIALIZERS = ("variance_scaling", "orthogonal")
 ADAM_EPSILON_STYLES = ("keras", "torch")
@@ -90,6 +91,10 @@ class NetworkSettings(_Checked):
     num_layers: int = setting(2, at_least(1), "hidden layers per stream")
     normalize: bool = setting(False, doc="running mean/variance normalisation of vector observations")
     vis_encode_type: str = setting("simple", one_of(*VIS_ENCODE_TYPES), "visual encoder")
+    conv_style: str = setting(
+        "mlagents", one_of(*CONV_STYLES),
+        "visual encoders' convolutions. mlagents: ML-Agents 0.9's fixed ELU (resnet: ReLU) and Glorot-uniform init; "
+        "network: the activation and initializer keys (relu + orthogonal: SB3's NatureCNN)")
     use_recurrent: bool = setting(False, doc="LSTM memory")
     memory_size: int = setting(256, at_least(0), "LSTM state size (cell + hidden), divisible by 4")
     sequence_length: int = setting(64, at_least(1), "steps per training sequence (recurrent only)")
@@ -120,7 +125,8 @@ class PPOSettings(_Checked):
 
     batch_size: int = setting(1024, at_least(1), "experiences per gradient step")
     buffer_size: int = setting(10240, at_least(1), "update when the update buffer holds more than this")
-    beta: float = setting(5.0e-3, at_least(0.0), "entropy bonus (decays linearly to 1e-5)")
+    beta: float = setting(5.0e-3, at_least(0.0), "entropy bonus (decays linearly to beta_end)")
+    beta_end: float = setting(1.0e-5, at_least(0.0), "where the entropy bonus decays to (SB3's is constant: beta)")
     epsilon: float = setting(0.2, positive, "PPO clip range (decays linearly to epsilon_end)")
     epsilon_end: float = setting(0.1, at_least(0.0), "where the clip range decays to")
     lambd: float = setting(0.95, unit_interval, "GAE lambda")

@@ -1,6 +1,23 @@
-"""Test set-up: quiet TensorFlow, deterministic ops, and the compiled buffer built in place."""
+"""Test set-up: quiet TensorFlow, deterministic ops, and no XLA by default in short runs.
+
+Most tests train for a few hundred steps, where compiling the update with XLA (kerasrl's
+default for MLP and LSTM policies, ``kerasrl/fast_path.py``) costs more than the run: in this
+process the default becomes "no XLA" unless a test is marked ``default_fast_path`` (the tests
+of that choice and the acceptance runs) or sets ``jit_compile`` itself. The XLA update is still
+checked against the plain one (tests/test_learner.py) and runs in every subprocess test.
+"""
 import os
+
+import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+@pytest.fixture(autouse=True)
+def _plain_tf_function_unless_marked(request, monkeypatch):
+    if request.node.get_closest_marker("default_fast_path") is None:
+        import kerasrl.fast_path
+
+        monkeypatch.setattr(kerasrl.fast_path, "XLA_FASTER", frozenset())

@@ -98,6 +98,7 @@ def test_ctrl_c_exits_130_after_saving(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.default_fast_path
 def test_cartpole_reaches_475_within_100k_steps(tmp_path):
     # Seed 1 reaches a rolling mean of 475 at ~68k steps. Learning curves are chaotic in the float
     # round-off: a change of numerics re-draws every seed's curve (see benchmarks/bench_ppo.py for

@@ -45,8 +45,8 @@ from kerasrl.settings import NetworkSettings, PPOSettings
 def build(kind, max_grad_norm=None):
     spec = BehaviorSpec(((4,),), kind, (3, 2) if kind == "discrete" else (2,))
     model = ActorCritic(spec, ["extrinsic", "curiosity"], NetworkSettings(hidden_units=16), seed=3)
-    return PPOLearner(model, PPOSettings(learning_rate=1e-2, epsilon=0.2, beta=1e-2, max_grad_norm=max_grad_norm),
-                      max_steps=100)
+    return PPOLearner(model, PPOSettings(learning_rate=1e-2, epsilon=0.2, beta=1e-2, max_grad_norm=max_grad_norm,
+                                         jit_compile=False), max_steps=100)
 
 for kind, max_grad_norm in (("discrete", None), ("continuous", 0.05)):
     single = build(kind, max_grad_norm)
@@ -94,7 +94,7 @@ def build(case, batch_size=32):
     spec, network, max_grad_norm = CASES[case]
     model = ActorCritic(spec, ["extrinsic"], NetworkSettings(hidden_units=16, **network), seed=3)
     hp = PPOSettings(learning_rate=3e-3, beta=1e-2, batch_size=batch_size, buffer_size=128,
-                     max_grad_norm=max_grad_norm)
+                     max_grad_norm=max_grad_norm, jit_compile=False)  # XLA: tests/test_learner.py
     return PPOLearner(model, hp, max_steps=1000)
 
 def replica_values(v):

@@ -333,15 +333,15 @@ def test_sigkill_at_random_moments_never_loses_a_completed_save(tmp_path):
     lines: "queue.Queue[str]" = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line.split()) for line in driver.stdout], daemon=True).start()
 
-    def expect(word: str) -> list:
+    def expect(word: str, timeout: float = 60) -> list:
         while True:
-            got = lines.get(timeout=60)
+            got = lines.get(timeout=timeout)
             if got[0] == word:
                 return got
             assert got[0] == "saved", got
 
     try:
-        expect("ready")
+        expect("ready", timeout=300)  # importing TensorFlow on a loaded machine
         for _ in range(10):
             driver.stdin.write("go\n")
             driver.stdin.flush()

@@ -68,14 +68,14 @@ def test_numpy_forward_equals_tf(kind):
         np.testing.assert_allclose(mirror.values(inputs)[f"{name}_value_estimates"], tf_out[f"{name}_value_estimates"], rtol=1e-4, atol=1e-4)
 
 
-def test_policy_chooses_numpy_for_vector_policies_and_tf_for_visual_ones():
+def test_policy_chooses_numpy_where_a_mirror_exists_and_tf_otherwise():
     vec = ActorCritic(SPECS["discrete"], ["extrinsic"], NetworkSettings(hidden_units=8), seed=0)
     assert PPOPolicy(SPECS["discrete"], vec).inference == "numpy"
     rec = ActorCritic(SPECS["discrete"], ["extrinsic"], NetworkSettings(hidden_units=8, use_recurrent=True, memory_size=8),
                       seed=0)
     assert PPOPolicy(SPECS["discrete"], rec).inference == "numpy"
-    vis_spec = BehaviorSpec(((20, 20, 1),), "discrete", (2,))
-    vis = ActorCritic(vis_spec, ["extrinsic"], NetworkSettings(hidden_units=8), seed=0)
+    vis_spec = BehaviorSpec(((20, 20, 1),), "discrete", (2,))  # resnet: not mirrored (tests/test_numpy_visual.py)
+    vis = ActorCritic(vis_spec, ["extrinsic"], NetworkSettings(hidden_units=8, vis_encode_type="resnet"), seed=0)
     assert PPOPolicy(vis_spec, vis).inference == "tf"
     with pytest.raises(ValueError, match="inference"):
         PPOPolicy(SPECS["discrete"], vec, inference="gpu")

@@ -164,3 +164,13 @@ def test_epsilon_end_is_configurable():
     hp = PPOSettings(learning_rate=1e-3, epsilon=0.2, beta=0.0, epsilon_end=0.0)
     assert ppo_schedules(hp, step=50, max_steps=100)["epsilon"] == pytest.approx(0.1)
     assert ppo_schedules(hp, step=100, max_steps=100)["epsilon"] == 0.0
+
+
+def test_beta_end_sets_where_the_entropy_bonus_decays_to():
+    """ML-Agents decays the entropy bonus to 1e-5; ``beta_end: <beta>`` keeps it constant (SB3)."""
+    from kerasrl.settings import PPOSettings
+
+    constant = PPOSettings(beta=0.01, beta_end=0.01)
+    assert [ppo_schedules(constant, s, 1000)["beta"] for s in (0, 500, 1000)] == pytest.approx([0.01] * 3)
+    assert ppo_schedules(PPOSettings(beta=0.01), 1000, 1000)["beta"] == pytest.approx(BETA_END)
+    assert BETA_END == pytest.approx(1e-5)

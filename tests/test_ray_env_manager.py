@@ -42,6 +42,16 @@ def _alive(actor) -> bool:
     return True
 
 
+def _kill(actor) -> None:
+    """Kill an actor and wait until it is gone: ``ray.kill`` is asynchronous, and a step sent
+    before the kill lands would still be answered."""
+    ray.kill(actor)
+    deadline = time.monotonic() + 20
+    while _alive(actor) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(actor)
+
+
 def test_steps_equal_the_subprocess_manager_and_close_stops_the_actors():
     factory = GymnasiumEnvFactory("CartPole-v1", 2, seed=3, vectorization_mode="sync")
     sub, rm = SubprocessEnvManager(factory, 2), RayEnvManager(factory, 2)
@@ -97,7 +107,7 @@ def test_a_killed_actor_is_an_error_unless_restarts_are_allowed():
     manager.set_policy("Count", ZeroPolicy())
     manager.reset()
     manager.step()
-    ray.kill(manager.actors[1])
+    _kill(manager.actors[1])
     with pytest.raises(EnvironmentException, match=r"^Environment worker 1 of 2 \(CountingEnv#1, Ray actor on node "
                                                    r".*\) died during a step"):
         manager.step()
@@ -107,7 +117,7 @@ def test_a_killed_actor_is_an_error_unless_restarts_are_allowed():
     manager.set_policy("Count", ZeroPolicy())
     first = manager.reset()[0].current_all_brain_info["Count"]
     manager.step()
-    ray.kill(manager.actors[1])
+    _kill(manager.actors[1])
     after = manager.step()[0].current_all_brain_info["Count"]
     assert manager.restarts == 1
     assert after.observations[0][:, 0].tolist() == [2.0, 0.0]  # worker 1's environment started afresh
@@ -136,7 +146,7 @@ def test_cli_trains_with_ray_actors_and_saves_before_reporting_a_dead_actor(tmp_
 
     def kill_an_actor_at_100(self, env):
         if self.global_step == 100:
-            ray.kill(env.actors[1])
+            _kill(env.actors[1])
         return original(self, env)
 
     monkeypatch.setattr(TrainerController, "advance", kill_an_actor_at_100)

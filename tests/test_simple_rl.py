@@ -29,6 +29,7 @@ def run_training(env, tmp_path, config=CONFIG, seed=1337):
 
 
 @pytest.mark.slow
+@pytest.mark.default_fast_path
 @pytest.mark.parametrize("use_discrete", [True, False], ids=["discrete", "continuous"])
 def test_simple_rl(use_discrete, tmp_path):
     tc = run_training(Simple1DEnvironment(use_discrete=use_discrete, seed=1337), tmp_path)

@@ -1,4 +1,5 @@
-"""PPO learns the visual Simple1D task with each visual encoder (behaviour.md §8.1, §16).
+"""PPO learns the visual Simple1D task with each visual encoder (behaviour.md §8.1, §16); the
+encoders' convolutions follow ``conv_style``.
 
 ``VisualSimple1DEnvironment`` shows the goal (−1 / +1) only as an image: the left or right half
 lit. A policy that ignores the image reaches the rewarded side half the time, so its expected
@@ -11,6 +12,9 @@ import math
 
 import numpy as np
 import pytest
+import tensorflow as tf
+
+from kerasrl.exception import TrainerConfigError
 
 from kerasrl.envs import SimpleEnvManager
 from kerasrl.envs.simple import VisualSimple1DEnvironment
@@ -73,3 +77,42 @@ def test_blind_visual_policy_stays_near_chance(tmp_path):
     trainer = train_visual("simple", tmp_path, bright=0.0)
     score, recent = score_of(trainer)
     assert score < PASS_SCORE, f"blind policy scored {score:.3f} ({recent}): the bar does not need the image"
+
+
+def conv_kernels(encoder):
+    return [c.kernel.numpy() for c in encoder.convs]
+
+
+@pytest.mark.parametrize("encoder", ["simple", "nature_cnn"])
+def test_ml_agents_convolutions_ignore_activation_and_initializer(encoder):
+    """``conv_style: mlagents`` (the default): ELU and Glorot-uniform whatever the network keys say
+    (ML-Agents 0.9's convolutions are fixed); the dense layer after them follows the keys."""
+    enc = VisualEncoder(encoder, 8, 1, seed=3, activation="relu", initializer="orthogonal")
+    enc(tf.zeros([1, 36, 36, 1]))
+    assert all(c.activation is tf.nn.elu for c in enc.convs)
+    for c in enc.convs:
+        fan_in, fan_out = np.prod(c.kernel.shape[:-1]), c.kernel.shape[-1]
+        assert np.abs(c.kernel.numpy()).max() <= math.sqrt(6 / (fan_in + fan_out)) + 1e-6  # Glorot-uniform's bound
+    dense = enc.dense.dense[0]
+    x = tf.random.normal([2, dense.kernel.shape[0]])
+    np.testing.assert_allclose(dense(x), tf.nn.relu(x @ dense.kernel + dense.bias), atol=1e-6)
+
+
+def test_network_convolutions_follow_activation_and_initializer():
+    """``conv_style: network``: the convolutions use ``activation`` and ``initializer`` (orthogonal,
+    gain √2: the kernel, as a fan-in × filters matrix, has orthogonal columns of norm √2), as SB3's NatureCNN."""
+    enc = VisualEncoder("nature_cnn", 8, 1, seed=3, activation="tanh", initializer="orthogonal", conv_style="network")
+    enc(tf.zeros([1, 36, 36, 1]))
+    assert all(c.activation is tf.tanh for c in enc.convs)
+    for kernel in conv_kernels(enc):
+        m = kernel.reshape(-1, kernel.shape[-1])
+        np.testing.assert_allclose(m.T @ m, 2.0 * np.eye(m.shape[1]), atol=1e-4)
+    same = VisualEncoder("nature_cnn", 8, 1, seed=3, activation="tanh", initializer="orthogonal", conv_style="network")
+    same(tf.zeros([1, 36, 36, 1]))
+    for a, b in zip(conv_kernels(enc), conv_kernels(same)):
+        np.testing.assert_array_equal(a, b)  # seeded
+
+
+def test_bad_conv_style_is_a_one_line_config_error():
+    with pytest.raises(TrainerConfigError, match=r"conv_style.*'nchw'"):
+        load_trainer_config({"default": {"conv_style": "nchw"}})

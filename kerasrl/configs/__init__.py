@@ -12,7 +12,8 @@ They are package data, so they are there after ``pip install kerasrl`` too::
 * ``cartpole_zoo``: PPO on CartPole-v1 with Stable-Baselines3's RL-Zoo hyper-parameters (the
   default config of ``examples/train_ppo.py``);
 * ``pendulum_sb3``: Pendulum-v1 with SB3's Zoo settings and SB3's Gaussian (its update equals
-  SB3's); ``pendulum``, ``acrobot``, ``lunarlander``: tuned configs for those Gymnasium tasks
+  SB3's); ``visual_sb3``: SB3's ``CnnPolicy`` (NatureCNN) on small images (its update equals SB3's);
+  ``pendulum``, ``acrobot``, ``lunarlander``: tuned configs for those Gymnasium tasks
   (figures in the README).
 
 To get one to edit: ``cp "$(python3 -c 'from kerasrl.configs import config_path;

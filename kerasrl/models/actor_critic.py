@@ -30,11 +30,13 @@ class _Stream(keras.layers.Layer):
     optionally followed by an LSTM over sequences."""
 
     def __init__(self, spec: BehaviorSpec, hidden_units: int, num_layers: int, vis_encode_type: str,
-                 lstm_units: int, seed: int | None, activation: str, initializer: str, **kwargs: Any) -> None:
+                 lstm_units: int, seed: int | None, activation: str, initializer: str,
+                 conv_style: str = NetworkSettings.conv_style, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.visual = [
             VisualEncoder(vis_encode_type, hidden_units, num_layers,
-                          seed=None if seed is None else seed + 7919 * (j + 1), name=f"encoder{j}")
+                          seed=None if seed is None else seed + 7919 * (j + 1), activation=activation,
+                          initializer=initializer, conv_style=conv_style, name=f"encoder{j}")
             for j, _ in enumerate(spec.visual_observation_shapes)
         ]
         self.vector = (
@@ -138,7 +140,7 @@ class ActorCritic(keras.Model):
 
         def stream(k: int) -> _Stream:
             return _Stream(spec, self.hidden_units, self.num_layers, self.vis_encode_type, lstm_units, self._seed(k + 1),
-                           self.activation, init, name=f"main_graph_{k}")
+                           self.activation, init, self.network.conv_style, name=f"main_graph_{k}")
 
         self.body = stream(0)
         self.value_body = stream(1) if self.separate_value_network else None

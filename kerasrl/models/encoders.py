@@ -6,7 +6,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from kerasrl.settings import INITIALIZERS, VIS_ENCODE_TYPES, NetworkSettings
+from kerasrl.settings import CONV_STYLES, INITIALIZERS, VIS_ENCODE_TYPES, NetworkSettings
 
 
 def swish(x: tf.Tensor) -> tf.Tensor:
@@ -76,57 +76,72 @@ class VectorEncoder(keras.layers.Layer):
                 "seed": self.seed, "activation": self.activation, "initializer": self.initializer}
 
 
-def _conv(filters: int, kernel: int, stride: int, seed: int | None, padding: str = "valid", activation: Any = "elu", name: str | None = None) -> keras.layers.Conv2D:
-    return keras.layers.Conv2D(
-        filters, kernel, strides=stride, padding=padding, activation=activation,
-        kernel_initializer=keras.initializers.GlorotUniform(seed=seed), name=name,
-    )
+def _conv(filters: int, kernel: int, stride: int, initializer: keras.initializers.Initializer, padding: str = "valid",
+          activation: Any = None, name: str | None = None) -> keras.layers.Conv2D:
+    return keras.layers.Conv2D(filters, kernel, strides=stride, padding=padding, activation=activation,
+                               kernel_initializer=initializer, name=name)
 
 
 class VisualEncoder(keras.layers.Layer):
     """Convolutional encoder of one camera followed by the dense stack.
 
-    ``simple``: 16@8×8/4 → 32@4×4/2 (ELU); ``nature_cnn``: 32@8×8/4 → 64@4×4/2 → 64@3×3/1 (ELU);
+    ``simple``: 16@8×8/4 → 32@4×4/2; ``nature_cnn``: 32@8×8/4 → 64@4×4/2 → 64@3×3/1;
     ``resnet``: per channel count in (16, 32, 32): conv 3×3 → maxpool 3×3/2 → two residual
-    blocks, then ReLU. Inputs are images in ``[0, 1]``, ``(h, w, c)``.
+    blocks, then the activation. The dense stack after the flattened features follows
+    ``activation`` and ``initializer`` (as ML-Agents'); the convolutions do with ``conv_style``
+    ``network`` (ReLU + orthogonal √2 with one 512-unit layer is SB3's NatureCNN) and are
+    ML-Agents 0.9's fixed ELU (ReLU for resnet) with Glorot-uniform init with ``mlagents``.
+    Inputs are images in ``[0, 1]``, ``(h, w, c)``.
     """
 
     MIN_SIZE = {"simple": 20, "nature_cnn": 36, "resnet": 15}
 
-    def __init__(self, encode_type: str, hidden_units: int, num_layers: int, seed: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, encode_type: str, hidden_units: int, num_layers: int, seed: int | None = None,
+                 activation: str = NetworkSettings.activation, initializer: str = NetworkSettings.initializer,
+                 conv_style: str = NetworkSettings.conv_style, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if encode_type not in VIS_ENCODE_TYPES:
             raise ValueError(f"vis_encode_type must be one of {VIS_ENCODE_TYPES}, got '{encode_type}'.")
+        if conv_style not in CONV_STYLES:
+            raise ValueError(f"conv_style must be one of {CONV_STYLES}, got '{conv_style}'.")
         self.encode_type = encode_type
         self.hidden_units = int(hidden_units)
         self.num_layers = max(int(num_layers), 1)
         self.seed = seed
+        self.activation, self.initializer, self.conv_style = activation, initializer, conv_style
+        mlagents = conv_style == "mlagents"
+        #: The convolutions' activation, by name (``elu`` or one of ``ACTIVATIONS``) and as a function.
+        self.conv_activation_name = ("relu" if encode_type == "resnet" else "elu") if mlagents else activation
+        self.conv_activation = tf.nn.elu if self.conv_activation_name == "elu" else get_activation(self.conv_activation_name)
         counter = iter(range(1, 1000))
 
-        def s() -> int | None:
-            return None if seed is None else seed * 100 + next(counter)
+        def conv(filters: int, kernel: int, stride: int, padding: str = "valid", activation: Any = None) -> keras.layers.Conv2D:
+            k = None if seed is None else seed * 100 + next(counter)
+            init = keras.initializers.GlorotUniform(seed=k) if mlagents else kernel_initializer(initializer, "hidden", k)
+            return _conv(filters, kernel, stride, init, padding, activation)
 
+        act = self.conv_activation
         if encode_type == "simple":
-            self.convs = [_conv(16, 8, 4, s()), _conv(32, 4, 2, s())]
+            self.convs = [conv(16, 8, 4, activation=act), conv(32, 4, 2, activation=act)]
         elif encode_type == "nature_cnn":
-            self.convs = [_conv(32, 8, 4, s()), _conv(64, 4, 2, s()), _conv(64, 3, 1, s())]
+            self.convs = [conv(32, 8, 4, activation=act), conv(64, 4, 2, activation=act), conv(64, 3, 1, activation=act)]
         else:
             self.stages = []
             for ch in (16, 32, 32):
-                blocks = [
-                    (_conv(ch, 3, 1, s(), "same", None), _conv(ch, 3, 1, s(), "same", None)) for _ in range(2)
-                ]
-                self.stages.append((_conv(ch, 3, 1, s(), "valid", None), keras.layers.MaxPooling2D(3, 2, "same"), blocks))
+                blocks = [(conv(ch, 3, 1, "same"), conv(ch, 3, 1, "same")) for _ in range(2)]
+                self.stages.append((conv(ch, 3, 1), keras.layers.MaxPooling2D(3, 2, "same"), blocks))
         self.flatten = keras.layers.Flatten()
-        self.dense = VectorEncoder(hidden_units, num_layers, seed=seed, name="dense")
+        self.dense = VectorEncoder(hidden_units, num_layers, seed=seed, activation=activation, initializer=initializer,
+                                   name="dense")
 
     def call(self, x: tf.Tensor) -> tf.Tensor:
         if self.encode_type == "resnet":
+            act = self.conv_activation
             for conv, pool, blocks in self.stages:
                 x = pool(conv(x))
                 for c1, c2 in blocks:
-                    x = x + c2(tf.nn.relu(c1(tf.nn.relu(x))))
-            x = tf.nn.relu(x)
+                    x = x + c2(act(c1(act(x))))
+            x = act(x)
         else:
             for conv in self.convs:
                 x = conv(x)
@@ -135,5 +150,6 @@ class VisualEncoder(keras.layers.Layer):
     def get_config(self) -> dict[str, Any]:
         return {
             **super().get_config(), "encode_type": self.encode_type, "hidden_units": self.hidden_units,
-            "num_layers": self.num_layers, "seed": self.seed,
+            "num_layers": self.num_layers, "seed": self.seed, "activation": self.activation,
+            "initializer": self.initializer, "conv_style": self.conv_style,
         }

@@ -10,10 +10,9 @@ import tensorflow as tf
 from kerasrl.arrays import shared_ones
 from kerasrl.envs.base import StepResult
 from kerasrl.envs.env_manager import ActionInfo
-from kerasrl.fast_path import choose_inference
+from kerasrl.fast_path import choose_inference, numpy_mirror
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
-from kerasrl.models.numpy_policy import NumpyActorCritic
 from kerasrl.settings import INFERENCE_MODES
 from kerasrl.spec import BehaviorSpec, concat_vector_observations
 from kerasrl.timers import hierarchical_timer
@@ -102,7 +101,7 @@ class PPOPolicy:
         self.model = model
         inference = choose_inference(inference, model)
         self.inference = inference
-        self.numpy_model = NumpyActorCritic(model) if inference == "numpy" else None
+        self.numpy_model = numpy_mirror(model)(model) if inference == "numpy" else None
         self.rng = np.random.default_rng(seed)
         self.use_recurrent = model.use_recurrent
         self.stream_names = list(model.stream_names)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from kerasrl.settings import PPOSettings
 
 LR_END = 1e-10
-BETA_END = 1e-5
+BETA_END = PPOSettings.beta_end  # ML-Agents 0.9's
 
 
 def linear_decay(initial: float, end: float, step: float, max_steps: float) -> float:
@@ -18,10 +18,11 @@ def linear_decay(initial: float, end: float, step: float, max_steps: float) -> f
 def ppo_schedules(settings: PPOSettings, step: float, max_steps: float) -> dict[str, float]:
     """Current learning rate, clip epsilon and entropy coefficient at ``step``.
 
-    The clip range decays to ``epsilon_end`` (ML-Agents: 0.1; RL-Zoo configs: 0).
+    The clip range decays to ``epsilon_end`` (ML-Agents: 0.1; RL-Zoo configs: 0), the entropy
+    bonus to ``beta_end`` (ML-Agents: 1e-5; SB3: constant).
     """
     return {
         "learning_rate": linear_decay(settings.learning_rate, LR_END, step, max_steps),
         "epsilon": linear_decay(settings.epsilon, settings.epsilon_end, step, max_steps),
-        "beta": linear_decay(settings.beta, BETA_END, step, max_steps),
+        "beta": linear_decay(settings.beta, settings.beta_end, step, max_steps),
     }

@@ -134,7 +134,7 @@ class PPOTrainer(RLTrainer):
         lengths = self.processor.trajectory_lengths(nxt.agent_ids)
         if self.hyperparameters.flush_on_update:
             self.rollout_steps += len(nxt)
-            if self.rollout_steps > self.hyperparameters.buffer_size:
+            if self._rollout_done():
                 return np.flatnonzero(lengths > 0)
         return np.flatnonzero((lengths > 0) & (nxt.done | (lengths > self.settings.time_horizon)))
 
@@ -185,13 +185,18 @@ class PPOTrainer(RLTrainer):
             agent[Field.ADVANTAGES].set(np.mean(advantages, axis=0).astype(np.float32) if mean else advantages[0])
             agent[Field.DISCOUNTED_RETURNS].set(np.mean(returns, axis=0).astype(np.float32) if mean else returns[0])
         if self.learner.actor_critic.normalizer is not None and Field.VECTOR_OBS in agent:
-            self.learner.update_normalization(agent[Field.VECTOR_OBS].get_batch())
-            self._policy.refresh_normalizer()
+            self._update_normalizer(agent[Field.VECTOR_OBS].get_batch())
         start = self._update_buffer_rows()
         self.training_buffer.append_update_buffer(agent_id, batch_size=None, training_length=self.sequence_length)
         if deferred:
             deferred.add(agent_id, start, self._update_buffer_rows(), value_next, terminated, ended)
         self.processor.trajectory_closed(agent_id)
+
+    def _update_normalizer(self, vector_obs: np.ndarray) -> None:
+        """Feed a closed trajectory's observations to the normalizer (the multi-host trainer
+        defers them to the update, where every host's are gathered)."""
+        self.learner.update_normalization(vector_obs)
+        self._policy.refresh_normalizer()
 
     def end_episode(self) -> None:
         """An environment reset: also start every agent's recurrent memory afresh."""
@@ -208,9 +213,13 @@ class PPOTrainer(RLTrainer):
         update = self.training_buffer.update_buffer
         return len(update[Field.ACTIONS]) if Field.ACTIONS in update else 0
 
+    def _rollout_done(self) -> bool:
+        """With ``flush_on_update``: the rollout holds more than ``buffer_size`` agent steps."""
+        return self.rollout_steps > self.hyperparameters.buffer_size
+
     def is_ready_update(self) -> bool:
         if self.hyperparameters.flush_on_update:
-            return self.rollout_steps > self.hyperparameters.buffer_size and self._update_buffer_length() > 0
+            return self._rollout_done() and self._update_buffer_length() > 0
         return self._update_buffer_length() > self.hyperparameters.buffer_size
 
     def learning_batch(self) -> dict[str, np.ndarray]:

@@ -13,7 +13,16 @@ ConfigLike = Union[TrainerConfig, Mapping[str, Any], str, None]
 
 def create_trainer(behavior: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                    reward_buff_cap: int = 1) -> Trainer:
-    """The trainer that ``settings.trainer`` names, for one behavior."""
+    """The trainer that ``settings.trainer`` names, for one behavior (under a multi-host
+    strategy, ``kerasrl.trainers.multi_host``'s)."""
+    if settings.trainer in ("ppo", "offline_bc", "online_bc"):
+        from kerasrl.distribute import cluster
+
+        hosts = cluster()
+        if hosts is not None:
+            from kerasrl.trainers.multi_host import MultiHostPPOTrainer
+
+            return MultiHostPPOTrainer(behavior, spec, settings, context, reward_buff_cap, cluster=hosts)
     if settings.trainer == "ppo":
         from kerasrl.ppo.trainer import PPOTrainer
 
