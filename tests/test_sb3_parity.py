@@ -22,6 +22,25 @@ from kerasrl.envs import GymnasiumEnv, SimpleEnvManager  # noqa: E402
 from kerasrl.trainers import initialize_trainers  # noqa: E402
 
 
+def linear_pairs(policy, head: str) -> list:
+    """SB3's MLP policy layers beside the names of kerasrl's separate-network layers."""
+    extractor = policy.mlp_extractor
+    return [(extractor.policy_net[0], "main_graph_0/vector/hidden_0"),
+            (extractor.policy_net[2], "main_graph_0/vector/hidden_1"),
+            (extractor.value_net[0], "main_graph_1/vector/hidden_0"),
+            (extractor.value_net[2], "main_graph_1/vector/hidden_1"),
+            (policy.action_net, head), (policy.value_net, "extrinsic_value")]
+
+
+def copy_into_sb3(pairs: list, weights: dict) -> None:
+    """kerasrl's weights into SB3's linear layers (kernels transposed; missing biases left)."""
+    with torch.no_grad():
+        for linear, name in pairs:
+            linear.weight.copy_(torch.tensor(weights[f"{name}/kernel"].numpy().T))
+            if f"{name}/bias" in weights:
+                linear.bias.copy_(torch.tensor(weights[f"{name}/bias"].numpy()))
+
+
 def test_update_matches_stable_baselines3(tmp_path):
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
@@ -41,16 +60,8 @@ def test_update_matches_stable_baselines3(tmp_path):
     model.set_logger(configure(None, []))
     before = {k: v.numpy().copy() for k, v in weights.items()}
     policy = model.policy
-    pairs = [(policy.mlp_extractor.policy_net[0], "main_graph_0/vector/hidden_0"),
-             (policy.mlp_extractor.policy_net[2], "main_graph_0/vector/hidden_1"),
-             (policy.mlp_extractor.value_net[0], "main_graph_1/vector/hidden_0"),
-             (policy.mlp_extractor.value_net[2], "main_graph_1/vector/hidden_1"),
-             (policy.action_net, "branch_0"), (policy.value_net, "extrinsic_value")]
-    with torch.no_grad():
-        for linear, name in pairs:
-            linear.weight.copy_(torch.tensor(weights[f"{name}/kernel"].numpy().T))
-            if f"{name}/bias" in weights:
-                linear.bias.copy_(torch.tensor(weights[f"{name}/bias"].numpy()))
+    pairs = linear_pairs(policy, "branch_0")
+    copy_into_sb3(pairs, weights)
     # kerasrl's discrete policy layer has no bias (as ML-Agents): freeze SB3's at zero.
     with torch.no_grad():
         policy.action_net.bias.zero_()
@@ -175,17 +186,11 @@ def continuous_update(tmp_path, **overrides):
                 policy_kwargs={"activation_fn": torch.nn.Tanh}, seed=0, device="cpu")
     model.set_logger(configure(None, []))
     policy = model.policy
-    pairs = [(policy.mlp_extractor.policy_net[0], "main_graph_0/vector/hidden_0"),
-             (policy.mlp_extractor.policy_net[2], "main_graph_0/vector/hidden_1"),
-             (policy.mlp_extractor.value_net[0], "main_graph_1/vector/hidden_0"),
-             (policy.mlp_extractor.value_net[2], "main_graph_1/vector/hidden_1"),
-             (policy.action_net, "mu"), (policy.value_net, "extrinsic_value")]
+    pairs = linear_pairs(policy, "mu")
     before = {k: v.numpy().copy() for k, v in weights.items() if "sigma" not in k and "std" not in k}
     before["log_std"] = log_std()
+    copy_into_sb3(pairs, weights)
     with torch.no_grad():
-        for linear, name in pairs:
-            linear.weight.copy_(torch.tensor(weights[f"{name}/kernel"].numpy().T))
-            linear.bias.copy_(torch.tensor(weights[f"{name}/bias"].numpy()))
         policy.log_std.copy_(torch.tensor(before["log_std"]))
 
     rng = np.random.default_rng(2)
