@@ -179,7 +179,8 @@ cdef int _pv_mode(object pv, double* d):
 cdef struct Spec:
     bint seq
     Py_ssize_t L
-    Py_ssize_t npad     # sequential: padding rows before the data
+    Py_ssize_t npad     # sequential: padding rows before (or, pad_end, after) the data
+    bint pad_end        # sequential: the padding follows the data
     Py_ssize_t start    # sequential: first data row
     Py_ssize_t count    # sequential: data rows
     Py_ssize_t nwin     # windows: number of windows
@@ -187,7 +188,7 @@ cdef struct Spec:
 
 
 cdef int _make_spec(Py_ssize_t n, object batch_size, object training_length, bint sequential,
-                    Spec* s) except -1:
+                    Spec* s, bint pad_end=False) except -1:
     """get_batch's arithmetic (behaviour.md §7); raises BufferException for bad requests."""
     cdef Py_ssize_t L, bs, leftover, max_b
     L = 1 if training_length is None else _index(training_length, "training_length")
@@ -200,6 +201,7 @@ cdef int _make_spec(Py_ssize_t n, object batch_size, object training_length, bin
     s.seq = sequential
     s.L = L
     s.npad = s.start = s.count = s.nwin = s.first = 0
+    s.pad_end = pad_end
     if sequential:
         leftover = n % L
         max_b = n // L + (1 if leftover != 0 else 0)
@@ -231,7 +233,8 @@ cdef inline Py_ssize_t _spec_rows(const Spec* s) noexcept nogil:
 
 
 def batch_rows(Py_ssize_t n, batch_size=None, training_length=1, bint sequential=True) -> int:
-    """Rows ``get_batch(batch_size, training_length, sequential)`` returns for ``n`` rows."""
+    """Rows ``get_batch(batch_size, training_length, sequential)`` returns for ``n`` rows
+    (the same wherever the padding goes)."""
     cdef Spec s
     if n < 0:
         raise BufferException(f"the number of rows must be non-negative, got {n}")
@@ -242,12 +245,13 @@ def batch_rows(Py_ssize_t n, batch_size=None, training_length=1, bint sequential
 cdef void _write_spec(const char* src, Py_ssize_t rb, const Spec* s, const char* pad,
                       char* dst) noexcept nogil:
     """Write the rows selected by ``s`` (plus padding) from ``src`` to ``dst``."""
-    cdef Py_ssize_t k, blk
+    cdef Py_ssize_t k, blk, data_at = 0 if s.pad_end else s.npad
+    cdef Py_ssize_t pad_at = s.count if s.pad_end else 0
     if s.seq:
         for k in range(s.npad):
-            memcpy(dst + k * rb, pad, rb)
+            memcpy(dst + (pad_at + k) * rb, pad, rb)
         if s.count:
-            memcpy(dst + s.npad * rb, src + s.start * rb, s.count * rb)
+            memcpy(dst + data_at * rb, src + s.start * rb, s.count * rb)
     elif s.L == 1:
         memcpy(dst, src + s.first * rb, s.nwin * rb)
     else:
@@ -786,18 +790,20 @@ cdef class AgentBufferField:
         """Remove every row; the next append fixes the dtype and row shape again."""
         self._reset()
 
-    def get_batch(self, batch_size=None, training_length=1, bint sequential=True):
+    def get_batch(self, batch_size=None, training_length=1, bint sequential=True, bint pad_end=False):
         """Rows for a (sequence) batch as one flat array ``[rows, *row_shape]`` (§7).
 
         Sequential: the last ``batch_size`` sequences of ``training_length`` rows; when that is
         more than the data, every row is returned, preceded by ``L - len % L`` padding rows
-        (last row × ``padding_value``).  Non-sequential: ``batch_size`` overlapping windows of
-        ``training_length`` rows ending at the last rows, concatenated.  ``training_length=None``
-        means 1; requests larger than the data raise BufferException.
+        (last row × ``padding_value``) — or followed by them with ``pad_end`` (later ML-Agents:
+        a sequence then starts at a real row, whose stored recurrent memory is its initial
+        state).  Non-sequential: ``batch_size`` overlapping windows of ``training_length`` rows
+        ending at the last rows, concatenated.  ``training_length=None`` means 1; requests
+        larger than the data raise BufferException.
         """
         cdef Spec s
         cdef cnp.ndarray out, pad
-        _make_spec(self.st.n, batch_size, training_length, sequential, &s)
+        _make_spec(self.st.n, batch_size, training_length, sequential, &s, pad_end)
         if self.st.sig == 0:
             return np.empty((0,), _F32)
         out = self._alloc(_spec_rows(&s))
@@ -969,8 +975,9 @@ cdef str _unequal(list keys, object agent_id):
 
 
 def append_update(object dst, object src, object keys, object agent_id, object batch_size,
-                  object training_length) -> None:
-    """Extend ``dst[key]`` with ``src[key].get_batch(batch_size, training_length)`` for each key.
+                  object training_length, bint pad_end=False) -> None:
+    """Extend ``dst[key]`` with ``src[key].get_batch(batch_size, training_length, pad_end=pad_end)``
+    for each key.
 
     The copy goes straight from field to field.  Lengths, batch request and dtypes/shapes
     are all checked before anything is written.
@@ -993,7 +1000,7 @@ def append_update(object dst, object src, object keys, object agent_id, object b
         sf = <AgentBufferField?>srcs[j]
         if sf.st.n != n:
             raise BufferException(_unequal(klist, agent_id))
-    _make_spec(n, batch_size, training_length, True, &s)
+    _make_spec(n, batch_size, training_length, True, &s, pad_end)
     total = _spec_rows(&s)
     casts = [False] * nk
     for j in range(nk):
@@ -1015,7 +1022,7 @@ def append_update(object dst, object src, object keys, object agent_id, object b
             continue
         if casts[j]:
             df = <AgentBufferField>dict.get(dst, klist[j])
-            staged[j] = sf.get_batch(batch_size, training_length, True).astype(df._dtype)
+            staged[j] = sf.get_batch(batch_size, training_length, True, pad_end).astype(df._dtype)
         elif s.npad:
             staged[j] = sf._pad_row()
     dsts = [dst[key] for key in klist]

@@ -460,27 +460,28 @@ class Buffer(_VersionedDict):
 
     def append_update_buffer(self, agent_id: Hashable, key_list: Iterable[Any] | None = None,
                              batch_size: int | None = None,
-                             training_length: int | None = None) -> None:
-        """Extend the update buffer with ``get_batch(batch_size, training_length)`` of every
-        field ``key_list`` (default: all) of agent ``agent_id``.
+                             training_length: int | None = None, pad_end: bool = False) -> None:
+        """Extend the update buffer with ``get_batch(batch_size, training_length, pad_end=pad_end)``
+        of every field ``key_list`` (default: all) of agent ``agent_id``.
 
         The fields must have one length, else BufferException names the fields and the agent.
         """
         agent = self[agent_id]
         keys = list(agent.keys()) if key_list is None else list(key_list)
         _core.append_update(self.update_buffer, agent, keys, agent_id, batch_size,
-                            training_length)
+                            training_length, pad_end)
 
     def append_all_agent_batch_to_update_buffer(self, key_list: Iterable[Any] | None = None,
                                                 batch_size: int | None = None,
-                                                training_length: int | None = None) -> None:
+                                                training_length: int | None = None,
+                                                pad_end: bool = False) -> None:
         """:meth:`append_update_buffer` for every agent (in order; stops at the first error)."""
         keys = None if key_list is None else list(key_list)
         update = self.update_buffer
         agents = list(self.items())
         for index, (agent_id, agent) in enumerate(agents):
             agent_keys = list(agent.keys()) if keys is None else keys
-            _core.append_update(update, agent, agent_keys, agent_id, batch_size, training_length)
+            _core.append_update(update, agent, agent_keys, agent_id, batch_size, training_length, pad_end)
             if index == 0 and len(agents) > 1:
                 self._reserve_update(agents[1:], keys, batch_size, training_length)
 

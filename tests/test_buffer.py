@@ -371,6 +371,33 @@ def test_append_update_buffer_and_errors():
     assert len(b.update_buffer["a"]) == 10 and len(b.update_buffer["b"]) == 1
 
 
+def test_pad_end_puts_the_padding_after_the_data():
+    """``pad_end`` (what the PPO trainer uses): a partial sequence starts at its first real row,
+    so the memory stored there is the sequence's initial state; full sequences are unchanged."""
+    b = Buffer()
+    for t in range(5):
+        b[0]["a"].append(float(t + 1))
+        b[0]["mem"].append(np.array([t + 1, -t - 1], np.float32))
+        b[0]["mask"].append(np.array([1, 1], np.float32), padding_value=1)
+    b[0]["f64"].extend(np.array([7.0, 8.0, 9.0, 10.0, 11.0]))
+    b.update_buffer["f64"].append(np.float32(0.5))  # the cast path: float64 rows into float32
+    b.append_update_buffer(0, training_length=4, pad_end=True)
+    assert b.update_buffer["a"].array.tolist() == [1, 2, 3, 4, 5, 0, 0, 0]
+    assert b.update_buffer["mem"].array[::4].tolist() == [[1, -1], [5, -5]]
+    assert b.update_buffer["mask"].array.tolist() == [[1, 1]] * 8
+    assert b.update_buffer["f64"].array.tolist() == [0.5, 7, 8, 9, 10, 11, 0, 0, 0]
+    field = b[0]["a"]
+    assert field.get_batch(training_length=4, pad_end=True).tolist() == [1, 2, 3, 4, 5, 0, 0, 0]
+    assert field.get_batch(training_length=4).tolist() == [0, 0, 0, 1, 2, 3, 4, 5]
+    assert field.get_batch(training_length=5, pad_end=True).tolist() == [1, 2, 3, 4, 5]
+    assert field.get_batch(batch_size=1, training_length=2, pad_end=True).tolist() == [4, 5]
+    c = Buffer()
+    for agent in (0, 1):
+        c[agent]["x"].extend([1.0, 2.0, 3.0])
+    c.append_all_agent_batch_to_update_buffer(training_length=2, pad_end=True)
+    assert c.update_buffer["x"].array.tolist() == [1, 2, 3, 0, 1, 2, 3, 0]
+
+
 def test_append_update_buffer_casts_within_category():
     b = Buffer()
     b.update_buffer["x"].append(np.float64(1.0))

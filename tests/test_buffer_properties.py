@@ -144,6 +144,20 @@ def test_padding_matches_numpy(dtype, shape, n, pv, training_length, data):
         assert_same(out_f, out_r)
 
 
+@FAST
+@given(dtype=dtypes, shape=row_shapes, n=st.integers(1, 9), pv=pads, training_length=st.integers(1, 5),
+       data=st.data())
+def test_pad_end_is_the_front_padding_moved_behind(dtype, shape, n, pv, training_length, data):
+    rows = data.draw(hnp.arrays(dtype, (n,) + shape))
+    f = AgentBufferField(rows)
+    f.padding_value = pv
+    front = f.get_batch(training_length=training_length)
+    end = f.get_batch(training_length=training_length, pad_end=True)
+    npad = len(front) - n
+    assert_same(end, np.concatenate([front[npad:], front[:npad]]))
+    assert_same(end[:n], f.copy_rows(0, None))
+
+
 # ---------------------------------------------------------------------- whole buffers
 @st.composite
 def schemas(draw: Any) -> dict:

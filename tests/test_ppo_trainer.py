@@ -114,3 +114,34 @@ def test_an_mlagents_0_9_config_trains_the_behavior_its_section_names(tmp_path, 
     TrainerController({"BasicLearning": trainer}, context.model_path, context.summaries_dir, "basic",
                       save_freq=10**6).start_learning(manager)
     assert trainer.get_step == 604 and trainer.update_count >= 2 and trainer.episodes_completed > 0
+
+
+def test_recurrent_sequences_replay_the_acting_policy(tmp_path):
+    """Every sequence of the update buffer starts at a real row (padding at the end), so the
+    model run over it from the stored memory gives back the acting policy's log-probs and values
+    on every real row; with the seed's front padding the short trajectories would start from the
+    padding's zero memory after running the LSTM over padding rows."""
+    length = 8
+    tc, manager, trainer = run(tmp_path, MultiBranchMaskedEnvironment(seed=1), max_steps=100, use_recurrent=True,
+                               memory_size=8, sequence_length=length, time_horizon=12, buffer_size=40)
+    checked = []
+    original = trainer.learner.update
+
+    def spy(batch, step, seed):
+        ub = trainer.training_buffer.update_buffer
+        arrays = {k: np.asarray(ub[k].get_batch()) for k in trainer.learner.batch_fields}
+        masks = arrays[Field.MASKS] > 0
+        assert len(masks) % length == 0 and masks[::length].all()
+        inputs = {k: v for k, v in arrays.items() if k != Field.MEMORY}
+        inputs[Field.MEMORY] = arrays[Field.MEMORY][::length]
+        log_prob, _, values = trainer.learner.actor_critic.evaluate_actions(inputs, arrays[Field.ACTIONS], length)
+        stored = arrays[Field.ACTION_LOG_PROBS].sum(axis=-1)
+        np.testing.assert_allclose(np.asarray(log_prob)[masks], stored[masks], atol=2e-5)
+        np.testing.assert_allclose(np.asarray(values["extrinsic"])[masks],
+                                   arrays[Field.value_estimates("extrinsic")][masks], atol=2e-5)
+        checked.append(int((~masks).sum()))
+        return original(batch, step, seed)
+
+    trainer.learner.update = spy
+    tc.start_learning(manager)
+    assert checked and sum(checked) > 0, "no update had a padded sequence to check"

@@ -187,7 +187,10 @@ class PPOTrainer(RLTrainer):
         if self.learner.actor_critic.normalizer is not None and Field.VECTOR_OBS in agent:
             self._update_normalizer(agent[Field.VECTOR_OBS].get_batch())
         start = self._update_buffer_rows()
-        self.training_buffer.append_update_buffer(agent_id, batch_size=None, training_length=self.sequence_length)
+        # Sequences are padded at their end (later ML-Agents; the seed prepended the padding): each
+        # then starts at a real row, whose stored memory is the state the policy acted from.
+        self.training_buffer.append_update_buffer(agent_id, batch_size=None, training_length=self.sequence_length,
+                                                  pad_end=True)
         if deferred:
             deferred.add(agent_id, start, self._update_buffer_rows(), value_next, terminated, ended)
         self.processor.trajectory_closed(agent_id)

@@ -21,7 +21,7 @@ from kerasrl.rewards.base import RewardSignal
 
 
 class Segment(NamedTuple):
-    """One closed trajectory in the update buffer: rows ``[start, end)`` (front padding included)."""
+    """One closed trajectory in the update buffer: rows ``[start, end)`` (sequence padding included)."""
 
     agent_id: int
     start: int
