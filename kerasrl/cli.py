@@ -13,6 +13,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Optional, Sequence
 
+from kerasrl import xla_cache
 from kerasrl.exception import TrainerError, one_line
 
 BUILTIN_ENVS = ("Simple1D", "Simple1DContinuous", "MultiBranchMasked", "VisualSimple1D")
@@ -177,6 +178,10 @@ def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> a
     p.add_argument("--progress-every", type=int, default=10000, help="print progress every n environment steps")
     p.add_argument("--tf-threads", type=int, default=1,
                    help="TensorFlow intra-op threads (1 is fastest for small MLPs; 0 = TensorFlow's default)")
+    p.add_argument("--xla-cache", metavar="DIR", default=None,
+                   help="keep the XLA-compiled update in DIR, so that the next run of the same command loads it "
+                        "instead of compiling (default: $KERASRL_XLA_CACHE, else ~/.cache/kerasrl/xla; 'off': no "
+                        "cache)")
     p.add_argument("--curriculum", metavar="DIR", default=None,
                    help="folder of per-behavior curriculum JSON files (lessons of environment parameters)")
     p.add_argument("--lesson", type=int, default=None,
@@ -528,6 +533,7 @@ def run_training(args: argparse.Namespace, default_config: Optional[str] = None)
     _check_args(args)
     multi_host = check_multi_host_args(args)
     set_tf_threads(args.tf_threads)
+    xla_cache.enable(args.xla_cache)
     choose_strategy(args, multi_host)
     start = time.perf_counter()
     env_params = EnvParameters.from_args(args)
@@ -624,10 +630,11 @@ def record_demo(args: argparse.Namespace, default_config: Optional[str] = None) 
 
 
 def quiet_tensorflow(debug: bool) -> None:
-    """TensorFlow's C++ start-up logs off unless ``--debug`` (before TF loads). oneDNN stays on
-    (TensorFlow's default; its one-line banner is the price): it halves a CNN policy's update on
-    CPU (benchmarks/bench_ppo.py --task visual)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if debug else "2")
+    """TensorFlow's C++ logs off unless ``--debug`` (before TF loads): errors that matter reach
+    us as exceptions, and loading an XLA cache entry logs two spurious ones (``kerasrl.xla_cache``).
+    oneDNN stays on (TensorFlow's default; its one-line banner is the price): it halves a CNN
+    policy's update on CPU (benchmarks/bench_ppo.py --task visual)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if debug else "3")
 
 
 def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.ArgumentParser] = None,

@@ -23,7 +23,8 @@ Both choices are logged once per behavior at start-up; an explicit key always wi
 Start-up: the XLA update's one-time tracing and compilation (~1 s quiet for the Zoo CartPole
 MLP, ~20% of a 100k-step run) run in a background thread from the first step of training
 (``PPOLearner.start_warm_up``), overlapping the first rollout, and ``use_xla_cache`` keeps
-the compiled code on disk so that later runs with the same shapes skip XLA's compiler.
+the compiled code on disk (``kerasrl.xla_cache``; on by default in ``kerasrl-learn``) so that
+later runs of the same command skip XLA's compiler.
 """
 from __future__ import annotations
 
@@ -80,20 +81,11 @@ def choose_inference(inference: str, model: ActorCritic) -> str:
     return chosen
 
 
-XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"
+def use_xla_cache(directory: Optional[str] = None) -> Optional[str]:
+    """Keep XLA's compiled code in ``directory`` (``kerasrl.xla_cache.enable``: safe to share
+    between runs; default ``~/.cache/kerasrl/xla``), so that a later run compiling the same
+    update loads it. Call before the process compiles anything with XLA. Returns the folder
+    of this TensorFlow's entries, or None when the cache stays off."""
+    from kerasrl import xla_cache
 
-
-def use_xla_cache(directory: str) -> None:
-    """Keep XLA's compiled code in ``directory`` (TensorFlow's persistent XLA cache), so that a
-    later run compiling the same update (same network, batch shapes and TF version) loads it.
-
-    Call before the process compiles anything with XLA (TensorFlow reads ``TF_XLA_FLAGS``
-    once); a cache directory already set there is kept. Loading an entry makes TensorFlow log
-    two harmless errors (a text-format parse attempt and a CPU-feature comparison that lists
-    tuning flags) on stderr.
-    """
-    flags = os.environ.get("TF_XLA_FLAGS", "")
-    if XLA_CACHE_FLAG in flags:
-        return
-    os.makedirs(directory, exist_ok=True)
-    os.environ["TF_XLA_FLAGS"] = f"{flags} {XLA_CACHE_FLAG}={os.path.abspath(directory)}".strip()
+    return xla_cache.enable(directory)

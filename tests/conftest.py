@@ -5,6 +5,8 @@ default for MLP and LSTM policies, ``kerasrl/fast_path.py``) costs more than the
 process the default becomes "no XLA" unless a test is marked ``default_fast_path`` (the tests
 of that choice and the acceptance runs) or sets ``jit_compile`` itself. The XLA update is still
 checked against the plain one (tests/test_learner.py) and runs in every subprocess test.
+Command-line runs keep no XLA cache (``KERASRL_XLA_CACHE=off``): a test never reads or fills
+the user's ``~/.cache`` (tests/test_xla_cache.py uses folders of its own).
 """
 import os
 
@@ -13,6 +15,7 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ["KERASRL_XLA_CACHE"] = "off"
 
 
 @pytest.fixture(autouse=True)

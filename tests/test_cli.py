@@ -126,6 +126,25 @@ def test_main_job_script_runs(tmp_path):
     assert (tmp_path / "cartpole_ppo" / "models" / "CartPole-v1").exists()
 
 
+def test_main_job_keeps_its_compiled_update_for_the_next_run(tmp_path):
+    """The main job's XLA cache: the first run publishes the compiled update, the second loads
+    it, and TensorFlow's spurious errors about the load stay hidden (no TF_CPP_MIN_LOG_LEVEL set)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "TF_XLA_FLAGS")}
+    runs = []
+    for run_id in ("a", "b"):
+        runs.append(subprocess.run(
+            [sys.executable, os.path.join(ROOT, "examples", "train_ppo.py"), "--steps", "2000", "--results-dir",
+             str(tmp_path), "--run-id", run_id, "--xla-cache", str(tmp_path / "xla")],
+            capture_output=True, text=True, timeout=300, env=env))
+        assert runs[-1].returncode == 0, runs[-1].stderr
+    (namespace,) = os.listdir(tmp_path / "xla")
+    assert [n for n in os.listdir(tmp_path / "xla" / namespace)] != []
+    assert all(n.endswith(".pb") for n in os.listdir(tmp_path / "xla" / namespace))  # staging removed
+    assert len(os.listdir(tmp_path / "xla" / namespace)) == 1  # the second run loaded the first's entry
+    assert "SIGILL" not in runs[1].stderr and "Error parsing" not in runs[1].stderr, runs[1].stderr
+    assert FINAL.search(runs[1].stdout).group(2) == FINAL.search(runs[0].stdout).group(2)  # same seed, same run
+
+
 def test_a_shipped_config_can_be_named(tmp_path, capsys):
     args = ["trainer_config", "--env", "Simple1D", "--steps", "20", "--results-dir", str(tmp_path)]
     assert main(args) == 0

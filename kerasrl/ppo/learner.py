@@ -28,6 +28,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kerasrl import xla_cache
 from kerasrl.distribute import check_batch_size, distribute_minibatches, run_minibatches
 from kerasrl.exception import one_line
 from kerasrl.fast_path import choose_jit_compile
@@ -228,13 +229,13 @@ class PPOLearner(keras.Model):
 
     def train_minibatch(self, batch: Mapping[str, np.ndarray]) -> dict[str, float]:
         """Compiled per-mini-batch driver (fixed signature: no retracing across batch sizes)."""
+        inputs = self._distribute({k: v[None] for k, v in batch.items()}) if self.replicas > 1 else self._to_tensors(batch)
         if self._minibatch_fn is None:
             self._minibatch_fn = self._build_minibatch_fn()
-        if self.replicas > 1:
-            stacked = {k: v[None] for k, v in batch.items()}
-            out = self._minibatch_fn(self._distribute(stacked))
+            with xla_cache.compiling():
+                out = self._minibatch_fn(inputs)
         else:
-            out = self._minibatch_fn(self._to_tensors(batch))
+            out = self._minibatch_fn(inputs)
         return {k: float(v) for k, v in out.items()}
 
     def _build_minibatch_fn(self) -> tf.types.experimental.GenericFunction:
@@ -379,7 +380,8 @@ class PPOLearner(keras.Model):
             first = shape not in self._traced_shapes
             start = time.perf_counter()
             schedules = np.append(self._schedule_values, np.float32(count))
-            out, flat = self._fused(self._distribute(stacked) if self.replicas > 1 else stacked, schedules)
+            inputs = self._distribute(stacked) if self.replicas > 1 else stacked
+            out, flat = self._compile_call(inputs, schedules) if first else self._fused(inputs, schedules)
             for k, v in zip(METRIC_NAMES, out.numpy().tolist()):
                 totals[k] += v
             self.latest_weights = self._split_weights(flat.numpy())
@@ -388,6 +390,19 @@ class PPOLearner(keras.Model):
                 self.trace_seconds += time.perf_counter() - start
             calls += count
         return {k: v / calls for k, v in totals.items()}
+
+    def _compile_call(self, inputs: Any, schedules: np.ndarray) -> tuple[tf.Tensor, tf.Tensor]:
+        """The fused update's first call for a shape, which compiles it (or loads it from the XLA
+        cache, ``kerasrl.xla_cache``). A cached entry that fails to load is discarded and the
+        update traced and compiled afresh (a new trace: TensorFlow remembers the failure)."""
+        with xla_cache.compiling():
+            try:
+                return self._fused(inputs, schedules)
+            except tf.errors.OpError:
+                if not xla_cache.discard_loaded():
+                    raise
+            self._fused = self._build_fused()
+            return self._fused(inputs, schedules)
 
     def start_warm_up(self, rows: int, num_epoch: Optional[int] = None, batch_size: Optional[int] = None) -> bool:
         """Compile the fused update for a buffer of ``rows`` rows in a background thread, so that
@@ -427,7 +442,7 @@ class PPOLearner(keras.Model):
             for stacked, shape, count in self._stacked_calls(arrays, num_epoch, batch_size, seed=0):
                 if shape not in self._traced_shapes:
                     schedules = np.array([0.0, *self._schedule_values[1:], count], np.float32)
-                    self._fused(stacked, schedules)[0].numpy()
+                    self._compile_call(stacked, schedules)[0].numpy()
                     self._traced_shapes.add(shape)
         except Exception as e:  # the real update compiles (and fails, if it must) on its own
             logger.warning("%s: compiling the PPO update ahead failed (%s); the first update compiles it.",

@@ -16,6 +16,7 @@ an update equals the one-device update. XLA is used on one device only. Rewards
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any, Callable, Mapping, Optional
 
@@ -23,7 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasrl import distribute
+from kerasrl import distribute, xla_cache
 from kerasrl.exception import TrainerError, UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.optimizers import Adam
@@ -184,7 +185,8 @@ class ModelRewardSignal(RewardSignal):
         """``fn(*args)``, adding the call's time to ``trace_seconds`` when it traced."""
         traces = fn.experimental_get_tracing_count()
         start = time.perf_counter()
-        out = fn(*args)
+        with xla_cache.compiling() if self.jit_compile else contextlib.nullcontext():
+            out = fn(*args)
         if fn.experimental_get_tracing_count() != traces:
             self.trace_seconds += time.perf_counter() - start
         return out
