@@ -23,6 +23,12 @@ Medians over the seeds; ratios are kerasrl / SB3 from the same run.
     python benchmarks/bench_ppo.py --seeds 20     # sample efficiency needs many seeds: the
                                                   # seed-to-seed spread (57k–95k for SB3) swamps 3
 
+Start-up as kerasrl-learn users see it (its XLA cache is on by default): run twice with one fresh
+``--xla-cache DIR``; the first invocation compiles every seed's update (a first-ever run), the
+second loads them (every later run of the same command). Same seeds give the same results.
+
+    python benchmarks/bench_ppo.py --xla-cache /tmp/xla && python benchmarks/bench_ppo.py --xla-cache /tmp/xla
+
 Environment workers (``SubprocessEnvManager``): ``--workers 1 2 4`` runs kerasrl with the 8
 copies in this process (1) and split over 2 and 4 worker processes, and prints steps/s with
 the ratio to the first ``--workers`` value; ``--slow-env`` trains on ``SlowCartPole-v1``
