@@ -7,7 +7,7 @@ entries in place, so a run that reads an entry while another run is still writin
 after a run was killed mid-write, fails its first update ("Read less bytes than requested");
 and its entries do not say which TensorFlow and CPU they were compiled for. So here:
 
-* TensorFlow writes into a private folder of this process (``.staging-<pid>-*``) inside the
+* TensorFlow writes into a private folder of this process (``.staging-<host>-<pid>-*``) inside the
   cache, into which every published entry is hard-linked when the cache is enabled;
 * an entry is published (hard-linked into the shared folder: all or nothing) only after the
   call that compiled it has returned, under ``compiling()``'s lock, so no half-written file is
@@ -105,7 +105,7 @@ def enable(directory: Optional[str] = None, max_bytes: int = DEFAULT_MAX_BYTES) 
         root = os.path.join(os.path.abspath(os.path.expanduser(directory)), namespace())
         os.makedirs(root, exist_ok=True)
         _remove_stale_staging(root)
-        staging = tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=root)
+        staging = tempfile.mkdtemp(prefix=f"{_staging_prefix()}{os.getpid()}-", dir=root)
         loaded = _link_entries(root, staging)
         prune(os.path.dirname(root), max_bytes)
     except OSError as e:
@@ -134,12 +134,20 @@ def _link_entries(root: str, staging: str) -> set[str]:
     return names
 
 
+def _staging_prefix() -> str:
+    """``.staging-<host>-``: a cache on a shared file system is shared by hosts whose process ids
+    mean nothing to each other."""
+    host = "".join(c if c.isalnum() else "_" for c in platform.node()) or "host"
+    return f"{STAGING_PREFIX}{host}-"
+
+
 def _remove_stale_staging(root: str) -> None:
-    """Staging folders of processes that no longer run (killed before their ``atexit``)."""
+    """This host's staging folders of processes that no longer run (killed before their ``atexit``)."""
+    prefix = _staging_prefix()
     for name in os.listdir(root):
-        if not name.startswith(STAGING_PREFIX):
+        if not name.startswith(prefix):
             continue
-        pid = name[len(STAGING_PREFIX):].split("-", 1)[0]
+        pid = name[len(prefix):].split("-", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 

@@ -75,10 +75,12 @@ def test_prune_deletes_the_oldest_entries_first(tmp_path):
 def test_stale_staging_folders_are_removed(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    (tmp_path / f".staging-{dead.pid}-abc").mkdir()
-    (tmp_path / f".staging-{os.getpid()}-abc").mkdir()
+    prefix = xla_cache._staging_prefix()
+    (tmp_path / f"{prefix}{dead.pid}-abc").mkdir()
+    (tmp_path / f"{prefix}{os.getpid()}-abc").mkdir()
+    (tmp_path / f".staging-otherhost-{dead.pid}-abc").mkdir()  # another host's, on a shared file system
     xla_cache._remove_stale_staging(str(tmp_path))
-    assert os.listdir(tmp_path) == [f".staging-{os.getpid()}-abc"]
+    assert sorted(os.listdir(tmp_path)) == sorted([f"{prefix}{os.getpid()}-abc", f".staging-otherhost-{dead.pid}-abc"])
 
 
 def test_default_directory(monkeypatch, tmp_path):
