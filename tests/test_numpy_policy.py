@@ -294,27 +294,3 @@ def test_agent_table_looks_up_stores_and_resets_rows_by_agent_id():
         table[4]
     table.clear()
     assert not table
-
-
-@pytest.mark.parametrize("inference", ["numpy", "tf"])
-@pytest.mark.parametrize("kind", ["discrete-separate", "sb3-discrete-separate"])
-def test_an_agents_next_episode_starts_from_zero_memory(kind, inference):
-    """The policy acts on a done agent's final observation (an action the env ignores); the
-    step after it is the next episode's first, which starts from zero memory and previous action."""
-    model, spec = lstm_model(kind, seed=4)
-    policy = PPOPolicy(spec, model, seed=1, inference=inference)
-    rng = np.random.default_rng(5)
-    n = 4
-
-    def step(done):
-        obs = [rng.normal(size=(n, s[0])).astype(np.float32) for s in spec.observation_shapes]
-        result = StepResult(np.arange(n), obs, np.zeros(n), np.asarray(done), np.zeros(n, bool))
-        return policy.model_inputs(result), policy.evaluate(result)
-
-    step([False] * n)
-    step([True, False, False, False])  # agent 0's episode ends here
-    inputs, _ = step([False] * n)
-    np.testing.assert_array_equal(inputs["memory"][0], 0.0)
-    assert np.abs(inputs["memory"][1:]).min(axis=1).max() > 0
-    if model.uses_prev_action:
-        np.testing.assert_array_equal(inputs["prev_action"][0], 0)

@@ -91,7 +91,7 @@ class PPOPolicy:
 
     Noise comes from a seeded numpy ``Generator`` (uniform for discrete inverse-CDF sampling,
     standard normal for continuous), so runs are reproducible. Recurrent memories and previous
-    actions are kept per agent; an agent's next episode starts from zeros.
+    actions are kept per agent and reset when an agent's episode ends.
     """
 
     def __init__(self, spec: BehaviorSpec, model: ActorCritic, seed: int = 0, inference: str = "auto") -> None:
@@ -170,23 +170,11 @@ class PPOPolicy:
         if self.use_recurrent:
             outputs[Field.MEMORY] = inputs[Field.MEMORY]
             ids = np.asarray(result.agent_ids, np.int64)
-            done = np.asarray(result.done, bool)
-            # A done agent's next step is its next episode's first: it starts from zero memory
-            # (and no previous action), as an episode's first step in sequences and in BC.
-            self._memories.set(ids, self._forget(outputs[Field.MEMORY_OUT], done))
+            self._memories.set(ids, outputs[Field.MEMORY_OUT])
             if self.model.uses_prev_action:
                 outputs[Field.PREV_ACTION] = inputs[Field.PREV_ACTION]
-                self._prev_actions.set(ids, self._forget(outputs[Field.ACTIONS], done))
+                self._prev_actions.set(ids, outputs[Field.ACTIONS])
         return outputs
-
-    @staticmethod
-    def _forget(rows: np.ndarray, done: np.ndarray) -> np.ndarray:
-        """``rows`` with the rows of done agents zeroed (a copy only when some agent is done)."""
-        if not done.any():
-            return rows
-        out = np.array(rows, copy=True)
-        out[done] = 0
-        return out
 
     def get_action(self, result: StepResult) -> ActionInfo:
         if len(result) == 0:
