@@ -2,7 +2,8 @@
 
 ``--task`` (benchmarks/bench_tasks.py): ``cartpole`` (the default, below), ``pendulum``
 (Pendulum-v1, 4 envs, ``pendulum_sb3`` vs SB3 PPO), ``lstm`` (CartPole with the velocities
-masked, a 64-unit LSTM, sequence length 32, vs sb3-contrib RecurrentPPO), ``visual``
+masked, ``lstm_sb3``: a 64-unit LSTM per stream on the observations, sequence length 32, vs
+sb3-contrib RecurrentPPO), ``visual``
 (PixelChase-v0, 36×36 pixels, Nature CNN vs SB3 CnnPolicy) and ``agents64`` (CartPole, 64
 copies of one behavior vs SB3 with 64 envs). Every task runs both libraries alternating, seed
 after seed, with the same hyper-parameters; ``--steps`` defaults to the task's budget.

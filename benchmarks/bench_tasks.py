@@ -139,8 +139,8 @@ TASKS: dict[str, Task] = {
     "cartpole": Task("CartPole-v1", 8, "cartpole_zoo", 475.0, 100_000, "PPO", "MlpPolicy", _zoo_cartpole),
     # 102,400 steps: the 25 whole rollouts of 4 × 1024 that SB3 runs for its Zoo budget of 100k.
     "pendulum": Task("Pendulum-v1", 4, "pendulum_sb3", -200.0, 102_400, "PPO", "MlpPolicy", _pendulum),
-    "lstm": Task("MaskedCartPole-v1", 8, "cartpole_zoo", 475.0, 100_000, "RecurrentPPO", "MlpLstmPolicy", _lstm,
-                 {"use_recurrent": True, "memory_size": 256, "sequence_length": 32, "num_layers": 1}),
+    # lstm_sb3: cartpole_zoo's keys with RecurrentPPO's network (LSTM on the observations).
+    "lstm": Task("MaskedCartPole-v1", 8, "lstm_sb3", 475.0, 100_000, "RecurrentPPO", "MlpLstmPolicy", _lstm),
     # kerasrl's visual_sb3 config: SB3's NatureCNN and these hyper-parameters in ML-Agents keys.
     "visual": Task("PixelChase-v0", 8, "visual_sb3", 9.0, 50_000, "PPO", "CnnPolicy", _visual),
     "agents64": Task("CartPole-v1", 64, "cartpole_zoo", 475.0, 200_000, "PPO", "MlpPolicy",

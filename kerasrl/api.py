@@ -371,7 +371,7 @@ class PPO:
             inputs[Field.ACTION_MASK] = mask
         if self.actor_critic.use_recurrent:
             inputs[Field.MEMORY] = np.zeros((n, self.actor_critic.memory_size), np.float32)
-            if spec.is_discrete:
+            if self.actor_critic.uses_prev_action:
                 inputs[Field.PREV_ACTION] = np.zeros((n, spec.action_size), np.int32)
         return inputs
 

@@ -46,6 +46,7 @@ INITIALIZERS = ("variance_scaling", "orthogonal")
 ADAM_EPSILON_STYLES = ("keras", "torch")
 INFERENCE_MODES = ("auto", "tf", "numpy")
 GAUSSIAN_STYLES = ("mlagents", "sb3")
+RECURRENT_STYLES = ("mlagents", "sb3")
 ADVANTAGE_NORMALIZATIONS = ("buffer", "minibatch")
 
 
@@ -98,6 +99,11 @@ class NetworkSettings(_Checked):
     use_recurrent: bool = setting(False, doc="LSTM memory")
     memory_size: int = setting(256, at_least(0), "LSTM state size (cell + hidden), divisible by 4")
     sequence_length: int = setting(64, at_least(1), "steps per training sequence (recurrent only)")
+    recurrent_style: str = setting(
+        "mlagents", one_of(*RECURRENT_STYLES),
+        "where the LSTM sits. mlagents: hidden layers, then the LSTM (discrete actions: with the previous action's "
+        "one-hot), then the heads; sb3: the LSTM on the observations, then the hidden layers, then the heads "
+        "(sb3-contrib RecurrentPPO's MlpLstmPolicy; vector observations only)")
     activation: str = setting("swish", one_of(*ACTIVATIONS), "hidden units' activation")
     initializer: str = setting("variance_scaling", one_of(*INITIALIZERS), "or Stable-Baselines3's orthogonal gains")
     separate_value_network: Optional[bool] = setting(

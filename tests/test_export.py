@@ -17,6 +17,9 @@ CASES = {
     "continuous": (BehaviorSpec(((4,),), "continuous", (2,)), NetworkSettings(hidden_units=16, normalize=True)),
     "lstm": (BehaviorSpec(((3,),), "discrete", (3,)),
              NetworkSettings(hidden_units=16, use_recurrent=True, memory_size=16, sequence_length=4)),
+    "lstm_sb3": (BehaviorSpec(((3,),), "discrete", (3,)),
+                 NetworkSettings(hidden_units=16, use_recurrent=True, memory_size=16, sequence_length=4,
+                                 separate_value_network=True, recurrent_style="sb3", normalize=True)),
 }
 
 
@@ -35,6 +38,7 @@ def model_and_inputs(case, n=64):
         inputs["action_mask"] = mask
     if model.use_recurrent:
         inputs["memory"] = rng.normal(0, 0.5, (n, model.memory_size)).astype(np.float32)
+    if model.uses_prev_action:
         inputs["prev_action"] = rng.integers(0, spec.action_shape[0], (n, len(spec.action_shape))).astype(np.int32)
     return model, inputs
 

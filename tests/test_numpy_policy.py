@@ -183,15 +183,18 @@ def test_bad_gaussian_keys_name_key_and_value(key, value, problem):
 
 
 #: LSTM policies: discrete with separate policy/value streams (the ``lstm`` bench task's
-#: layout), discrete with one shared stream, continuous (separate streams by default).
-LSTM_CASES = {"discrete-separate": ("discrete", True), "discrete-shared": ("discrete", False),
-              "continuous": ("continuous", None)}
+#: layout), discrete with one shared stream, continuous (separate streams by default), each
+#: also with the LSTM on the observations (``recurrent_style: sb3``, no previous action).
+LSTM_CASES = {"discrete-separate": ("discrete", True, "mlagents"), "discrete-shared": ("discrete", False, "mlagents"),
+              "continuous": ("continuous", None, "mlagents"),
+              "sb3-discrete-separate": ("discrete", True, "sb3"), "sb3-discrete-shared": ("discrete", False, "sb3"),
+              "sb3-continuous": ("continuous", None, "sb3")}
 
 
 def lstm_model(kind, seed=0):
-    spec_kind, separate = LSTM_CASES[kind]
+    spec_kind, separate, style = LSTM_CASES[kind]
     return trained_like(SPECS[spec_kind], seed=seed, use_recurrent=True, memory_size=24,
-                        separate_value_network=separate), SPECS[spec_kind]
+                        separate_value_network=separate, recurrent_style=style), SPECS[spec_kind]
 
 
 @pytest.mark.parametrize("kind", list(LSTM_CASES))
@@ -208,7 +211,9 @@ def test_numpy_lstm_step_equals_tf(kind):
                   "memory": memory}
         if spec.is_discrete:
             inputs["action_mask"] = np.ones((n, spec.action_mask_size), np.float32)
-            inputs["prev_action"] = np.stack([rng.integers(0, b, n) for b in spec.discrete_branches], 1).astype(np.int32)
+            if model.uses_prev_action:
+                inputs["prev_action"] = np.stack([rng.integers(0, b, n) for b in spec.discrete_branches],
+                                                 1).astype(np.int32)
             noise = np.maximum(rng.random((n, spec.action_size), dtype=np.float32), 1e-7)
         else:
             noise = rng.standard_normal((n, spec.action_size), dtype=np.float32)
@@ -227,10 +232,11 @@ def test_numpy_lstm_step_equals_tf(kind):
         memory = np_out["memory_out"]
 
 
-def test_numpy_and_tf_lstm_policies_act_alike_over_episodes():
+@pytest.mark.parametrize("kind", ["discrete-separate", "sb3-discrete-separate"])
+def test_numpy_and_tf_lstm_policies_act_alike_over_episodes(kind):
     """Through ``PPOPolicy``: per-agent memories and previous actions kept, reset when an
     agent's episode ends, the same under both paths."""
-    model, spec = lstm_model("discrete-separate", seed=2)
+    model, spec = lstm_model(kind, seed=2)
     policies = [PPOPolicy(spec, model, seed=7, inference=mode) for mode in ("numpy", "tf")]
     rng = np.random.default_rng(3)
     n = 6
@@ -247,6 +253,21 @@ def test_numpy_and_tf_lstm_policies_act_alike_over_episodes():
         np.testing.assert_allclose(policies[0].get_value_estimates(result, rows)["gail"],
                                    policies[1].get_value_estimates(result, rows)["gail"], rtol=1e-4, atol=1e-5)
     assert np.abs(a.memory).max() > 0  # memories were carried, not zeros
+    assert ("prev_action" in policies[0].experience_fields) == model.uses_prev_action
+
+
+def test_sb3_recurrent_style_puts_the_lstm_on_the_observations():
+    """``recurrent_style: sb3``: each stream's LSTM reads the observations (no previous action)
+    and its hidden layers read the LSTM's outputs, as sb3-contrib's ``MlpLstmPolicy``."""
+    model, spec = lstm_model("sb3-discrete-separate")
+    assert model.lstm_first and not model.uses_prev_action
+    assert "prev_action" not in model.input_signature()
+    for stream in (model.body, model.value_body):
+        assert stream.lstm.cell.kernel.shape == (spec.vector_observation_size, 4 * model.memory_size // 4)
+        assert stream.vector.dense[0].kernel.shape == (model.memory_size // 4, 32)
+    with pytest.raises(ValueError, match="vector observations only"):
+        ActorCritic(BehaviorSpec(((24, 24, 1),), "discrete", (2,)), ["extrinsic"],
+                    NetworkSettings(use_recurrent=True, recurrent_style="sb3"))
 
 
 def test_single_threaded_blas_respects_the_users_choice(monkeypatch):

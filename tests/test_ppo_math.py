@@ -174,3 +174,21 @@ def test_beta_end_sets_where_the_entropy_bonus_decays_to():
     assert [ppo_schedules(constant, s, 1000)["beta"] for s in (0, 500, 1000)] == pytest.approx([0.01] * 3)
     assert ppo_schedules(PPOSettings(beta=0.01), 1000, 1000)["beta"] == pytest.approx(BETA_END)
     assert BETA_END == pytest.approx(1e-5)
+
+
+def test_advantages_are_normalised_over_the_real_rows_only():
+    """Sequence padding (masks 0) neither shifts nor scales the real rows' advantages and stays 0;
+    without padding the result is the plain normalisation over the buffer."""
+    from kerasrl.ppo.trainer import normalized_advantages
+
+    rng = np.random.default_rng(0)
+    real = (rng.normal(size=40) + 2.0).astype(np.float32)
+    padded = np.concatenate([real[:25], np.zeros(7, np.float32), real[25:], np.zeros(17, np.float32)])
+    masks = np.concatenate([np.ones(25), np.zeros(7), np.ones(15), np.zeros(17)]).astype(np.float32)
+    out = normalized_advantages(padded, masks)
+    assert out.dtype == np.float32
+    kept = out[masks > 0]
+    assert abs(kept.mean()) < 1e-6 and abs(kept.std() - 1.0) < 1e-5
+    np.testing.assert_array_equal(out[masks == 0], 0.0)
+    np.testing.assert_allclose(kept, normalized_advantages(real, np.ones(40, np.float32)), rtol=1e-6)
+    np.testing.assert_allclose(normalized_advantages(real, np.ones(40)), (real - real.mean()) / (real.std() + 1e-10))

@@ -116,14 +116,16 @@ def test_an_mlagents_0_9_config_trains_the_behavior_its_section_names(tmp_path, 
     assert trainer.get_step == 604 and trainer.update_count >= 2 and trainer.episodes_completed > 0
 
 
-def test_recurrent_sequences_replay_the_acting_policy(tmp_path):
+@pytest.mark.parametrize("style", ["mlagents", "sb3"])
+def test_recurrent_sequences_replay_the_acting_policy(tmp_path, style):
     """Every sequence of the update buffer starts at a real row (padding at the end), so the
     model run over it from the stored memory gives back the acting policy's log-probs and values
     on every real row; with the seed's front padding the short trajectories would start from the
-    padding's zero memory after running the LSTM over padding rows."""
+    padding's zero memory after running the LSTM over padding rows. Both ``recurrent_style``s."""
     length = 8
     tc, manager, trainer = run(tmp_path, MultiBranchMaskedEnvironment(seed=1), max_steps=100, use_recurrent=True,
-                               memory_size=8, sequence_length=length, time_horizon=12, buffer_size=40)
+                               memory_size=8, sequence_length=length, time_horizon=12, buffer_size=40,
+                               recurrent_style=style)
     checked = []
     original = trainer.learner.update
 
@@ -145,3 +147,25 @@ def test_recurrent_sequences_replay_the_acting_policy(tmp_path):
     trainer.learner.update = spy
     tc.start_learning(manager)
     assert checked and sum(checked) > 0, "no update had a padded sequence to check"
+
+
+def test_sb3_recurrent_style_checkpoint_restores_and_resumes(tmp_path):
+    """A ``recurrent_style: sb3`` run's checkpoint restores every weight into a new trainer,
+    which trains on from there (separate streams, memory of 2 × [c, h])."""
+    keys = {"use_recurrent": True, "memory_size": 16, "sequence_length": 4, "recurrent_style": "sb3",
+            "separate_value_network": True}
+    tc, manager, trainer = run(tmp_path, MultiBranchMaskedEnvironment(seed=1), max_steps=100, **keys)
+    tc.start_learning(manager)
+    trainer.save_model()
+    saved = {v.path: v.numpy() for v in trainer.learner.actor_critic.weights}
+    assert trainer.learner.actor_critic.lstm_first and Field.PREV_ACTION not in trainer.policy.experience_fields
+    manager = SimpleEnvManager(MultiBranchMaskedEnvironment(seed=2))
+    context = RunContext.in_results_dir(str(tmp_path), "t", seed=3, max_steps=200, load_model=True)
+    restored = next(iter(create_trainers(load_trainer_config({"default": {**SMALL, **keys}}),
+                                         manager.external_brains, context).values()))
+    assert restored.get_step == trainer.get_step
+    for v in restored.learner.actor_critic.weights:
+        np.testing.assert_array_equal(v.numpy(), saved[v.path], err_msg=v.path)
+    TrainerController({restored.brain_name: restored}, context.model_path, context.summaries_dir, "t",
+                      save_freq=10**6, training_seed=3).start_learning(manager)
+    assert restored.get_step > trainer.get_step

@@ -373,3 +373,143 @@ def test_ml_agents_convolutions_are_where_the_cnn_updates_differ():
     diff = max(float(np.abs(a - b).max()) for a, b in zip(ours, theirs))
     print(f"with conv_style mlagents: weights differ from SB3's by up to {diff:.1e} after one update")
     assert diff > 1e-4
+
+
+def test_recurrent_update_matches_sb3_contrib_recurrent_ppo(tmp_path):
+    """``recurrent_style: sb3`` with the ``lstm`` bench task's keys computes sb3-contrib's
+    RecurrentPPO update (``MlpLstmPolicy``: separate actor and critic LSTMs of 64 units on the
+    observations, then 64 tanh units): same weights, same rollout of 8 envs × 32 steps with an
+    episode starting inside one env's chunk, 20 epochs of one mini-batch of every step. SB3
+    splits that chunk in two sequences and zeroes the LSTM state at the episode start; kerasrl
+    gets the two as padded sequences, the second from a zero memory. PyTorch's LSTM has two
+    biases: the hidden one is frozen at 0 (Keras has one); so is the action layer's bias."""
+    pytest.importorskip("sb3_contrib", reason="sb3-contrib is not installed")
+    import tensorflow as tf
+    from sb3_contrib import RecurrentPPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.logger import configure
+
+    from kerasrl.settings import read_yaml
+
+    torch.set_num_threads(1)
+    n_envs, n_steps, units, seq = 8, 32, 64, 32
+    keys = {"use_recurrent": True, "memory_size": 4 * units, "sequence_length": seq, "num_layers": 1,
+            "recurrent_style": "sb3", "normalize_advantages": "minibatch"}
+    config = {"default": {**read_yaml(config_path("cartpole_zoo"))["default"], **keys}}
+    manager = SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=n_envs, seed=0))
+    trainer = next(iter(initialize_trainers(config, manager.external_brains, str(tmp_path), "p", str(tmp_path),
+                                            1, True, False, 0).values()))
+    learner = trainer.learner
+    ac = learner.actor_critic
+    weights = {v.path.split("/", 1)[1]: v for v in ac.trainable_variables}
+
+    model = RecurrentPPO("MlpLstmPolicy", make_vec_env("CartPole-v1", n_envs=n_envs, seed=0), n_steps=n_steps,
+                         batch_size=n_envs * n_steps, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
+                         learning_rate=1e-3, clip_range=0.2, seed=0, device="cpu",
+                         policy_kwargs={"lstm_hidden_size": units, "enable_critic_lstm": True,
+                                        "net_arch": {"pi": [units], "vf": [units]}, "activation_fn": torch.nn.Tanh})
+    model.set_logger(configure(None, []))
+    policy = model.policy
+    extractor = policy.mlp_extractor
+    pairs = [(extractor.policy_net[0], "main_graph_0/vector/hidden_0"),
+             (extractor.value_net[0], "main_graph_1/vector/hidden_0"),
+             (policy.action_net, "branch_0"), (policy.value_net, "extrinsic_value")]
+    lstms = [(policy.lstm_actor, "main_graph_0/lstm/lstm_cell"), (policy.lstm_critic, "main_graph_1/lstm/lstm_cell")]
+    before = {k: v.numpy().copy() for k, v in weights.items()}
+    copy_into_sb3(pairs, weights)
+    with torch.no_grad():  # both gate orders are input, forget, cell, output
+        for lstm, name in lstms:
+            lstm.weight_ih_l0.copy_(torch.tensor(weights[f"{name}/kernel"].numpy().T))
+            lstm.weight_hh_l0.copy_(torch.tensor(weights[f"{name}/recurrent_kernel"].numpy().T))
+            lstm.bias_ih_l0.copy_(torch.tensor(weights[f"{name}/bias"].numpy()))
+            lstm.bias_hh_l0.zero_()
+            lstm.bias_hh_l0.requires_grad_(False)
+        policy.action_net.bias.zero_()
+    policy.action_net.bias.requires_grad_(False)
+    policy.optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=1e-3, eps=1e-5)
+
+    rng = np.random.default_rng(4)
+    start_env, start_t = 3, 20  # an episode starts at step 20 of env 3's chunk
+    obs = rng.normal(0, [0.5, 0.0, 0.1, 0.0], size=(n_steps, n_envs, 4)).astype(np.float32)
+    actions = rng.integers(0, 2, size=(n_steps, n_envs))
+    episode_starts = np.zeros((n_steps, n_envs), np.float32)
+    episode_starts[start_t, start_env] = 1.0
+    states = rng.normal(0, 0.3, size=(4, n_envs, units)).astype(np.float32)  # h_pi, c_pi, h_vf, c_vf at t = 0
+
+    # kerasrl's layout: one sequence per env chunk, env 3's cut at the episode start, each padded to 32.
+    pieces = [(e, 0, n_steps) for e in range(n_envs) if e != start_env]
+    pieces[start_env:start_env] = [(start_env, 0, start_t), (start_env, start_t, n_steps)]
+    rows = len(pieces) * seq
+    src = np.full(rows, -1)
+    memory = np.zeros((rows, 4 * units), np.float32)
+    for i, (e, lo, hi) in enumerate(pieces):
+        src[i * seq : i * seq + hi - lo] = np.arange(lo, hi) * n_envs + e  # index into [t, e] flattened
+        if lo == 0:
+            memory[i * seq] = np.concatenate([states[1, e], states[0, e], states[3, e], states[2, e]])
+    real = src >= 0
+
+    def ours(a: np.ndarray, pad: float = 0.0) -> np.ndarray:
+        flat = a.reshape(n_steps * n_envs, *a.shape[2:])
+        out = flat[np.where(real, src, 0)].copy()
+        out[~real] = pad
+        return out
+
+    inputs = {"vector_obs": ours(obs), "action_mask": np.ones((rows, 2), np.float32), "memory": memory}
+    tf_inputs = {k: tf.constant(v) for k, v in inputs.items()}
+    log_prob, _, values = ac.evaluate_actions({**tf_inputs, "memory": tf.constant(memory[::seq])},
+                                              tf.constant(ours(actions)[:, None].astype(np.int32)), sequence_length=seq)
+    old_log_probs = np.zeros((n_steps * n_envs,), np.float32)
+    old_values = np.zeros((n_steps * n_envs,), np.float32)
+    old_log_probs[src[real]] = log_prob.numpy()[real]
+    old_values[src[real]] = values["extrinsic"].numpy()[real]
+    old_log_probs = old_log_probs.reshape(n_steps, n_envs) + rng.normal(0, 0.05, (n_steps, n_envs)).astype(np.float32)
+    old_values = old_values.reshape(n_steps, n_envs)
+    advantages = rng.normal(size=(n_steps, n_envs)).astype(np.float32)
+    returns = (old_values + rng.normal(size=(n_steps, n_envs)) + 1).astype(np.float32)
+
+    buf = model.rollout_buffer
+    buf.reset()
+    buf.observations[:] = obs
+    buf.actions[:] = actions[..., None]
+    buf.log_probs[:] = old_log_probs
+    buf.values[:] = old_values
+    buf.advantages[:] = advantages
+    buf.returns[:] = returns
+    buf.episode_starts[:] = episode_starts
+    for k, name in enumerate(("hidden_states_pi", "cell_states_pi", "hidden_states_vf", "cell_states_vf")):
+        getattr(buf, name)[0, 0] = states[k]
+    buf.full, buf.pos = True, n_steps
+    model._current_progress_remaining = 1.0
+    randint = np.random.randint
+    np.random.randint = lambda *a, **k: 0  # SB3 rotates the rollout at a random step: keep it in order
+    try:
+        model.train()
+    finally:
+        np.random.randint = randint
+
+    learner.set_schedules(0, apply=False)
+    learner.fused_update({
+        **inputs, "actions": ours(actions)[:, None].astype(np.int32),
+        "action_log_probs": ours(old_log_probs)[:, None], "advantages": ours(advantages),
+        "masks": real.astype(np.float32), "extrinsic_returns": ours(returns),
+        "extrinsic_value_estimates": ours(old_values),
+    }, num_epoch=20, batch_size=rows, seed=0)
+
+    theirs = {}
+    for linear, name in pairs:
+        theirs[f"{name}/kernel"] = linear.weight.detach().numpy().T
+        if f"{name}/bias" in weights:
+            theirs[f"{name}/bias"] = linear.bias.detach().numpy()
+    for lstm, name in lstms:
+        theirs[f"{name}/kernel"] = lstm.weight_ih_l0.detach().numpy().T
+        theirs[f"{name}/recurrent_kernel"] = lstm.weight_hh_l0.detach().numpy().T
+        theirs[f"{name}/bias"] = lstm.bias_ih_l0.detach().numpy()
+    assert set(theirs) == set(weights)
+    moved = worst = 0.0
+    for name, value in theirs.items():
+        mine = weights[name].numpy()
+        np.testing.assert_allclose(mine, value, rtol=0, atol=5e-6, err_msg=name)
+        worst = max(worst, float(np.abs(mine - value).max()))
+        moved = max(moved, float(np.abs(mine - before[name]).max()))
+    assert moved > 5e-3
+    print(f"largest |kerasrl - RecurrentPPO| weight difference after the update: {worst:.1e} (moved up to {moved:.1e})")

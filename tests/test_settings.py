@@ -180,6 +180,7 @@ FAULTY = {
     "section is a number": ("PushBlockLearning: 5\n", ["PushBlockLearning", "5"]),
     "unknown vis_encode_type": (default("vis_encode_type: vgg"), ["vis_encode_type", "vgg"]),
     "unknown adam_epsilon_style": (default("adam_epsilon_style: numpy"), ["adam_epsilon_style", "numpy"]),
+    "unknown recurrent_style": (default("recurrent_style: torch"), ["recurrent_style", "torch"]),
     "pretraining without demo_path": (behavior("pretraining: {strength: 0.5, steps: 10000}"),
                                       ["demo_path", "pretraining", "PushBlockLearning"]),
     "bool for a number": (default("max_steps: true"), ["max_steps", "True"]),

@@ -75,7 +75,7 @@ def imitation_batch(spec: BehaviorSpec, demo: AgentBuffer, model: ActorCritic) -
         mask = demo[Field.ACTION_MASK].array if Field.ACTION_MASK in demo else np.ones((n, spec.action_mask_size))
         arrays[Field.ACTION_MASK] = (np.asarray(mask, np.float32), 1.0)
         arrays[Field.ACTIONS] = (actions.astype(np.int32), 0.0)
-        if model.use_recurrent:
+        if model.uses_prev_action:
             prev = np.zeros_like(actions, dtype=np.int32)
             prev[1:] = actions[:-1]
             prev[first] = 0

@@ -13,6 +13,8 @@ They are package data, so they are there after ``pip install kerasrl`` too::
   default config of ``examples/train_ppo.py``);
 * ``pendulum_sb3``: Pendulum-v1 with SB3's Zoo settings and SB3's Gaussian (its update equals
   SB3's); ``visual_sb3``: SB3's ``CnnPolicy`` (NatureCNN) on small images (its update equals SB3's);
+  ``lstm_sb3``: sb3-contrib's ``RecurrentPPO`` (``MlpLstmPolicy``) with the Zoo CartPole keys
+  (its update equals RecurrentPPO's);
   ``pendulum``, ``acrobot``, ``lunarlander``: tuned configs for those Gymnasium tasks
   (figures in the README).
 

@@ -4,7 +4,8 @@ Inputs are a dict of tensors:
 ``vector_obs`` ``[B, V]`` (when the behavior has vector observations), ``visual_obs{i}``
 ``[B, h, w, c]`` per camera, ``action_mask`` ``[B, Σ branches]`` (discrete), ``memory``
 ``[B / L, memory_size]`` (recurrent: the memory at the start of each sequence of length ``L``)
-and ``prev_action`` ``[B, n_branches]`` (recurrent discrete). One value head per reward signal.
+and ``prev_action`` ``[B, n_branches]`` (recurrent discrete, ``recurrent_style: mlagents``). One
+value head per reward signal.
 """
 from __future__ import annotations
 
@@ -27,12 +28,14 @@ class ModelConfigError(ValueError):
 
 class _Stream(keras.layers.Layer):
     """Encoders of every observation of one stream (visual first, then vector), concatenated,
-    optionally followed by an LSTM over sequences."""
+    optionally followed by an LSTM over sequences; with ``lstm_first`` (vector observations
+    only) the LSTM runs on the observations and the encoder's hidden layers on its outputs."""
 
     def __init__(self, spec: BehaviorSpec, hidden_units: int, num_layers: int, vis_encode_type: str,
                  lstm_units: int, seed: int | None, activation: str, initializer: str,
-                 conv_style: str = NetworkSettings.conv_style, **kwargs: Any) -> None:
+                 conv_style: str = NetworkSettings.conv_style, lstm_first: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.lstm_first = lstm_first and bool(lstm_units)
         self.visual = [
             VisualEncoder(vis_encode_type, hidden_units, num_layers,
                           seed=None if seed is None else seed + 7919 * (j + 1), activation=activation,
@@ -56,6 +59,9 @@ class _Stream(keras.layers.Layer):
 
     def call(self, vector: tf.Tensor | None = None, visual: Sequence[tf.Tensor] = (), extra: tf.Tensor | None = None,
              memory: tf.Tensor | None = None, sequence_length: int = 1) -> tuple[tf.Tensor, tf.Tensor | None]:
+        if self.lstm_first:
+            out, mem_out = self._recur(vector, memory, sequence_length)
+            return self.vector(out), mem_out
         parts = [enc(v) for enc, v in zip(self.visual, visual)]
         if self.vector is not None and vector is not None:
             parts.append(self.vector(vector))
@@ -64,8 +70,12 @@ class _Stream(keras.layers.Layer):
         hidden = parts[0] if len(parts) == 1 else tf.concat(parts, axis=-1)
         if self.lstm is None:
             return hidden, None
-        features = hidden.shape[-1]
-        seq = tf.reshape(hidden, [-1, sequence_length, features])
+        return self._recur(hidden, memory, sequence_length)
+
+    def _recur(self, x: tf.Tensor, memory: tf.Tensor, sequence_length: int) -> tuple[tf.Tensor, tf.Tensor]:
+        """The LSTM over sequences of ``sequence_length`` rows of ``x`` from ``memory`` (``[c, h]``):
+        its outputs, one row per row of ``x``, and the memory after each sequence."""
+        seq = tf.reshape(x, [-1, sequence_length, x.shape[-1]])
         c0, h0 = memory[:, : self.lstm_units], memory[:, self.lstm_units:]
         out, h, c = self.lstm(seq, initial_state=[h0, c0])
         return tf.reshape(out, [-1, self.lstm_units]), tf.concat([c, h], axis=-1)
@@ -81,6 +91,11 @@ class ActorCritic(keras.Model):
     ``{name}_value`` on the value stream.
     ``separate_value_network`` overrides the ML-Agents choice of streams (e.g. ``True`` for
     discrete actions, as Stable-Baselines3's default MLP policy).
+    Recurrent: ``recurrent_style: mlagents`` puts the LSTM after the hidden layers (discrete
+    actions: the previous action's one-hot beside the encoding, as ML-Agents 0.9); ``sb3`` runs
+    it on the observations and the hidden layers on its outputs, without the previous action,
+    as sb3-contrib's ``MlpLstmPolicy`` (``memory_size / 4`` units per stream with separate
+    streams: its ``lstm_hidden_size`` with ``enable_critic_lstm``).
     """
 
     def __init__(
@@ -115,6 +130,13 @@ class ActorCritic(keras.Model):
         #: Steps per training sequence (1 without memory).
         self.sequence_length = network.sequence_length if self.use_recurrent else 1
         self.vis_encode_type = vis_encode_type
+        #: The LSTM runs on the observations, before the hidden layers (``recurrent_style: sb3``).
+        self.lstm_first = self.use_recurrent and network.recurrent_style == "sb3"
+        if self.lstm_first and (spec.visual_observation_shapes or not spec.vector_observation_size):
+            raise ModelConfigError("recurrent_style sb3 takes vector observations only; use recurrent_style mlagents "
+                                   "with visual observations.")
+        #: The previous action's one-hot is an input (recurrent discrete policies, ML-Agents' layout).
+        self.uses_prev_action = self.use_recurrent and spec.is_discrete and not self.lstm_first
         self.seed = seed
         self.is_discrete = spec.is_discrete
         self.branches = list(spec.discrete_branches)
@@ -140,7 +162,8 @@ class ActorCritic(keras.Model):
 
         def stream(k: int) -> _Stream:
             return _Stream(spec, self.hidden_units, self.num_layers, self.vis_encode_type, lstm_units, self._seed(k + 1),
-                           self.activation, init, self.network.conv_style, name=f"main_graph_{k}")
+                           self.activation, init, self.network.conv_style, lstm_first=self.lstm_first,
+                           name=f"main_graph_{k}")
 
         self.body = stream(0)
         self.value_body = stream(1) if self.separate_value_network else None
@@ -185,7 +208,7 @@ class ActorCritic(keras.Model):
             inputs[Field.ACTION_MASK] = tf.ones([batch, sum(self.branches)])
         if self.use_recurrent:
             inputs[Field.MEMORY] = tf.zeros([batch, self.memory_size])
-            if self.is_discrete:
+            if self.uses_prev_action:
                 inputs[Field.PREV_ACTION] = tf.zeros([batch, len(self.branches)], tf.int32)
         return inputs
 
@@ -201,7 +224,7 @@ class ActorCritic(keras.Model):
         memory = inputs.get(Field.MEMORY)
         out: dict[str, Any] = {}
         extra = None
-        if self.is_discrete and self.use_recurrent:
+        if self.uses_prev_action:
             prev = tf.cast(inputs[Field.PREV_ACTION], tf.int32)
             extra = tf.concat([tf.one_hot(prev[:, k], b) for k, b in enumerate(self.branches)], axis=-1)
         if self.value_body is None:

@@ -148,6 +148,7 @@ class NumpyActorCritic:
                     for w in layer.weights]  # type: ignore[attr-defined]
 
         self.refresh_normalizer()
+        self.lstm_first = m.lstm_first
         body = [dense(layer) for layer in m.body.vector.dense]
         heads = [dense(m.value_heads[name]) for name in self.stream_names]
         value_kernel = np.concatenate([k for k, _ in heads], axis=1)
@@ -165,35 +166,46 @@ class NumpyActorCritic:
                          np.concatenate([action_bias, value_bias]))
         else:
             value_body = [dense(layer) for layer in m.value_body.vector.dense]
-            self.layers = [(np.concatenate([body[0][0], value_body[0][0]], axis=1),
-                            np.concatenate([body[0][1], value_body[0][1]]))]
+            # The streams share their input (the observations), unless the LSTM comes first:
+            # then the first layer's inputs are the streams' LSTM outputs, side by side.
+            first = 0 if self.lstm_first else 1
+            self.layers = [] if first == 0 else [(np.concatenate([body[0][0], value_body[0][0]], axis=1),
+                                                  np.concatenate([body[0][1], value_body[0][1]]))]
             self.layers += [(_block_diag(p[0], v[0]), np.concatenate([p[1], v[1]]))
-                            for p, v in zip(body[1:], value_body[1:])]
+                            for p, v in zip(body[first:], value_body[first:])]
             self.head = (_block_diag(action_kernel, value_kernel), np.concatenate([action_bias, value_bias]))
         if self.use_recurrent:
             streams = [m.body] if m.value_body is None else [m.body, m.value_body]
-            self._refresh_lstm([dense(s.lstm) for s in streams], body[-1][0].shape[1])
+            cells = [dense(s.lstm) for s in streams]
+            if self.lstm_first:
+                self._refresh_lstm(cells, m.vector_size, shared_input=True)
+            else:
+                self._refresh_lstm(cells, body[-1][0].shape[1])
 
-    def _refresh_lstm(self, cells: list[list[np.ndarray]], hidden: int) -> None:
+    def _refresh_lstm(self, cells: list[list[np.ndarray]], hidden: int, shared_input: bool = False) -> None:
         """The LSTM step of every stream as one: ``z = [x, extra, h] @ [W; U] + b`` with the
         gate columns grouped across streams (``i``, ``f``, ``c̃``, ``o``, each ``[streams × units]``),
         so that each gate is one slice of ``z`` for every stream at once.
 
         ``x`` holds the streams' encodings side by side (``hidden`` columns each) and
-        ``extra`` the previous actions' one-hots, which every stream takes after its encoding.
+        ``extra`` the previous actions' one-hots, which every stream takes after its encoding;
+        with ``shared_input`` every stream reads the same ``hidden`` columns of ``x`` (the
+        observations, when the LSTM comes first).
         """
         units = cells[0][1].shape[0]
         k = len(cells)
         extra = cells[0][0].shape[0] - hidden
-        kernel = np.zeros((k * hidden + extra, 4 * k * units), np.float32)
+        width = hidden if shared_input else k * hidden
+        kernel = np.zeros((width + extra, 4 * k * units), np.float32)
         recurrent = np.zeros((k * units, 4 * k * units), np.float32)
         bias = np.zeros(4 * k * units, np.float32)
         for s, (w, u, b) in enumerate(cells):
+            rows = slice(0, hidden) if shared_input else slice(s * hidden, (s + 1) * hidden)
             for g in range(4):  # Keras' gate order: input, forget, cell, output
                 cols = slice((g * k + s) * units, (g * k + s + 1) * units)
                 gate = slice(g * units, (g + 1) * units)
-                kernel[s * hidden : (s + 1) * hidden, cols] = w[:hidden, gate]
-                kernel[k * hidden :, cols] = w[hidden:, gate]
+                kernel[rows, cols] = w[:hidden, gate]
+                kernel[width:, cols] = w[hidden:, gate]
                 recurrent[s * units : (s + 1) * units, cols] = u[:, gate]
                 bias[cols] = b[gate]
         self.lstm = (np.concatenate([kernel, recurrent]), bias)
@@ -222,7 +234,7 @@ class NumpyActorCritic:
 
     def _extra(self, inputs: Mapping[str, np.ndarray]) -> Optional[np.ndarray]:
         """The one-hot previous actions that a recurrent discrete policy takes."""
-        if not (self.use_recurrent and self.is_discrete):
+        if not self.model.uses_prev_action:
             return None
         prev = np.asarray(inputs[Field.PREV_ACTION], np.int64)
         out = np.zeros((prev.shape[0], int(self._branch_sizes.sum())), np.float32)
@@ -243,12 +255,20 @@ class NumpyActorCritic:
         self.entropy_value = np.float32(0.5) * reduce(_LOG_2PIE + self.log_sigma_sq, dtype=np.float32)
         self.action_scale = np.float32(m.action_scale)
 
-    def _hidden(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
-        """The streams' encodings of the (normalised) vector observations, side by side."""
+    def _observations(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The (normalised) vector observations."""
         x = np.asarray(inputs[Field.VECTOR_OBS], np.float32)
         if self.norm is not None:
             mean, inv_std, clip = self.norm
             x = np.clip((x - mean) * inv_std, -clip, clip)
+        return x
+
+    def _hidden(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The streams' encodings of the (normalised) vector observations, side by side."""
+        return self._layers(self._observations(inputs))
+
+    def _layers(self, x: np.ndarray) -> np.ndarray:
+        """The hidden layers of every stream (fused) on ``x``."""
         for kernel, bias in self.layers:
             x = x @ kernel  # a fresh array: the activations below may work in place
             x += bias
@@ -268,6 +288,9 @@ class NumpyActorCritic:
         """Action outputs, value heads and (recurrent) the new memory."""
         if not self.use_recurrent:
             return (*self._forward(inputs), None)
+        if self.lstm_first:
+            h, memory_out = self._lstm_step([self._observations(inputs)], inputs[Field.MEMORY])
+            return (*self._heads(self._layers(h)), memory_out)
         extra = self._extra(inputs)
         x = self._hidden(inputs)
         h, memory_out = self._lstm_step([x] if extra is None else [x, extra], inputs[Field.MEMORY])

@@ -125,7 +125,7 @@ class PPOPolicy:
             fields.append(Field.ACTIONS_PRE)
         if self.use_recurrent:
             fields.append(Field.MEMORY)
-            if self.spec.is_discrete:
+            if self.model.uses_prev_action:
                 fields.append(Field.PREV_ACTION)
         return fields
 
@@ -148,7 +148,7 @@ class PPOPolicy:
                 done = result.done if rows is None else result.done[rows]
             ids = np.asarray(ids, np.int64)
             inputs[Field.MEMORY] = self._memories.get(ids, done)
-            if self.spec.is_discrete:
+            if self.model.uses_prev_action:
                 inputs[Field.PREV_ACTION] = self._prev_actions.get(ids, done)
         return inputs
 
@@ -171,7 +171,7 @@ class PPOPolicy:
             outputs[Field.MEMORY] = inputs[Field.MEMORY]
             ids = np.asarray(result.agent_ids, np.int64)
             self._memories.set(ids, outputs[Field.MEMORY_OUT])
-            if self.spec.is_discrete:
+            if self.model.uses_prev_action:
                 outputs[Field.PREV_ACTION] = inputs[Field.PREV_ACTION]
                 self._prev_actions.set(ids, outputs[Field.ACTIONS])
         return outputs

@@ -23,6 +23,21 @@ from kerasrl.trainers.rl_trainer import RLTrainer
 logger = logging.getLogger("kerasrl.trainers")
 
 
+def normalized_advantages(advantages: np.ndarray, masks: np.ndarray) -> np.ndarray:
+    """Advantages shifted and scaled to mean 0, std 1 over the real rows (``masks`` 1); the
+    padding rows of recurrent sequences stay 0 and are left out of the statistics, so that the
+    real rows' advantages are centred whatever share of the batch the padding is (counting its
+    zeros gave the real rows a mean of up to 1 and a std of ~1.3 on the ``lstm`` bench task)."""
+    adv = np.asarray(advantages, np.float32)
+    real = np.asarray(masks) > 0
+    if real.all():
+        return (adv - adv.mean()) / (adv.std() + 1e-10)
+    if not real.any():
+        return np.zeros_like(adv)
+    kept = adv[real]
+    return np.where(real, (adv - kept.mean()) / (kept.std() + 1e-10), 0.0).astype(np.float32)
+
+
 class PPOTrainer(RLTrainer):
     """Proximal Policy Optimization over one behavior's agents.
 
@@ -226,11 +241,10 @@ class PPOTrainer(RLTrainer):
         return self._update_buffer_length() > self.hyperparameters.buffer_size
 
     def learning_batch(self) -> dict[str, np.ndarray]:
-        """The update buffer's fields that the learner takes, advantages normalised."""
+        """The update buffer's fields that the learner takes, advantages normalised over the real rows."""
         ub = self.training_buffer.update_buffer
         batch = {key: ub[key].get_batch() for key in self.learner.batch_fields}
-        adv = batch[Field.ADVANTAGES].astype(np.float32)
-        batch[Field.ADVANTAGES] = (adv - adv.mean()) / (adv.std() + 1e-10)
+        batch[Field.ADVANTAGES] = normalized_advantages(batch[Field.ADVANTAGES], batch[Field.MASKS])
         return batch
 
     def update_policy(self) -> None:

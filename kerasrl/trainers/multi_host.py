@@ -29,7 +29,7 @@ import tensorflow as tf
 from kerasrl.distribute import Cluster
 from kerasrl.exception import TrainerConfigError, TrainerError, describe
 from kerasrl.fields import Field
-from kerasrl.ppo.trainer import PPOTrainer
+from kerasrl.ppo.trainer import PPOTrainer, normalized_advantages
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec
 
@@ -126,8 +126,7 @@ class MultiHostPPOTrainer(PPOTrainer):
         self.local_rows_trained += len(local[0][Field.ADVANTAGES])
         logger.info("%s: update %d on %d rows (per worker: %s)", self.cluster, self.update_count + 1, rows,
                     counts[:, 0].tolist())
-        adv = batch[Field.ADVANTAGES].astype(np.float32)
-        batch[Field.ADVANTAGES] = (adv - adv.mean()) / (adv.std() + 1e-10)
+        batch[Field.ADVANTAGES] = normalized_advantages(batch[Field.ADVANTAGES], batch[Field.MASKS])
         return batch
 
     def update_policy(self) -> None:
