@@ -399,7 +399,7 @@ class PPOLearner(keras.Model):
             try:
                 return self._fused(inputs, schedules)
             except tf.errors.OpError:
-                if not xla_cache.discard_loaded():
+                if not (self.use_xla and self.replicas == 1 and xla_cache.discard_loaded()):
                     raise
             self._fused = self._build_fused()
             return self._fused(inputs, schedules)
