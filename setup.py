@@ -51,6 +51,6 @@ setup(
         "plot": ["matplotlib>=3.8"],
         "ray": ["ray>=2.9,<3"],
     },
-    entry_points={"console_scripts": ["kerasrl-learn=kerasrl.cli:main", "kerasrl=kerasrl.tools:main"]},
+    entry_points={"console_scripts": ["kerasrl-learn=kerasrl.cli:main", "kerasrl=kerasrl.cli.tools:main"]},
     zip_safe=False,
 )

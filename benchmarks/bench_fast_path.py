@@ -1,5 +1,5 @@
 """Which compiled update path is fastest, per kind of policy: the measurement behind
-``kerasrl.fast_path`` (the defaults a config without kerasrl's extra keys gets).
+``kerasrl.common.fast_path`` (the defaults a config without kerasrl's extra keys gets).
 
 For each policy kind (feed-forward MLP on vectors, LSTM, CNN on pixels) one PPO update
 (``fused_update``: every epoch and mini-batch in one compiled call) is timed with

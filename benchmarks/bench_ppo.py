@@ -70,7 +70,7 @@ def task_config(task: Any, jit_compile: Optional[bool] = None, reward_signals: O
     section = {**read_yaml(config_path(task.config))["default"], **task.overrides, "summary_freq": 10**9}
     if reward_signals:
         section["reward_signals"] = reward_signals
-    section.pop("jit_compile", None)  # the default (kerasrl.fast_path) unless asked for
+    section.pop("jit_compile", None)  # the default (kerasrl.common.fast_path) unless asked for
     if jit_compile is not None:
         section["jit_compile"] = jit_compile
     return load_trainer_config({"default": section})
@@ -321,7 +321,7 @@ def main() -> int:
                         help="signal sets to compare with extrinsic-only, e.g. extrinsic,curiosity extrinsic,gail")
     parser.add_argument("--demo", default=None, help="GAIL's demonstrations (default: record a scripted expert)")
     parser.add_argument("--xla-cache", default=None, metavar="DIR",
-                        help="keep XLA's compiled code in DIR (kerasrl.fast_path.use_xla_cache): runs after the "
+                        help="keep XLA's compiled code in DIR (kerasrl.common.fast_path.use_xla_cache): runs after the "
                              "first, and later invocations, load it instead of compiling")
     args = parser.parse_args()
     import tempfile
@@ -336,14 +336,14 @@ def main() -> int:
     t = time.perf_counter()
     import tensorflow  # noqa: F401
 
-    import kerasrl.ppo.trainer  # noqa: F401
+    import kerasrl.trainers.ppo_trainer  # noqa: F401
     from kerasrl.cli import set_tf_threads
 
     set_tf_threads(1)
 
     import_tf = time.perf_counter() - t
     if args.xla_cache:  # TensorFlow reads TF_XLA_FLAGS at its first XLA compilation, not at import
-        from kerasrl.fast_path import use_xla_cache
+        from kerasrl.common.fast_path import use_xla_cache
 
         use_xla_cache(args.xla_cache)
     if args.workers != [1] or args.slow_env:

@@ -32,7 +32,7 @@ _EXPORTS = {
     ),
     "kerasrl.buffer": ("AgentBuffer", "Buffer"),
     "kerasrl.trainers": ("TrainerController", "create_trainer", "create_trainers", "initialize_trainers"),
-    "kerasrl.ppo.trainer": ("PPOTrainer",),
+    "kerasrl.trainers.ppo_trainer": ("PPOTrainer",),
     "kerasrl.timers": ("hierarchical_timer", "set_gauge"),
     "kerasrl.api": ("PPO", "load"),
     "kerasrl.distribute": ("get_strategy",),

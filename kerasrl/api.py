@@ -24,19 +24,26 @@ import time
 import zipfile
 from typing import Any, Mapping, Optional, Sequence, Union
 
+import gymnasium
 import keras
 import numpy as np
 import tensorflow as tf
 
 from kerasrl import distribute
 from kerasrl.callbacks import rl_callbacks, wants_episodes
+from kerasrl.configs import config_source
+from kerasrl.envs.base import Environment
+from kerasrl.envs.env_manager import EnvManager, SimpleEnvManager
+from kerasrl.envs.gym_adapter import GymnasiumEnv
+from kerasrl.envs.registry import make_env
 from kerasrl.exception import TrainerConfigError, TrainerError
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.distributions import ClippedGaussian, MaskedMultiCategorical
 from kerasrl.settings import RunContext, TrainerSettings, read_yaml, trainer_config_from_dict
-from kerasrl.spec import BehaviorSpec, pick_behavior
+from kerasrl.spec import BehaviorSpec, concat_vector_observations, pick_behavior
 from kerasrl.trainers.controller import TrainerController
+from kerasrl.trainers.factory import create_trainer
 
 FORMAT = "kerasrl.ppo/1"
 #: The losses every epoch's logs hold (from the learner's update), besides the reward signals'.
@@ -52,8 +59,6 @@ def _raw_config(config: ConfigArg) -> dict[str, Any]:
         return {"default": {}}
     if isinstance(config, Mapping):
         return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in config.items()}
-    from kerasrl.cli import config_source
-
     raw = read_yaml(config_source(os.fspath(config)))
     if not isinstance(raw, Mapping):
         raise TrainerConfigError(f"The trainer config {config} is not a mapping of sections.")
@@ -81,20 +86,12 @@ def behavior_settings(config: ConfigArg, behavior: str, overrides: Mapping[str, 
 # -- environments ----------------------------------------------------------------------
 def as_env_manager(env: Any, num_envs: Optional[int], seed: int) -> Any:
     """An env manager for a Gymnasium id or env, a built-in name, a kerasrl environment or manager."""
-    from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
-    from kerasrl.envs.base import Environment
-    from kerasrl.envs.env_manager import EnvManager
-
     if isinstance(env, EnvManager):
         return env
     if isinstance(env, Environment):
         return SimpleEnvManager(env)
     if isinstance(env, str):
-        from kerasrl.cli import make_env
-
         return SimpleEnvManager(make_env(env, num_envs, seed))
-    import gymnasium
-
     if isinstance(env, (gymnasium.Env, gymnasium.vector.VectorEnv)):
         return SimpleEnvManager(GymnasiumEnv(env, seed=seed))
     raise TrainerError(f"env must be a Gymnasium id or env, or a kerasrl environment or env manager; got {env!r}.")
@@ -228,8 +225,6 @@ class PPO:
     def __init__(self, env: Any, config: ConfigArg = None, behavior: Optional[str] = None, seed: Optional[int] = None,
                  gpus: Optional[int] = None, cpu_replicas: Optional[int] = None, *, num_envs: Optional[int] = None,
                  run_dir: Optional[str] = None, **hyperparameters: Any) -> None:
-        from kerasrl.trainers import create_trainer
-
         if gpus is not None or cpu_replicas is not None:
             self.strategy = distribute.get_strategy(gpus=gpus, cpu_replicas=cpu_replicas)
         else:
@@ -353,8 +348,6 @@ class PPO:
         return ClippedGaussian.squash(tf.where(deterministic, out["mu"], dist.sample_pre(noise)), model.action_scale)
 
     def _predict_inputs(self, observations: Any, action_mask: Optional[np.ndarray]) -> dict[str, np.ndarray]:
-        from kerasrl.spec import concat_vector_observations
-
         spec = self.spec
         obs = self._checked_observations(observations)
         n = obs[0].shape[0]

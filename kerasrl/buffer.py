@@ -34,15 +34,13 @@ import json
 import operator
 import os
 import secrets
-from typing import TYPE_CHECKING, Any, Hashable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Hashable, Iterable, Iterator, Mapping, Sequence
 
+import h5py
 import numpy as np
 
 from kerasrl import _buffer as _core
 from kerasrl._buffer import AgentBufferField, BufferException, VersionCell
-
-if TYPE_CHECKING:
-    import h5py
 
 __all__ = ["AgentBuffer", "AgentBufferField", "Buffer", "BufferException", "seed"]
 
@@ -275,8 +273,6 @@ class AgentBuffer(_VersionedDict):
         written as ``path + ".tmp-XXXX"`` first and renamed into place, so a failed save
         leaves no (partial) file behind and an existing file untouched.
         """
-        import h5py
-
         items = list(self.items())
         for key, _ in items:
             if not isinstance(key, str):
@@ -309,8 +305,6 @@ class AgentBuffer(_VersionedDict):
         Fields not in the file are kept.  A missing, truncated or non-HDF5 file raises a
         BufferException naming the file and leaves the buffer unchanged.
         """
-        import h5py
-
         if isinstance(file, h5py.Group):
             name = file.file.filename
         elif isinstance(file, (str, os.PathLike)):
@@ -339,8 +333,6 @@ def atomic_h5_file(path: str) -> Iterator[h5py.File]:
     """A new HDF5 file that appears at ``path`` only once complete: written as
     ``path + ".tmp-XXXX"`` and renamed into place; on any failure (Ctrl-C included) the
     temporary file is removed and an existing ``path`` is left untouched."""
-    import h5py
-
     tmp = f"{path}.tmp-{secrets.token_hex(4)}"
     try:
         with h5py.File(tmp, "x") as hf:
@@ -372,8 +364,6 @@ def _write_fields(group: h5py.Group, items: list[tuple[str, AgentBufferField]]) 
 
 def _read_fields(group: h5py.Group) -> dict[str, AgentBufferField]:
     """Every dataset (nested groups give 'a/b' keys) as a new field."""
-    import h5py
-
     datasets: dict[str, h5py.Dataset] = {}
 
     def visit(name: str, obj: Any) -> None:

@@ -1,4 +1,4 @@
-"""Demonstrations: record any policy in any kerasrl environment, and load the recording (behaviour.md §12).
+"""Demonstration files: write and load the experience that ``kerasrl.recording.record`` records.
 
 A demo file is HDF5 (``.demo`` by convention)::
 
@@ -26,29 +26,22 @@ they ended (an agent's unfinished episode at the end of the recording comes last
 * ``Field.ENVIRONMENT_REWARDS`` float32 ``[N]``; ``Field.MASKS`` float32 ``[N]`` (all 1);
 * ``Field.EPISODE_ID`` int64 ``[N]``: the episode a row belongs to, 0, 1, 2, ... in row order
   (recurrent BC cuts its sequences at episode boundaries with it).
-
-A policy is a trained kerasrl ``PPOPolicy`` (anything with ``get_action(step_result)``) or a
-callable from a batch of observations to a batch of actions, called once per step for all
-agents: it gets the step result's only observation array when the spec has exactly one
-observation and it is a vector, else the list of observation arrays (spec order).
 """
 from __future__ import annotations
 
 import json
 import os
-from collections import defaultdict
-from typing import Any, Callable, Optional, Union
+from typing import Optional, Union
 
+import h5py
 import numpy as np
 
-from kerasrl.buffer import AgentBuffer, AgentBufferField, Buffer, BufferException, atomic_h5_file
-from kerasrl.envs.base import Environment, StepResult, check_actions
-from kerasrl.envs.env_manager import ActionInfo, EnvManager, SimpleEnvManager
+from kerasrl.buffer import AgentBuffer, BufferException, atomic_h5_file
 from kerasrl.exception import UnityTrainerException, one_line
 from kerasrl.fields import Field
-from kerasrl.spec import BehaviorSpec, pick_behavior
+from kerasrl.spec import BehaviorSpec
 
-__all__ = ["DEMO_FORMAT_VERSION", "DemoError", "describe_spec", "load", "load_demo", "record"]
+__all__ = ["DEMO_FORMAT_VERSION", "DemoError", "describe_spec", "load", "load_demo", "write"]
 
 DEMO_FORMAT_VERSION = 1
 _VERSION_ATTR = "kerasrl_demo_version"
@@ -56,7 +49,6 @@ _SPEC_ATTR = "behavior_spec"
 _NAME_ATTR = "behavior_name"
 _BUFFER_GROUP = "buffer"
 
-PolicyLike = Union[Callable[[Any], Any], Any]
 
 
 class DemoError(UnityTrainerException):
@@ -69,146 +61,6 @@ def describe_spec(spec: BehaviorSpec) -> str:
     return f"observations [{shapes}], {spec.action_type.value} actions {spec.action_shape}"
 
 
-def _spec_to_json(spec: BehaviorSpec) -> str:
-    return json.dumps({"observation_shapes": [list(s) for s in spec.observation_shapes],
-                       "action_type": spec.action_type.value, "action_shape": list(spec.action_shape)})
-
-
-def _spec_from_json(text: str) -> BehaviorSpec:
-    raw = json.loads(text)
-    return BehaviorSpec(observation_shapes=tuple(tuple(s) for s in raw["observation_shapes"]),
-                        action_type=raw["action_type"], action_shape=tuple(raw["action_shape"]))
-
-
-# -- recording -----------------------------------------------------------------------------
-class _CallablePolicy:
-    """A callable on observation batches as an env-manager policy (``get_action``)."""
-
-    def __init__(self, fn: Callable[[Any], Any], spec: BehaviorSpec, behavior: str) -> None:
-        self.fn = fn
-        self.spec = spec
-        self.behavior = behavior
-        self.single_vector = len(spec.observation_shapes) == 1 and len(spec.observation_shapes[0]) == 1
-
-    def get_action(self, result: StepResult) -> ActionInfo:
-        obs = result.observations[0] if self.single_vector else list(result.observations)
-        action = check_actions(self.spec, self.fn(obs), len(result), self.behavior)
-        return ActionInfo(action, None, None, {Field.ACTIONS: action})
-
-
-class _RandomPolicy:
-    """Uniform random actions for the behaviors that are not recorded."""
-
-    def __init__(self, spec: BehaviorSpec, seed: Optional[int]) -> None:
-        self.spec = spec
-        self.rng = np.random.default_rng(seed)
-
-    def get_action(self, result: StepResult) -> ActionInfo:
-        n = len(result)
-        if self.spec.is_discrete:
-            action = (self.rng.random((n, self.spec.action_size)) * np.asarray(self.spec.discrete_branches)).astype(np.int32)
-        else:
-            action = self.rng.uniform(-1.0, 1.0, (n, self.spec.action_size)).astype(np.float32)
-        return ActionInfo(action, None, None, {Field.ACTIONS: action})
-
-
-class _Recorder:
-    """Turns one behavior's env steps into whole episodes in an update buffer (rows in episode order)."""
-
-    def __init__(self, spec: BehaviorSpec) -> None:
-        from kerasrl.trainers.agent_processor import AgentProcessor
-
-        self.buffer = Buffer()
-        self.processor = AgentProcessor(spec, {}, [Field.ACTIONS], self.buffer, defaultdict(list))
-        self.processor.store_next_obs = True
-        self.episodes = 0
-        self.rows = 0
-
-    def add(self, curr: StepResult, nxt: StepResult, action: np.ndarray) -> None:
-        lengths = self.processor.agents.columns["trajectory_length"]
-        before = float(lengths.sum())
-        self.processor.add_experiences(curr, nxt, {Field.ACTIONS: action})
-        self.rows += int(round(float(self.processor.agents.columns["trajectory_length"].sum()) - before))
-        for agent_id in nxt.agent_ids[nxt.done].tolist():
-            self._close(agent_id)
-
-    def _close(self, agent_id: int) -> None:
-        agent = self.buffer[agent_id]
-        n = len(agent[Field.ACTIONS]) if Field.ACTIONS in agent else 0
-        if n:
-            agent[Field.EPISODE_ID].set(np.full(n, self.episodes, np.int64))
-            self.episodes += 1
-            self.buffer.append_update_buffer(agent_id, training_length=1)
-        self.processor.trajectory_closed(agent_id)
-
-    def finish(self, num_steps: int) -> AgentBuffer:
-        """Close every unfinished episode; the first ``num_steps`` rows."""
-        for agent_id in list(self.buffer.keys()):
-            self._close(agent_id)
-        update = self.buffer.update_buffer
-        return _first_rows(update, num_steps)
-
-
-def _first_rows(buffer: AgentBuffer, n: int) -> AgentBuffer:
-    out = AgentBuffer()
-    for key, field in buffer.items():
-        out[key] = AgentBufferField.from_array(np.ascontiguousarray(field.array[:n]), padding_value=field.padding_value)
-    return out
-
-
-def _as_manager(env: Any, seed: Optional[int]) -> tuple[EnvManager, bool]:
-    """``env`` as an env manager, and whether we made it (and so close it)."""
-    if isinstance(env, EnvManager):
-        return env, False
-    if isinstance(env, Environment):
-        return SimpleEnvManager(env), False
-    from kerasrl.envs.gym_adapter import GymnasiumEnv
-
-    return SimpleEnvManager(GymnasiumEnv(env, num_envs=1, seed=seed)), True
-
-
-def record(env: Any, policy: PolicyLike, num_steps: int, path: Union[str, os.PathLike[str]],
-           behavior: Optional[str] = None, seed: Optional[int] = None) -> tuple[BehaviorSpec, AgentBuffer]:
-    """Run ``policy`` for ``behavior`` in ``env`` until ``num_steps`` transitions are stored, and
-    write them to ``path``.
-
-    ``env``: a kerasrl ``Environment``, an ``EnvManager``, or a Gymnasium id / env (one copy,
-    through ``GymnasiumEnv``). Other behaviors of the environment act uniformly at random.
-    ``seed`` seeds a Gymnasium env made here and those random actions. Returns what was written.
-    """
-    if int(num_steps) < 1:
-        raise DemoError(f"num_steps must be >= 1, got {num_steps}.")
-    path = os.fspath(path)
-    manager, owned = _as_manager(env, seed)
-    try:
-        specs = dict(manager.external_brains)
-        name = pick_behavior(specs, behavior, DemoError)
-        spec = specs[name]
-        acting = policy if hasattr(policy, "get_action") else _CallablePolicy(policy, spec, name)
-        for other, other_spec in specs.items():
-            manager.set_policy(other, acting if other == name else _RandomPolicy(other_spec, seed))
-        buffer = _run(manager, name, spec, int(num_steps))
-    finally:
-        if owned:
-            manager.close()
-    write(path, spec, buffer, name)
-    return spec, buffer
-
-
-def _run(manager: EnvManager, name: str, spec: BehaviorSpec, num_steps: int) -> AgentBuffer:
-    recorder = _Recorder(spec)
-    manager.reset()
-    while recorder.rows < num_steps:
-        for info in manager.step():
-            curr = (info.previous_all_brain_info or {}).get(name)
-            nxt = info.current_all_brain_info.get(name)
-            action_info = (info.brain_name_to_action_info or {}).get(name)
-            if curr is None or nxt is None or action_info is None or len(curr) == 0:
-                continue
-            recorder.add(curr, nxt, np.asarray(action_info.action))
-    return recorder.finish(num_steps)
-
-
 def write(path: Union[str, os.PathLike[str]], spec: BehaviorSpec, buffer: AgentBuffer, behavior: str = "") -> None:
     """Write ``buffer`` with ``spec`` as a demo file, atomically (temporary file, then rename)."""
     path = os.fspath(path)
@@ -218,7 +70,7 @@ def write(path: Union[str, os.PathLike[str]], spec: BehaviorSpec, buffer: AgentB
     try:
         with atomic_h5_file(path) as f:
             f.attrs[_VERSION_ATTR] = DEMO_FORMAT_VERSION
-            f.attrs[_SPEC_ATTR] = _spec_to_json(spec)
+            f.attrs[_SPEC_ATTR] = json.dumps(spec.to_dict())
             f.attrs[_NAME_ATTR] = behavior
             buffer.save_to_file(f.create_group(_BUFFER_GROUP))
     except (OSError, BufferException) as e:
@@ -238,8 +90,6 @@ def _demo_files(path: str) -> list[str]:
 
 
 def _load_file(path: str) -> tuple[BehaviorSpec, AgentBuffer]:
-    import h5py
-
     try:
         with h5py.File(path, "r") as f:
             version = f.attrs.get(_VERSION_ATTR)
@@ -248,7 +98,7 @@ def _load_file(path: str) -> tuple[BehaviorSpec, AgentBuffer]:
             if int(version) > DEMO_FORMAT_VERSION:
                 raise DemoError(f"The demonstration {path} has format version {int(version)}; this kerasrl reads "
                                 f"up to {DEMO_FORMAT_VERSION}.")
-            spec = _spec_from_json(str(f.attrs[_SPEC_ATTR]))
+            spec = BehaviorSpec.from_dict(json.loads(str(f.attrs[_SPEC_ATTR])))
             buffer = AgentBuffer()
             buffer.load_from_file(f[_BUFFER_GROUP])
     except DemoError:

@@ -18,15 +18,23 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import tensorflow as tf
+import yaml
 
+from kerasrl.envs.registry import BUILTIN_ENVS, make_env
 from kerasrl.exception import TrainerError
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.distributions import ClippedGaussian
+from kerasrl.ppo.learner import PPOLearner
+from kerasrl.settings import load_trainer_config
+from kerasrl.spec import BehaviorSpec
+from kerasrl.trainers.checkpoint import BEHAVIOR_FILE, CheckpointSaver, export_weights, read_behavior_record
+from kerasrl.trainers.trainer import Trainer
 
 #: ML-Agents' ``version_number`` of the exported graph.
 VERSION_NUMBER = 2
@@ -166,29 +174,43 @@ def export_policy(model: ActorCritic, folder: str, behavior: str, onnx: Optional
     return paths
 
 
-def _run_record(run_dir: str) -> dict[str, Any]:
-    import yaml
+def export_trainers(trainers: Mapping[str, Trainer]) -> None:
+    """The step after training: each behavior's trained model to ``{model_path}/{behavior}.weights.h5``
+    (normalizer included) and as a policy (``export_policy``), atomically; only where this
+    process writes the results (on several hosts, the chief)."""
+    for behavior, trainer in trainers.items():
+        if trainer.writes_results:
+            model = trainer.trained_model
+            export_weights(model, os.path.join(trainer.model_path, f"{behavior}.weights.h5"))
+            export_policy(model, trainer.model_path, behavior)
 
+
+def _run_record(run_dir: str) -> dict[str, Any]:
     path = os.path.join(run_dir, "configuration.yaml")
     try:
         with open(path, encoding="utf-8") as f:
             record = yaml.safe_load(f)
     except OSError as e:
         raise TrainerError(f"{run_dir} is not a kerasrl run folder: {path} cannot be read ({e.strerror or e}).") from e
-    if not isinstance(record, dict) or "behaviors" not in record or "command_line" not in record:
-        raise TrainerError(f"{path} has no 'behaviors' or 'command_line': not written by kerasrl-learn.")
+    if not isinstance(record, dict) or "behaviors" not in record:
+        raise TrainerError(f"{path} has no 'behaviors': not written by kerasrl-learn.")
     return record
 
 
-def _behavior_specs(command_line: str) -> dict[str, Any]:
-    """The behaviors' specs of the environment the run's recorded command line names."""
-    import shlex
-
-    from kerasrl.cli import BUILTIN_ENVS, build_parser, make_env
-
+def _recorded_env_specs(run_dir: str, command_line: Optional[str]) -> dict[str, BehaviorSpec]:
+    """For run folders written before checkpoints kept their behavior's spec: the specs of the
+    environment that the run's recorded command line names (``--env``, default CartPole-v1)."""
+    if not command_line:
+        raise TrainerError(f"{run_dir}: its checkpoints keep no {BEHAVIOR_FILE} and its configuration.yaml no "
+                           "command line, so the behaviors' specs are unknown.")
     words = shlex.split(command_line)
-    args, _ = build_parser().parse_known_args(words[1:])
-    env = make_env(args.env, None if args.env in BUILTIN_ENVS else 1, seed=0)
+    env_id = "CartPole-v1"
+    for i, word in enumerate(words):
+        if word == "--env" and i + 1 < len(words):
+            env_id = words[i + 1]
+        elif word.startswith("--env="):
+            env_id = word.split("=", 1)[1]
+    env = make_env(env_id, None if env_id in BUILTIN_ENVS else 1, seed=0)
     try:
         return dict(env.behavior_specs)
     finally:
@@ -197,23 +219,25 @@ def _behavior_specs(command_line: str) -> dict[str, Any]:
 
 def export_run(run_dir: str, onnx: Optional[bool] = None) -> dict[str, dict[str, str]]:
     """Export every behavior of the run folder ``run_dir`` (as ``kerasrl-learn`` wrote it) from
-    its newest intact checkpoint, into ``run_dir/models/<behavior>/``. The settings come from
-    the run's ``configuration.yaml``, the specs from the environment its command line names."""
-    from kerasrl.ppo.learner import PPOLearner
-    from kerasrl.settings import load_trainer_config
-    from kerasrl.trainers.checkpoint import CheckpointSaver
-
+    its newest intact checkpoint, into ``run_dir/models/<behavior>/``. Spec, settings and seed
+    come from the record beside each behavior's checkpoints (older runs: the settings from
+    ``configuration.yaml``, the spec from the environment its command line names)."""
     record = _run_record(run_dir)
     config = load_trainer_config(record["behaviors"])
-    specs = _behavior_specs(record["command_line"])
+    older: Optional[dict[str, BehaviorSpec]] = None
     exported = {}
     for behavior in record["behaviors"]:
-        if behavior not in specs:
-            raise TrainerError(f"{run_dir}: behavior {behavior!r} is not one of the environment's ({sorted(specs)}).")
-        settings = config.settings_for(behavior)
-        learner = PPOLearner.for_behavior(specs[behavior], list(settings.reward_signals), settings,
-                                          int(record.get("seed") or 0), settings.max_steps)
         folder = os.path.join(run_dir, "models", behavior)
+        saved = read_behavior_record(folder)
+        if saved is not None:
+            spec, seed = BehaviorSpec.from_dict(saved["spec"]), int(saved.get("seed") or 0)
+        else:
+            older = older if older is not None else _recorded_env_specs(run_dir, record.get("command_line"))
+            if behavior not in older:
+                raise TrainerError(f"{run_dir}: behavior {behavior!r} is not one of the environment's ({sorted(older)}).")
+            spec, seed = older[behavior], int(record.get("seed") or 0)
+        settings = config.settings_for(behavior)
+        learner = PPOLearner.for_behavior(spec, list(settings.reward_signals), settings, seed, settings.max_steps)
         CheckpointSaver(folder, 1, model=learner.actor_critic, optimizer=learner.optimizer, learner=learner).restore()
         exported[behavior] = export_policy(learner.actor_critic, folder, behavior, onnx)
     return exported

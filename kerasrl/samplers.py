@@ -17,6 +17,7 @@ import math
 from typing import Any, Mapping, Optional
 
 import numpy as np
+import yaml
 
 from kerasrl.exception import TrainerError
 
@@ -145,8 +146,6 @@ class SamplerManager:
 
 def load_sampler_file(path: str, seed: Optional[int] = None) -> tuple[SamplerManager, int]:
     """The sampler manager and resampling interval of the YAML file ``path``."""
-    import yaml
-
     try:
         with open(path, encoding="utf-8") as f:
             config = yaml.safe_load(f)

@@ -145,7 +145,7 @@ class PPOSettings(_Checked):
                                       "keras: eps added to sqrt(v); torch: to the bias-corrected sqrt(v)")
     fused_update: bool = setting(True, doc="every epoch and mini-batch of an update in one compiled call")
     jit_compile: Optional[bool] = setting(
-        None, doc="compile the update with XLA (default: where measured faster, kerasrl.fast_path)")
+        None, doc="compile the update with XLA (default: where measured faster, kerasrl.common.fast_path)")
     flush_on_update: bool = setting(False, doc="cut every trajectory when an update is due (SB3's rollouts)")
     normalize_advantages: str = setting(
         "buffer", one_of(*ADVANTAGE_NORMALIZATIONS),

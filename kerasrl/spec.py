@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -32,6 +32,17 @@ class BehaviorSpec:
     observation_shapes: tuple[tuple[int, ...], ...]
     action_type: ActionType
     action_shape: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as plain JSON/YAML values (demo files and run folders keep it so)."""
+        return {"observation_shapes": [list(s) for s in self.observation_shapes],
+                "action_type": self.action_type.value, "action_shape": list(self.action_shape)}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> "BehaviorSpec":
+        """The spec that :meth:`to_dict` wrote."""
+        return cls(observation_shapes=tuple(tuple(s) for s in raw["observation_shapes"]),
+                   action_type=raw["action_type"], action_shape=tuple(raw["action_shape"]))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "action_type", ActionType(self.action_type))

@@ -36,6 +36,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
+import tensorflow as tf
+
 logger = logging.getLogger("kerasrl")
 
 #: Environment variable naming the cache folder; ``off`` (or empty) disables the cache.
@@ -71,8 +73,6 @@ def default_directory() -> Optional[str]:
 def namespace() -> str:
     """``tf<version>-<digest>``: entries compiled by another TensorFlow, for another CPU or with
     other ``XLA_FLAGS`` are never loaded."""
-    import tensorflow as tf
-
     cpu = platform.machine() + platform.processor()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:

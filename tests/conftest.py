@@ -21,6 +21,6 @@ os.environ["KERASRL_XLA_CACHE"] = "off"
 @pytest.fixture(autouse=True)
 def _plain_tf_function_unless_marked(request, monkeypatch):
     if request.node.get_closest_marker("default_fast_path") is None:
-        import kerasrl.fast_path
+        import kerasrl.common.fast_path
 
-        monkeypatch.setattr(kerasrl.fast_path, "XLA_FASTER", frozenset())
+        monkeypatch.setattr(kerasrl.common.fast_path, "XLA_FASTER", frozenset())

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from kerasrl import demos
-from kerasrl.bc.trainer import OfflineBCTrainer, OnlineBCTrainer
+from kerasrl.trainers.bc_trainer import OfflineBCTrainer, OnlineBCTrainer
 from kerasrl.cli import main
 from kerasrl.envs import Environment, SimpleEnvManager, StepResult
 from kerasrl.envs.env_manager import ActionInfo

@@ -91,7 +91,7 @@ def test_savedmodel_and_onnx_give_the_keras_deterministic_actions(tmp_path, case
 
 def test_kerasrl_export_run_dir_rebuilds_the_end_of_training_export(tmp_path, capsys):
     from kerasrl.cli import main
-    from kerasrl.tools import main as tool
+    from kerasrl.cli.tools import main as tool
 
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text("default:\n  batch_size: 16\n  buffer_size: 32\n  hidden_units: 8\n  normalize: true\n")

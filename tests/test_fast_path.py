@@ -1,12 +1,12 @@
 """Fast by default: without kerasrl's extra keys, the path measured fastest is chosen in
-``kerasrl.fast_path`` and logged; an explicit key wins."""
+``kerasrl.common.fast_path`` and logged; an explicit key wins."""
 import logging
 
 import numpy as np
 import pytest
 
 from kerasrl.envs.base import BehaviorSpec
-from kerasrl.fast_path import XLA_FASTER, policy_kind
+from kerasrl.common.fast_path import XLA_FASTER, policy_kind
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.ppo.learner import PPOLearner
 from kerasrl.ppo.policy import PPOPolicy

@@ -2,7 +2,7 @@
 import pytest
 
 from kerasrl.plot import read_curves
-from kerasrl.tools import main
+from kerasrl.cli.tools import main
 
 
 def write_run(folder, rows):

@@ -7,9 +7,22 @@ import tensorflow as tf
 
 from kerasrl.models.distributions import EPSILON, ClippedGaussian, MaskedMultiCategorical
 from kerasrl.models.normalizer import Normalizer
-from kerasrl.ppo.gae import discount_rewards, gae_and_returns, get_gae
+from kerasrl.common.gae import gae_and_returns
 from kerasrl.ppo.schedules import BETA_END, LR_END, linear_decay, ppo_schedules
 from kerasrl.settings import PPOSettings
+
+
+def discount_rewards(r, gamma, value_next):
+    """Reference: ``out[t] = r[t] + γ · out[t+1]`` with ``out[T] = value_next`` (float64 recurrence, float32 out)."""
+    out, running = np.zeros(len(r)), float(value_next)
+    for t in range(len(r) - 1, -1, -1):
+        running = r[t] + gamma * running
+        out[t] = running
+    return out.astype(np.float32)
+
+
+def get_gae(rewards, values, value_next=0.0, gamma=0.99, lambd=0.95):
+    return gae_and_returns(rewards, values, value_next, gamma, lambd)[0]
 
 
 def test_discount_rewards_by_hand():
@@ -179,7 +192,7 @@ def test_beta_end_sets_where_the_entropy_bonus_decays_to():
 def test_advantages_are_normalised_over_the_real_rows_only():
     """Sequence padding (masks 0) neither shifts nor scales the real rows' advantages and stays 0;
     without padding the result is the plain normalisation over the buffer."""
-    from kerasrl.ppo.trainer import normalized_advantages
+    from kerasrl.trainers.ppo_trainer import normalized_advantages
 
     rng = np.random.default_rng(0)
     real = (rng.normal(size=40) + 2.0).astype(np.float32)

@@ -246,7 +246,7 @@ class _CountingSignal:
 def test_update_time_rewards_run_gae_per_trajectory_in_one_call():
     from collections import defaultdict
 
-    from kerasrl.ppo.gae import gae_and_returns
+    from kerasrl.common.gae import gae_and_returns
     from kerasrl.rewards.batched import UpdateBatchRewards
     from kerasrl.trainers.agent_processor import AgentTable
 

@@ -126,7 +126,7 @@ def test_advantages_and_returns_match_stable_baselines3():
     import gymnasium
     from stable_baselines3.common.buffers import RolloutBuffer
 
-    from kerasrl.ppo.gae import gae_and_returns
+    from kerasrl.common.gae import gae_and_returns
 
     gamma, lambd = 0.98, 0.8
     rng = np.random.default_rng(3)

@@ -28,11 +28,11 @@ import tensorflow as tf
 
 from kerasrl import distribute
 from kerasrl.buffer import AgentBuffer
+from kerasrl.common.minibatches import minibatch_plan
+from kerasrl.common.reductions import global_count
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.distributions import ClippedGaussian, MaskedMultiCategorical
-from kerasrl.ppo.learner import minibatch_plan
-from kerasrl.ppo.loss import global_count
 from kerasrl.spec import BehaviorSpec
 
 LOSS_KEY = "loss"

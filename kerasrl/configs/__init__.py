@@ -23,11 +23,13 @@ print(config_path("trainer_config"))')" my_config.yaml``.
 """
 from __future__ import annotations
 
+import os
 from importlib.resources import files
+from typing import Optional
 
 from kerasrl.exception import TrainerConfigError
 
-__all__ = ["available_configs", "config_path"]
+__all__ = ["available_configs", "config_path", "config_source"]
 
 _SUFFIX = ".yaml"
 
@@ -53,3 +55,11 @@ def config_path(name: str) -> str:
             f"unknown sample config {name!r}: available configs are {', '.join(available)}"
         )
     return str(files(__name__) / f"{stem}{_SUFFIX}")
+
+
+def config_source(path_or_name: Optional[str]) -> Optional[str]:
+    """A config file path, or the name of a shipped sample config (``cartpole_zoo``,
+    ``trainer_config``) when no such file exists."""
+    if path_or_name and not os.path.exists(path_or_name) and path_or_name in available_configs():
+        return config_path(path_or_name)
+    return path_or_name

@@ -10,6 +10,7 @@ from kerasrl.envs.base import (
 )
 from kerasrl.envs.env_manager import ActionInfo, EnvManager, Policy, SimpleEnvManager, StepInfo
 from kerasrl.envs.gym_adapter import GymnasiumEnv
+from kerasrl.envs.ray_env_manager import RayEnvManager  # Ray itself is imported when one is made
 from kerasrl.envs.simple import (
     MultiBranchMaskedEnvironment,
     Simple1DEnvironment,
@@ -17,7 +18,6 @@ from kerasrl.envs.simple import (
 )
 from kerasrl.envs.slow import SLOW_CARTPOLE, SlowEnvironment, SlowStep  # also registers SlowCartPole-v1
 from kerasrl.envs.subprocess_env_manager import GymnasiumEnvFactory, SubprocessEnvManager
-from kerasrl.envs.ray_env_manager import RayEnvManager  # Ray itself is imported when one is made
 
 __all__ = [
     "ActionInfo", "ActionType", "BehaviorSpec", "EnvManager", "Environment", "EnvironmentException",

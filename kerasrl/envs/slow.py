@@ -27,6 +27,7 @@ from typing import Any, Mapping, Optional, SupportsFloat
 
 import gymnasium
 import numpy as np
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
 from kerasrl.envs.base import BehaviorSpec, Environment, EnvironmentException, StepResult
 
@@ -73,8 +74,6 @@ class SlowStep(gymnasium.Wrapper):
 
 def make_slow_cartpole(step_cost_s: float = DEFAULT_STEP_COST_S, mode: str = "busy", **kwargs: Any) -> gymnasium.Env:
     """Entry point of ``SlowCartPole-v1``: CartPole whose every step costs ``step_cost_s``."""
-    from gymnasium.envs.classic_control.cartpole import CartPoleEnv
-
     return SlowStep(CartPoleEnv(**kwargs), step_cost_s, mode)
 
 

@@ -1,5 +1,2 @@
-"""Proximal Policy Optimization: loss, learner, acting policy, trainer."""
-from kerasrl.ppo.gae import discount_rewards, get_gae
-from kerasrl.ppo.schedules import linear_decay, ppo_schedules
-
-__all__ = ["discount_rewards", "get_gae", "linear_decay", "ppo_schedules"]
+"""Proximal Policy Optimization: the loss, the learner that trains the actor-critic, the acting
+policy and the schedules."""

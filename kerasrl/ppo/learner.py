@@ -29,13 +29,15 @@ import numpy as np
 import tensorflow as tf
 
 from kerasrl import xla_cache
+from kerasrl.common.fast_path import choose_jit_compile
+from kerasrl.common.minibatches import minibatch_plan
+from kerasrl.common.reductions import global_count
 from kerasrl.distribute import check_batch_size, distribute_minibatches, run_minibatches
 from kerasrl.exception import one_line
-from kerasrl.fast_path import choose_jit_compile
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.optimizers import Adam
-from kerasrl.ppo.loss import global_count, ppo_loss
+from kerasrl.ppo.loss import ppo_loss
 from kerasrl.ppo.schedules import ppo_schedules
 from kerasrl.settings import PPOSettings, TrainerSettings
 from kerasrl.spec import BehaviorSpec
@@ -58,20 +60,6 @@ def clip_by_global_norm(grads: Sequence[tf.Tensor], max_norm: float) -> list[tf.
     norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g)) for g in grads]))
     scale = tf.minimum(1.0, max_norm / (norm + 1e-6))
     return [g * tf.cast(scale, g.dtype) for g in grads]
-
-
-def minibatch_plan(num_sequences: int, sequences_per_batch: int, num_epoch: int, seed: int) -> np.ndarray:
-    """Sequence indices of every mini-batch of an update: ``[num_epoch, n_batches, sequences_per_batch]``.
-
-    Each epoch is a fresh permutation of the whole sequences (seeded); the trailing partial
-    mini-batch is dropped (ML-Agents after #2362). Both drivers follow the same plan.
-    """
-    n = int(num_sequences)
-    spb = min(max(int(sequences_per_batch), 1), max(n, 1))
-    n_batches = max(n // spb, 1)
-    rng = np.random.Generator(np.random.PCG64([int(seed) & 0xFFFFFFFF, 0x5EED]))
-    perms = rng.permuted(np.broadcast_to(np.arange(n, dtype=np.int64), (int(num_epoch), n)), axis=1)
-    return perms[:, : n_batches * spb].reshape(int(num_epoch), n_batches, spb)
 
 
 class PPOLearner(keras.Model):

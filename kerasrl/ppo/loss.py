@@ -23,17 +23,9 @@ from typing import Mapping, Sequence
 
 import tensorflow as tf
 
+from kerasrl.common.reductions import global_count
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
-
-
-def global_count(mask: tf.Tensor) -> tf.Tensor:
-    """Number of valid rows across all replicas (just ``Σ mask`` outside a strategy)."""
-    count = tf.reduce_sum(mask)
-    ctx = tf.distribute.get_replica_context()
-    if ctx is not None and ctx.num_replicas_in_sync > 1:
-        count = ctx.all_reduce(tf.distribute.ReduceOp.SUM, count)
-    return tf.maximum(count, 1.0)
 
 
 def ppo_loss(

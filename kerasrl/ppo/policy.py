@@ -8,9 +8,9 @@ import numpy as np
 import tensorflow as tf
 
 from kerasrl.arrays import shared_ones
+from kerasrl.common.fast_path import choose_inference, numpy_mirror
 from kerasrl.envs.base import StepResult
 from kerasrl.envs.env_manager import ActionInfo
-from kerasrl.fast_path import choose_inference, numpy_mirror
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.settings import INFERENCE_MODES

@@ -15,8 +15,8 @@ from typing import Any, Mapping, MutableMapping, NamedTuple
 
 import numpy as np
 
+from kerasrl.common.gae import gae_and_returns
 from kerasrl.fields import Field
-from kerasrl.ppo.gae import gae_and_returns
 from kerasrl.rewards.base import RewardSignal
 
 

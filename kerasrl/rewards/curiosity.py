@@ -7,11 +7,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kerasrl.common.reductions import global_count, masked_partial_mean
 from kerasrl.fields import Field
 from kerasrl.models.curiosity import CuriosityModel
-from kerasrl.ppo.loss import global_count
-from kerasrl.rewards.model_signal import (ModelRewardSignal, action_features, field_shapes, masked_partial_mean,
-                                          observation_fields)
+from kerasrl.rewards.model_signal import ModelRewardSignal, action_features, field_shapes, observation_fields
 from kerasrl.settings import CuriositySettings
 
 

@@ -8,12 +8,19 @@ import numpy as np
 import tensorflow as tf
 
 from kerasrl import demos
+from kerasrl.common.reductions import global_count
 from kerasrl.exception import TrainerConfigError
 from kerasrl.fields import Field
 from kerasrl.models.gail import Z_SIZE, Discriminator
-from kerasrl.ppo.loss import global_count
-from kerasrl.rewards.model_signal import (ModelRewardSignal, action_features, field_dtype, field_shapes,
-                                          observation_fields, replica_draw, replica_share)
+from kerasrl.rewards.model_signal import (
+    ModelRewardSignal,
+    action_features,
+    field_dtype,
+    field_shapes,
+    observation_fields,
+    replica_draw,
+    replica_share,
+)
 from kerasrl.settings import GAILSettings, NetworkSettings
 from kerasrl.spec import BehaviorSpec
 

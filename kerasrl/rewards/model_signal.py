@@ -63,12 +63,6 @@ def action_features(actions: tf.Tensor, spec: BehaviorSpec) -> tf.Tensor:
     return tf.cast(actions, tf.float32)
 
 
-def masked_partial_mean(values: tf.Tensor, mask: tf.Tensor, count: tf.Tensor) -> tf.Tensor:
-    """This replica's share of the masked mean over the global mini-batch: ``Σ_local(values·mask) / count``
-    with ``count = global_count(mask)`` (the shares sum to the mean; on one device it is the mean)."""
-    return tf.reduce_sum(values * mask) / count
-
-
 def replica_share() -> tuple[Any, int]:
     """(this replica's index, number of replicas) of the current replica context ((0, 1) outside a strategy)."""
     ctx = tf.distribute.get_replica_context()

@@ -29,27 +29,30 @@ checkpoints stay intact, so with ``keep >= 2`` a restore falls back to the previ
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
 import shutil
 import signal
-import sys
 import threading
 import time
 import uuid
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 from google.protobuf.text_format import ParseError
 
+from kerasrl import distribute
 from kerasrl.exception import UnityTrainerException, describe
 
 logger = logging.getLogger("kerasrl.trainers")
 
 CHECKPOINT_NAME = "model"
 STATE_FILE = "checkpoint"
+#: Beside the checkpoints: the behavior's spec, settings and seed (``Trainer.behavior_record``).
+BEHAVIOR_FILE = "behavior.json"
 _INDEX_FILE = re.compile(r"^model-(\d+)\.index$")
 _DATA_FILE = re.compile(r"^(model-\d+)\.data-\d{5}-of-\d{5}$")
 #: Names only an interrupted write leaves behind (TF's temporaries and export_weights').
@@ -58,6 +61,7 @@ _STALE_NAMES = (
     re.compile(r"^checkpoint\.tmp[0-9a-f]+$"),
     re.compile(r"\.tempstate\d+$"),
     re.compile(r"\.tmp\.weights\.h5$"),
+    re.compile(r"^behavior\.json\.tmp$"),
 )
 #: What reading or restoring a damaged checkpoint raises in TF 2.21: ``OpError`` (its
 #: ``DataLossError``, ``NotFoundError``...) for a bad index, a checksum mismatch or a missing
@@ -240,10 +244,13 @@ def _deliver_sigint(handler: Callable[..., Any] | int) -> None:
 # -- the saver -------------------------------------------------------------------------
 class CheckpointSaver:
     """Saves and restores ``objects`` (trackable TF/Keras objects) plus the trainer's step and
-    update count in ``model_path``, keeping the newest ``keep`` checkpoints."""
+    update count in ``model_path``, keeping the newest ``keep`` checkpoints. ``behavior_record``
+    (JSON values) is written beside them at the first save, for ``kerasrl export``."""
 
-    def __init__(self, model_path: str, keep: int, **objects: Any) -> None:
+    def __init__(self, model_path: str, keep: int, behavior_record: Optional[Mapping[str, Any]] = None,
+                 **objects: Any) -> None:
         self.model_path = model_path
+        self._behavior_record = behavior_record
         self.keep = max(int(keep), 1)
         self._step = tf.Variable(0, dtype=tf.int64)
         self._updates = tf.Variable(0, dtype=tf.int64)
@@ -265,13 +272,15 @@ class CheckpointSaver:
         waits until the checkpoint and the state file are written, then raises
         ``KeyboardInterrupt``; checkpoints beyond ``keep`` are deleted only after that.
         Under a multi-host strategy only the chief writes (the others return ``""``)."""
-        distribute = sys.modules.get("kerasrl.distribute")  # no strategy can have been chosen without it
-        if distribute is not None and not distribute.is_chief():
+        if not distribute.is_chief():
             return ""
         with sigint_deferred(f"the checkpoint save in {self.model_path}"):
             self._step.assign(step)
             self._updates.assign(updates)
             path = self._checkpoint_manager().save(checkpoint_number=step)
+            if self._behavior_record is not None:
+                write_json_atomically(os.path.join(self.model_path, BEHAVIOR_FILE), self._behavior_record)
+                self._behavior_record = None
         return path
 
     def restore(self) -> tuple[int, int]:
@@ -331,6 +340,24 @@ def _data_file(prefix: str) -> str:
     names = sorted(n for n in (os.listdir(folder or ".") if os.path.isdir(folder or ".") else [])
                    if n.startswith(base + ".data-"))
     return os.path.join(folder, names[0]) if len(names) == 1 else prefix + ".data-*"
+
+
+def write_json_atomically(path: str, value: Any) -> None:
+    """``value`` as JSON at ``path``, whole or not at all."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=1)
+    os.replace(tmp, path)
+
+
+def read_behavior_record(model_path: str) -> Optional[dict[str, Any]]:
+    """The behavior record beside ``model_path``'s checkpoints; None for folders written before it existed."""
+    path = os.path.join(model_path, BEHAVIOR_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        record = json.load(f)
+    return record if isinstance(record, dict) else None
 
 
 def export_weights(model: Any, path: str) -> None:

@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from kerasrl.curriculum import save_lessons
 from kerasrl.envs.env_manager import EnvManager, StepInfo
 from kerasrl.exception import EnvironmentException, TrainerError, UnityTrainerException
 from kerasrl.timers import hierarchical_timer, timed, write_timer_tree
@@ -52,6 +53,7 @@ class TrainerController:
         inference_steps: Optional[int] = None,
         save_every_seconds: Optional[float] = None,
         timers_path: Optional[str] = None,
+        export: Optional[Callable[[dict[str, Trainer]], None]] = None,
     ) -> None:
         if resampling_interval is not None and (isinstance(resampling_interval, bool)
                                                 or not isinstance(resampling_interval, int) or resampling_interval < 1):
@@ -66,6 +68,9 @@ class TrainerController:
         if int(save_freq) < 1:
             raise TrainerError(f"save_freq must be >= 1, got {save_freq}.")
         self.trainers = trainers
+        #: Called with the trainers once training ends well (the command line and ``fit`` pass
+        #: ``kerasrl.export.export_trainers``); trainers themselves know nothing of export.
+        self.export = export
         self.model_path = model_path
         self.summaries_dir = summaries_dir
         self.run_id = run_id
@@ -117,8 +122,6 @@ class TrainerController:
         for trainer in self.trainers.values():
             trainer.save_model()
         if self.meta_curriculum is not None:
-            from kerasrl.curriculum import save_lessons
-
             save_lessons(self.meta_curriculum, self.model_path, self._steps())
         self.saved_steps = self._steps()
         self._saved_at = self._save_marks()
@@ -126,8 +129,8 @@ class TrainerController:
         logger.info("Saved models at step %d.", self.global_step)
 
     def _export_models(self) -> None:
-        for trainer in self.trainers.values():
-            trainer.export_model()
+        if self.export is not None:
+            self.export(self.trainers)
 
     def _reset_env(self, env: EnvManager) -> list[StepInfo]:
         """Reset with freshly sampled parameters overlaid by the current lessons'."""

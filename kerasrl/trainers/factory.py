@@ -3,9 +3,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Union
 
+from kerasrl.distribute import cluster
 from kerasrl.exception import TrainerError
 from kerasrl.settings import RunContext, TrainerConfig, TrainerSettings, load_trainer_config
 from kerasrl.spec import BehaviorSpec
+from kerasrl.trainers.bc_trainer import OfflineBCTrainer, OnlineBCTrainer
+from kerasrl.trainers.multi_host import MultiHostPPOTrainer
+from kerasrl.trainers.ppo_trainer import PPOTrainer
 from kerasrl.trainers.trainer import Trainer
 
 ConfigLike = Union[TrainerConfig, Mapping[str, Any], str, None]
@@ -16,20 +20,12 @@ def create_trainer(behavior: str, spec: BehaviorSpec, settings: TrainerSettings,
     """The trainer that ``settings.trainer`` names, for one behavior (under a multi-host
     strategy, ``kerasrl.trainers.multi_host``'s)."""
     if settings.trainer in ("ppo", "offline_bc", "online_bc"):
-        from kerasrl.distribute import cluster
-
         hosts = cluster()
         if hosts is not None:
-            from kerasrl.trainers.multi_host import MultiHostPPOTrainer
-
             return MultiHostPPOTrainer(behavior, spec, settings, context, reward_buff_cap, cluster=hosts)
     if settings.trainer == "ppo":
-        from kerasrl.ppo.trainer import PPOTrainer
-
         return PPOTrainer(behavior, spec, settings, context, reward_buff_cap)
     if settings.trainer in ("offline_bc", "online_bc"):
-        from kerasrl.bc.trainer import OfflineBCTrainer, OnlineBCTrainer
-
         cls = OfflineBCTrainer if settings.trainer == "offline_bc" else OnlineBCTrainer
         return cls(behavior, spec, settings, context, reward_buff_cap)
     raise TrainerError(f"The trainer config contains an unknown trainer type for brain {behavior}")

@@ -29,9 +29,9 @@ import tensorflow as tf
 from kerasrl.distribute import Cluster
 from kerasrl.exception import TrainerConfigError, TrainerError, describe
 from kerasrl.fields import Field
-from kerasrl.ppo.trainer import PPOTrainer, normalized_advantages
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec
+from kerasrl.trainers.ppo_trainer import PPOTrainer, normalized_advantages
 
 logger = logging.getLogger("kerasrl.trainers")
 
@@ -172,10 +172,10 @@ class MultiHostPPOTrainer(PPOTrainer):
         self.learner.set_schedules(self.step)
         self._policy.refresh()
 
-    def export_model(self) -> None:
-        """Only the chief exports."""
-        if self.cluster.chief:
-            super().export_model()
+    @property
+    def writes_results(self) -> bool:
+        """Only the chief writes (and exports)."""
+        return bool(self.cluster.chief)
 
     def summary_line(self) -> str:
         """What this host trained, and a digest of its weights (equal on every host)."""

@@ -5,6 +5,8 @@ from collections import deque
 from typing import Any, Optional
 
 from kerasrl.buffer import Buffer
+from kerasrl.common.fast_path import signal_jit_compile
+from kerasrl.distribute import check_batch_size, learner_strategy, replicas
 from kerasrl.envs.base import StepResult
 from kerasrl.rewards import RewardSignal, create_reward_signal
 from kerasrl.settings import RunContext, TrainerSettings
@@ -23,9 +25,6 @@ class RLTrainer(Trainer):
     def __init__(self, brain_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
         super().__init__(brain_name, spec, settings, context, reward_buff_cap)
-        from kerasrl.distribute import check_batch_size, learner_strategy, replicas  # imports TensorFlow: not before
-        from kerasrl.fast_path import signal_jit_compile
-
         strategy = learner_strategy()
         sequence_length = settings.network.sequence_length if settings.network.use_recurrent else 1
         for name in settings.reward_signals:

@@ -5,6 +5,8 @@ import csv
 import os
 from typing import Any, Mapping
 
+import tensorflow as tf
+
 
 class StatsWriter:
     """Writes scalars and text to one TensorBoard folder; the writer is created on first use."""
@@ -15,23 +17,17 @@ class StatsWriter:
 
     def _file_writer(self) -> Any:
         if self._writer is None:
-            import tensorflow as tf
-
             os.makedirs(self.path, exist_ok=True)
             self._writer = tf.summary.create_file_writer(self.path)
         return self._writer
 
     def write_scalars(self, step: int, values: Mapping[str, float]) -> None:
-        import tensorflow as tf
-
         with self._file_writer().as_default():
             for key, value in values.items():
                 tf.summary.scalar(key, value, step=step)
         self._writer.flush()
 
     def write_text(self, tag: str, text: str, step: int = 0) -> None:
-        import tensorflow as tf
-
         with self._file_writer().as_default():
             tf.summary.text(tag, text, step=step)
         self._writer.flush()

@@ -58,6 +58,12 @@ class Trainer:
         """The settings in ML-Agents' flat form, ``max_steps`` as this run uses it."""
         return {**self.settings.to_dict(), "max_steps": self.max_steps}
 
+    def behavior_record(self) -> dict[str, Any]:
+        """What rebuilds this behavior's policy without the environment (``kerasrl export``):
+        its spec, trainer type, settings and seed; checkpoints keep it beside them."""
+        return {"behavior": self.brain_name, "trainer": type(self).__name__, "spec": self.spec.to_dict(),
+                "settings": self.parameters, "seed": int(self.context.seed)}
+
     @property
     def get_max_steps(self) -> int:
         return self.max_steps
@@ -81,8 +87,15 @@ class Trainer:
     def save_model(self) -> None:
         raise UnityTrainerException(f"The save_model method was not implemented for {type(self).__name__}.")
 
-    def export_model(self) -> None:
-        raise UnityTrainerException(f"The export_model method was not implemented for {type(self).__name__}.")
+    @property
+    def trained_model(self) -> Any:
+        """The Keras model that acts for this behavior, which the run exports when training ends."""
+        raise UnityTrainerException(f"{type(self).__name__} has no trained model.")
+
+    @property
+    def writes_results(self) -> bool:
+        """Whether this process writes the behavior's results (on several hosts, only the chief)."""
+        return True
 
     def add_experiences(self, curr_all: dict[str, StepResult], next_all: dict[str, StepResult],
                         take_action_outputs: Optional[dict[str, Any]]) -> None:

@@ -6,18 +6,19 @@ import os
 
 import numpy as np
 
+from kerasrl.bc.module import BCModule
+from kerasrl.common.gae import gae_and_returns
 from kerasrl.distribute import learner_strategy
 from kerasrl.envs.base import StepResult
 from kerasrl.exception import TrainerError, UnityTrainerException
 from kerasrl.fields import Field
-from kerasrl.models.actor_critic import ModelConfigError
-from kerasrl.ppo.gae import gae_and_returns
+from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
 from kerasrl.ppo.learner import PPOLearner
 from kerasrl.ppo.policy import PPOPolicy
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec
 from kerasrl.timers import hierarchical_timer
-from kerasrl.trainers.checkpoint import CheckpointSaver, export_weights
+from kerasrl.trainers.checkpoint import CheckpointSaver
 from kerasrl.trainers.rl_trainer import RLTrainer
 
 logger = logging.getLogger("kerasrl.trainers")
@@ -79,15 +80,13 @@ class PPOTrainer(RLTrainer):
         #: Behavioral cloning from ``pretraining``'s demonstration after every PPO update (§11.1).
         self.bc_module = None
         if settings.pretraining is not None:
-            from kerasrl.bc.module import BCModule
-
             hp = self.hyperparameters
             self.bc_module = BCModule(model, spec, settings.pretraining, hp.learning_rate, hp.batch_size, hp.num_epoch,
                                       seed=self.seed, behavior=brain_name)
         bc_state = {} if self.bc_module is None else {"bc_optimizer": self.bc_module.optimizer}
         signal_states = {f"reward_signal_{name}": signal.checkpoint_state()
                          for name, signal in self.reward_signals.items() if signal.checkpoint_state() is not None}
-        self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, model=model,
+        self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, self.behavior_record(), model=model,
                                      optimizer=self.learner.optimizer, learner=self.learner, **bc_state,
                                      **signal_states)
         if context.load_model:
@@ -133,13 +132,9 @@ class PPOTrainer(RLTrainer):
         self._policy.refresh()
         logger.info("Initialized %s from %s", self.brain_name, model_path)
 
-    def export_model(self) -> None:
-        """Write the actor-critic weights (normalizer included) to ``{model_path}/{brain}.weights.h5``
-        and the policy as a SavedModel (and ONNX with ``kerasrl[onnx]``; see ``kerasrl.export``), atomically."""
-        from kerasrl.export import export_policy
-
-        export_weights(self.learner.actor_critic, os.path.join(self.model_path, f"{self.brain_name}.weights.h5"))
-        export_policy(self.learner.actor_critic, self.model_path, self.brain_name)
+    @property
+    def trained_model(self) -> ActorCritic:
+        return self.learner.actor_critic
 
     # -- trajectories ------------------------------------------------------------------
     def _ready_rows(self, nxt: StepResult) -> np.ndarray:

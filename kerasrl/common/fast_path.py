@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 from typing import Optional
 
+from kerasrl import xla_cache
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.numpy_policy import NumpyActorCritic
 from kerasrl.models.numpy_visual import NumpyVisualActorCritic
@@ -85,6 +86,4 @@ def use_xla_cache(directory: Optional[str] = None) -> Optional[str]:
     between runs; default ``~/.cache/kerasrl/xla``), so that a later run compiling the same
     update loads it. Call before the process compiles anything with XLA. Returns the folder
     of this TensorFlow's entries, or None when the cache stays off."""
-    from kerasrl import xla_cache
-
     return xla_cache.enable(directory)

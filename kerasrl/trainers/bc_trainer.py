@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from typing import Any, Optional
 
 import numpy as np
@@ -41,7 +40,7 @@ from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec
 from kerasrl.timers import hierarchical_timer
 from kerasrl.trainers.agent_processor import AgentProcessor
-from kerasrl.trainers.checkpoint import CheckpointSaver, export_weights
+from kerasrl.trainers.checkpoint import CheckpointSaver
 from kerasrl.trainers.rl_trainer import RLTrainer
 
 logger = logging.getLogger("kerasrl.trainers")
@@ -84,7 +83,7 @@ class BCTrainer(RLTrainer):
         self._policy = BCPolicy(spec, model, seed=self.seed, inference=settings.inference)
         self.processor = self.make_processor(self._policy.experience_fields)
         self.update_count = 0
-        self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, model=model,
+        self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, self.behavior_record(), model=model,
                                      optimizer=self.learner.optimizer)
         if context.load_model:
             self.load_model()
@@ -102,8 +101,9 @@ class BCTrainer(RLTrainer):
         self._policy.refresh()
         logger.info("Restored %s at step %d", self.brain_name, self.step)
 
-    def export_model(self) -> None:
-        export_weights(self.model, os.path.join(self.model_path, f"{self.brain_name}.weights.h5"))
+    @property
+    def trained_model(self) -> ActorCritic:
+        return self.model
 
     # -- measuring the student ---------------------------------------------------------
     def process_experiences(self, current_all: dict[str, StepResult], new_all: dict[str, StepResult]) -> None:

@@ -5,7 +5,9 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
+from kerasrl.cli.main import quiet_tensorflow
 from kerasrl.exception import TrainerError
+from kerasrl.plot import DEFAULT_KEYS, plot_runs
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,16 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> None:
     if args.command == "export":
-        from kerasrl.cli import quiet_tensorflow
-
         quiet_tensorflow(args.debug)
-        from kerasrl.export import export_run
+        from kerasrl.export import export_run  # after quiet_tensorflow, which TensorFlow reads as it loads
 
         for behavior, paths in export_run(args.run_dir, onnx=False if args.no_onnx else None).items():
             print(f"{behavior}: {', '.join(paths[k] for k in ('savedmodel', 'onnx') if k in paths)}", flush=True)
     else:
-        from kerasrl.plot import DEFAULT_KEYS, plot_runs
-
         print(plot_runs(args.run_dirs, args.output, args.key or DEFAULT_KEYS, args.title), flush=True)
 
 

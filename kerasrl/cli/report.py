@@ -1,0 +1,59 @@
+"""Progress while a run trains, and its summary at the end."""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Optional
+
+import keras
+import numpy as np
+
+
+class ProgressReport:
+    """Progress and the final summary. Steps are environment steps (all copies counted) since
+    the run's start, across resumes; steps/s covers this session, without tracing. Progress is
+    a bar (Keras's ``Progbar``) when stdout is a terminal, else one plain line each time."""
+
+    def __init__(self, trainers: dict[str, Any], n_agents: int, inference: bool, target: Optional[int],
+                 bar: Optional[bool] = None) -> None:
+        self.trainers, self.n_agents, self.inference = trainers, n_agents, inference
+        self.first_step = {name: t.get_step for name, t in trainers.items()}
+        self.start = time.perf_counter()
+        self.controller: Any = None
+        self.target = target
+        self.bar: Any = None
+        if sys.stdout.isatty() if bar is None else bar:
+            self.bar = keras.utils.Progbar(target, unit_name="step", stateful_metrics=["mean_return", "steps/s"])
+
+    def trace_seconds(self) -> float:
+        return sum(t.policy.trace_seconds + t.learner.trace_seconds for t in self.trainers.values())
+
+    def summary(self) -> dict[str, float]:
+        wall = time.perf_counter() - self.start
+        if self.inference:
+            steps = session = self.controller.global_step * self.n_agents
+        else:
+            steps = max(t.get_step for t in self.trainers.values())
+            session = max(t.get_step - self.first_step[n] for n, t in self.trainers.items())
+        returns = [r for t in self.trainers.values() for r in t.recent_returns]
+        return {"steps": float(steps), "mean_return": float(np.mean(returns)) if returns else float("nan"),
+                "steps_per_sec": session / max(wall - self.trace_seconds(), 1e-9), "wall_s": wall}
+
+    def progress(self, controller: Any) -> None:
+        s = self.summary()
+        if self.bar is not None:
+            self.bar.update(int(s["steps"]), [("mean_return", s["mean_return"]), ("steps/s", s["steps_per_sec"])])
+            return
+        print(f"steps={int(s['steps'])} mean_return={s['mean_return']:.2f} steps_per_sec={s['steps_per_sec']:.0f}",
+              flush=True)
+
+    def close(self) -> None:
+        """End the bar's line before the summary lines."""
+        if self.bar is not None:
+            print(flush=True)
+
+    def resumed(self) -> None:
+        for name, t in self.trainers.items():
+            if t.get_step:
+                done = " (already at its max_steps: nothing left to train)" if t.get_step > t.get_max_steps else ""
+                print(f"Resumed {name} at step {t.get_step}{done}.", flush=True)

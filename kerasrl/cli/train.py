@@ -1,0 +1,228 @@
+"""A training (or inference, or demo-recording) run from parsed ``kerasrl-learn`` flags: the
+environment, the trainers and the controller set up, run, and exported at the end."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import tensorflow as tf
+
+from kerasrl import xla_cache
+from kerasrl.cli.multi_host import (
+    check_multi_host_args,
+    choose_strategy,
+    host_seed_offset,
+    join_cluster,
+    warn_small_policies,
+)
+from kerasrl.cli.parser import check_args
+from kerasrl.cli.report import ProgressReport
+from kerasrl.cli.run_folder import initial_models, prepare_run_dir, record_run
+from kerasrl.configs import config_source
+from kerasrl.curriculum import MetaCurriculum, load_lessons
+from kerasrl.envs.ray_env_manager import ray_available
+from kerasrl.envs.registry import copies_per_worker, make_env_manager
+from kerasrl.exception import EnvironmentException, TrainerError
+from kerasrl.export import export_trainers
+from kerasrl.recording import record
+from kerasrl.samplers import SamplerManager, load_sampler_file
+from kerasrl.settings import RunContext, load_trainer_config
+from kerasrl.trainers import TrainerController, create_trainers
+
+
+def set_tf_threads(threads: int) -> bool:
+    """Limit TensorFlow's thread pools (must run before TensorFlow executes anything).
+
+    Small models spend their time in per-op overhead that a 2-thread pool only adds to.
+    Returns False (and leaves the pools alone) if TensorFlow is already running.
+    """
+    if threads <= 0:
+        return False
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError:
+        logging.getLogger("kerasrl").warning("TensorFlow is already initialized; --tf-threads %d ignored.", threads)
+        return False
+    return True
+
+
+
+@dataclass
+class EnvParameters:
+    """What ``--curriculum`` and ``--sampler`` give: lessons, sampler entries and interval."""
+
+    meta_curriculum: Any = None
+    sampler_config: Optional[dict[str, Any]] = None
+    resampling_interval: Optional[int] = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "EnvParameters":
+        """Read and check the files (before the run folder is touched)."""
+        if getattr(args, "lesson", None) is not None and (args.lesson < 0 or not args.curriculum):
+            raise TrainerError(f"--lesson {args.lesson}: needs --curriculum and a lesson >= 0.")
+        meta = MetaCurriculum(args.curriculum) if getattr(args, "curriculum", None) else None
+        if getattr(args, "sampler", None) is None:
+            return cls(meta)
+        sampler, interval = load_sampler_file(args.sampler)
+        return cls(meta, sampler.reset_param_dict, interval)
+
+    def reward_buff_caps(self) -> dict[str, int]:
+        """Each curriculum's behavior keeps the returns of its last ``min_lesson_length`` episodes."""
+        curricula = self.meta_curriculum.brains_to_curriculums if self.meta_curriculum is not None else {}
+        return {name: c.min_lesson_length for name, c in curricula.items()}
+
+    def controller_kwargs(self, args: argparse.Namespace, model_path: str, seed: int) -> dict[str, Any]:
+        """The controller's curriculum and sampler arguments; the lessons start at ``--lesson``,
+        else (with ``--resume``) where the run's last checkpoint left them."""
+        meta = self.meta_curriculum
+        if meta is not None:
+            if args.lesson is not None:
+                meta.set_all_curriculums_to_lesson_num(args.lesson)
+            elif args.load and load_lessons(meta, model_path):
+                print(f"Resumed the curricula at lessons {meta.lesson_nums}.", flush=True)
+        sampler = SamplerManager(self.sampler_config, seed) if self.sampler_config is not None else None
+        return {"meta_curriculum": meta, "sampler_manager": sampler,
+                "resampling_interval": self.resampling_interval if sampler is not None else None}
+
+
+def _check_ray_args(args: argparse.Namespace) -> None:
+    """Ray flags need ``--env-manager ray`` and Ray itself, before the run folder is touched."""
+    if getattr(args, "env_manager", "subprocess") != "ray":
+        flag = "--ray-address" if getattr(args, "ray_address", None) else "--ray-restart-workers"
+        raise TrainerError(f"{flag} needs --env-manager ray.")
+    if not ray_available():
+        raise TrainerError('--env-manager ray needs Ray, which is not installed: pip install "kerasrl[ray]".')
+
+
+def _setup(args: argparse.Namespace, default_config: Optional[str],
+           env_params: Optional[EnvParameters] = None) -> tuple[Any, Any, dict[str, Any], int]:
+    """The run context, the env manager, the trainers and the number of agents that ``args`` describe."""
+    config = load_trainer_config(config_source(args.trainer_config_path or default_config))
+    workers = getattr(args, "workers", 1)
+    env_manager = getattr(args, "env_manager", "subprocess")
+    if env_manager != "subprocess" or getattr(args, "ray_address", None) or getattr(args, "ray_restart_workers", False):
+        _check_ray_args(args)
+    if workers > 1 or env_manager == "ray":
+        copies_per_worker(args.env, args.num_envs, workers)  # a layout error before the run folder is touched
+    init = initial_models(args)
+    prepare_run_dir(args)
+    seed = args.seed if args.seed >= 0 else random.randrange(10000)
+    env_seed = seed + host_seed_offset(args)
+    manager, n_agents = make_env_manager(args.env, args.num_envs, env_seed, workers, env_manager,
+                                         getattr(args, "ray_address", None), getattr(args, "ray_restart_workers", False))
+    context = RunContext.in_results_dir(args.results_dir, args.run_id, keep_checkpoints=args.keep_checkpoints,
+                                        train_model=not args.inference, load_model=args.load or args.inference,
+                                        seed=seed, max_steps=args.steps, initialize_from=init)
+    env_params = env_params or EnvParameters()
+    try:
+        if env_params.meta_curriculum is not None:
+            env_params.meta_curriculum.check_behaviors(manager.external_brains)
+        trainers = create_trainers(config, manager.external_brains, context, env_params.reward_buff_caps())
+        return context, manager, trainers, n_agents
+    except BaseException:
+        manager.close()
+        raise
+
+
+def run_training(args: argparse.Namespace, default_config: Optional[str] = None) -> dict[str, float]:
+    """Train as ``args`` say; print progress and the final machine-readable summary line."""
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
+    check_args(args)
+    multi_host = check_multi_host_args(args)
+    set_tf_threads(args.tf_threads)
+    xla_cache.enable(args.xla_cache)
+    choose_strategy(args, multi_host)
+    start = time.perf_counter()
+    env_params = EnvParameters.from_args(args)
+    resume = args.load
+    scratch = join_cluster(args, default_config) if multi_host else None
+    try:
+        context, manager, trainers, n_agents = _setup(args, default_config, env_params)
+        warn_small_policies(args, trainers)
+        try:
+            for trainer in trainers.values() if multi_host and resume else ():
+                trainer.sync_from_chief()
+            return _train(args, context, manager, trainers, n_agents, start, env_params)
+        finally:
+            if getattr(manager, "closed", True) is False:  # worker processes never outlive a failed set-up
+                manager.close()
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[str, Any], n_agents: int,
+           start: float, env_params: Optional[EnvParameters] = None) -> dict[str, float]:
+    """The training (or inference) run itself, once everything is set up."""
+    target = args.steps if args.inference else max(t.get_max_steps for t in trainers.values())
+    report = ProgressReport(trainers, n_agents, args.inference, target)
+    minutes = args.save_every_minutes
+    tc = report.controller = TrainerController(
+        trainers, context.model_path, context.summaries_dir, f"{args.run_id}-0", args.save_freq,
+        train=not args.inference, training_seed=context.seed, progress=report.progress,
+        progress_freq=max(args.progress_every // n_agents, 1), save_every_seconds=60.0 * minutes if minutes else None,
+        inference_steps=max(args.steps // n_agents, 1) if args.inference and args.steps else None,
+        timers_path=os.path.join(args.results_dir, args.run_id, "timers.json"), export=export_trainers,
+        **(env_params or EnvParameters()).controller_kwargs(args, context.model_path, context.seed))
+    record_run(args, context, trainers)
+    workers = getattr(args, "workers", 1)
+    where = f" in {workers} worker processes" if workers > 1 else ""
+    if getattr(args, "env_manager", "subprocess") == "ray":
+        where = f" in {workers} Ray actor{'s' if workers > 1 else ''}"
+    results = os.path.join(args.results_dir, args.run_id)
+    hosts = getattr(next(iter(trainers.values()), None), "cluster", None)
+    if hosts is not None:
+        where += f", {hosts}"
+        results = results if hosts.chief else "the chief's folder"
+    print(f"kerasrl: PPO on {args.env} x{n_agents}{where}, seed {context.seed}, results in "
+          f"{results} (set-up {report.start - start:.1f} s)", flush=True)
+    report.resumed()
+    try:
+        tc.start_learning(manager)
+    except EnvironmentException as e:
+        if tc.train_model and tc.saved_steps:  # the controller checkpoints before an env error propagates
+            step = max(tc.saved_steps.values())
+            raise EnvironmentException(f"{e} The model was saved at step {step}; continue with --resume.") from e
+        raise
+    finally:
+        report.close()
+    result = {**report.summary(), "trace_s": report.trace_seconds(), "interrupted": float(tc.interrupted)}
+    if tc.interrupted:
+        print("Interrupted: the model was saved; continue with --resume.", flush=True)
+    print(f"final steps={int(result['steps'])} mean_return={result['mean_return']:.3f} "
+          f"steps_per_sec={result['steps_per_sec']:.1f} wall_s={result['wall_s']:.2f}", flush=True)
+    for trainer in trainers.values():
+        if hasattr(trainer, "summary_line"):
+            print(f"kerasrl: {trainer.summary_line()}", flush=True)
+    return result
+
+
+def record_demo(args: argparse.Namespace, default_config: Optional[str] = None) -> dict[str, float]:
+    """``--record-demo PATH --steps N --resume``: the run's restored policy acts for N steps (of
+    its one behavior) and ``kerasrl.demos.record`` writes them to PATH; nothing is trained."""
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
+    check_args(args)
+    if not args.load:
+        raise TrainerError("--record-demo records the policy of a trained run: add --resume (with its --run-id).")
+    if args.steps is None:
+        raise TrainerError("--record-demo needs --steps N, the number of steps to record.")
+    check_multi_host_args(args)
+    set_tf_threads(args.tf_threads)
+    context, manager, trainers, _ = _setup(argparse.Namespace(**{**vars(args), "inference": True}), default_config)
+    try:
+        if len(trainers) != 1:
+            raise TrainerError(f"--record-demo records one behavior; the environment has {sorted(trainers)}.")
+        name, trainer = next(iter(trainers.items()))
+        record(manager, trainer.policy, args.steps, args.record_demo, behavior=name, seed=context.seed)
+    finally:
+        manager.close()
+    print(f"Recorded {args.steps} steps of {name} (run {args.run_id}, step {trainer.get_step}) to {args.record_demo}.",
+          flush=True)
+    return {"interrupted": 0.0}

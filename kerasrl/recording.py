@@ -1,0 +1,151 @@
+"""Record any policy in any kerasrl environment as a demonstration file (``kerasrl.demos``).
+
+A policy is a trained kerasrl ``PPOPolicy`` (anything with ``get_action(step_result)``) or a
+callable from a batch of observations to a batch of actions, called once per step for all
+agents: it gets the step result's only observation array when the spec has exactly one
+observation and it is a vector, else the list of observation arrays (spec order).
+"""
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
+
+from kerasrl.buffer import AgentBuffer, AgentBufferField, Buffer
+from kerasrl.demos import DemoError, write
+from kerasrl.envs.base import Environment, StepResult, check_actions
+from kerasrl.envs.env_manager import ActionInfo, EnvManager, SimpleEnvManager
+from kerasrl.envs.gym_adapter import GymnasiumEnv
+from kerasrl.fields import Field
+from kerasrl.spec import BehaviorSpec, pick_behavior
+from kerasrl.trainers.agent_processor import AgentProcessor
+
+__all__ = ["record"]
+
+PolicyLike = Union[Callable[[Any], Any], Any]
+
+
+class _CallablePolicy:
+    """A callable on observation batches as an env-manager policy (``get_action``)."""
+
+    def __init__(self, fn: Callable[[Any], Any], spec: BehaviorSpec, behavior: str) -> None:
+        self.fn = fn
+        self.spec = spec
+        self.behavior = behavior
+        self.single_vector = len(spec.observation_shapes) == 1 and len(spec.observation_shapes[0]) == 1
+
+    def get_action(self, result: StepResult) -> ActionInfo:
+        obs = result.observations[0] if self.single_vector else list(result.observations)
+        action = check_actions(self.spec, self.fn(obs), len(result), self.behavior)
+        return ActionInfo(action, None, None, {Field.ACTIONS: action})
+
+
+class _RandomPolicy:
+    """Uniform random actions for the behaviors that are not recorded."""
+
+    def __init__(self, spec: BehaviorSpec, seed: Optional[int]) -> None:
+        self.spec = spec
+        self.rng = np.random.default_rng(seed)
+
+    def get_action(self, result: StepResult) -> ActionInfo:
+        n = len(result)
+        if self.spec.is_discrete:
+            action = (self.rng.random((n, self.spec.action_size)) * np.asarray(self.spec.discrete_branches)).astype(np.int32)
+        else:
+            action = self.rng.uniform(-1.0, 1.0, (n, self.spec.action_size)).astype(np.float32)
+        return ActionInfo(action, None, None, {Field.ACTIONS: action})
+
+
+class _Recorder:
+    """Turns one behavior's env steps into whole episodes in an update buffer (rows in episode order)."""
+
+    def __init__(self, spec: BehaviorSpec) -> None:
+        self.buffer = Buffer()
+        self.processor = AgentProcessor(spec, {}, [Field.ACTIONS], self.buffer, defaultdict(list))
+        self.processor.store_next_obs = True
+        self.episodes = 0
+        self.rows = 0
+
+    def add(self, curr: StepResult, nxt: StepResult, action: np.ndarray) -> None:
+        lengths = self.processor.agents.columns["trajectory_length"]
+        before = float(lengths.sum())
+        self.processor.add_experiences(curr, nxt, {Field.ACTIONS: action})
+        self.rows += int(round(float(self.processor.agents.columns["trajectory_length"].sum()) - before))
+        for agent_id in nxt.agent_ids[nxt.done].tolist():
+            self._close(agent_id)
+
+    def _close(self, agent_id: int) -> None:
+        agent = self.buffer[agent_id]
+        n = len(agent[Field.ACTIONS]) if Field.ACTIONS in agent else 0
+        if n:
+            agent[Field.EPISODE_ID].set(np.full(n, self.episodes, np.int64))
+            self.episodes += 1
+            self.buffer.append_update_buffer(agent_id, training_length=1)
+        self.processor.trajectory_closed(agent_id)
+
+    def finish(self, num_steps: int) -> AgentBuffer:
+        """Close every unfinished episode; the first ``num_steps`` rows."""
+        for agent_id in list(self.buffer.keys()):
+            self._close(agent_id)
+        update = self.buffer.update_buffer
+        return _first_rows(update, num_steps)
+
+
+def _first_rows(buffer: AgentBuffer, n: int) -> AgentBuffer:
+    out = AgentBuffer()
+    for key, field in buffer.items():
+        out[key] = AgentBufferField.from_array(np.ascontiguousarray(field.array[:n]), padding_value=field.padding_value)
+    return out
+
+
+def _as_manager(env: Any, seed: Optional[int]) -> tuple[EnvManager, bool]:
+    """``env`` as an env manager, and whether we made it (and so close it)."""
+    if isinstance(env, EnvManager):
+        return env, False
+    if isinstance(env, Environment):
+        return SimpleEnvManager(env), False
+    return SimpleEnvManager(GymnasiumEnv(env, num_envs=1, seed=seed)), True
+
+
+def record(env: Any, policy: PolicyLike, num_steps: int, path: Union[str, os.PathLike[str]],
+           behavior: Optional[str] = None, seed: Optional[int] = None) -> tuple[BehaviorSpec, AgentBuffer]:
+    """Run ``policy`` for ``behavior`` in ``env`` until ``num_steps`` transitions are stored, and
+    write them to ``path``.
+
+    ``env``: a kerasrl ``Environment``, an ``EnvManager``, or a Gymnasium id / env (one copy,
+    through ``GymnasiumEnv``). Other behaviors of the environment act uniformly at random.
+    ``seed`` seeds a Gymnasium env made here and those random actions. Returns what was written.
+    """
+    if int(num_steps) < 1:
+        raise DemoError(f"num_steps must be >= 1, got {num_steps}.")
+    path = os.fspath(path)
+    manager, owned = _as_manager(env, seed)
+    try:
+        specs = dict(manager.external_brains)
+        name = pick_behavior(specs, behavior, DemoError)
+        spec = specs[name]
+        acting = policy if hasattr(policy, "get_action") else _CallablePolicy(policy, spec, name)
+        for other, other_spec in specs.items():
+            manager.set_policy(other, acting if other == name else _RandomPolicy(other_spec, seed))
+        buffer = _run(manager, name, spec, int(num_steps))
+    finally:
+        if owned:
+            manager.close()
+    write(path, spec, buffer, name)
+    return spec, buffer
+
+
+def _run(manager: EnvManager, name: str, spec: BehaviorSpec, num_steps: int) -> AgentBuffer:
+    recorder = _Recorder(spec)
+    manager.reset()
+    while recorder.rows < num_steps:
+        for info in manager.step():
+            curr = (info.previous_all_brain_info or {}).get(name)
+            nxt = info.current_all_brain_info.get(name)
+            action_info = (info.brain_name_to_action_info or {}).get(name)
+            if curr is None or nxt is None or action_info is None or len(curr) == 0:
+                continue
+            recorder.add(curr, nxt, np.asarray(action_info.action))
+    return recorder.finish(num_steps)
