@@ -1,4 +1,4 @@
-"""Demonstrations: record any policy in any kerasrl environment, and load the recording (behaviour.md §12).
+"""Demonstrations: record any policy in any kerasrl environment, and load the recording.
 
 A demo file is HDF5 (``.demo`` by convention)::
 

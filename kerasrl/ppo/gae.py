@@ -1,4 +1,4 @@
-"""Discounted returns and generalised advantage estimation (behaviour.md §6.3)."""
+"""Discounted returns and generalised advantage estimation."""
 from __future__ import annotations
 
 import numpy as np
