@@ -189,7 +189,7 @@ cdef struct Spec:
 
 cdef int _make_spec(Py_ssize_t n, object batch_size, object training_length, bint sequential,
                     Spec* s, bint pad_end=False) except -1:
-    """get_batch's arithmetic (behaviour.md §7); raises BufferException for bad requests."""
+    """get_batch's arithmetic (as ML-Agents 0.9's); raises BufferException for bad requests."""
     cdef Py_ssize_t L, bs, leftover, max_b
     L = 1 if training_length is None else _index(training_length, "training_length")
     if L < 1:
@@ -791,7 +791,7 @@ cdef class AgentBufferField:
         self._reset()
 
     def get_batch(self, batch_size=None, training_length=1, bint sequential=True, bint pad_end=False):
-        """Rows for a (sequence) batch as one flat array ``[rows, *row_shape]`` (§7).
+        """Rows for a (sequence) batch as one flat array ``[rows, *row_shape]``.
 
         Sequential: the last ``batch_size`` sequences of ``training_length`` rows; when that is
         more than the data, every row is returned, preceded by ``L - len % L`` padding rows

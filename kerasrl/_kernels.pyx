@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False, embedsignature=True
 """Small numeric kernels of the acting and trajectory loop, where numpy's per-call overhead
-(~1–2 µs per array operation on a handful of rows) would dominate.
+(per array operation, on a handful of rows) would dominate.
 
 * ``sample_masked_categorical``: the numpy policy's masked multi-categorical sampling for a
   batch of agents, the same float32 arithmetic as ``MaskedMultiCategorical`` (softmax,

@@ -1,17 +1,17 @@
-"""Experience buffers with the ML-Agents (Aug 2019) names and semantics (behaviour.md §7).
+"""Experience buffers with the names and semantics of ML-Agents 0.9 (Aug 2019).
 
 ``Buffer`` (agent id → ``AgentBuffer``) → ``AgentBuffer`` (field name → ``AgentBufferField``).
 Fields are contiguous typed numpy columns kept by the Cython core :mod:`kerasrl._buffer`; the
 hot operations (batched appends, ``get_batch``, shuffles, mini-batches, sampling, truncation)
 copy raw rows in C.
 
-Differences from the 2019 seed (fixed behaviours, see §17):
+Differences from ML-Agents 0.9 (its bugs fixed, and additions):
 
-* ``training_length=None`` means 1 (bug 8).
+* ``training_length=None`` means 1.
 * ``shuffle`` keeps a trailing partial sequence: the ``len // L`` whole sequences are
   permuted and the remaining ``len % L`` rows stay, in order, at the end, so every sequence
-  still starts at a multiple of ``L`` (bug 9).
-* Files are HDF5 opened with explicit modes ("w"/"r"; bug 15); every dtype is preserved
+  still starts at a multiple of ``L``.
+* Files are HDF5 opened with explicit modes ("w"/"r"); every dtype is preserved
   exactly; saving to a path writes ``path + ".tmp-XXXX"`` and renames it into place.
 * ``make_mini_batch`` returns numpy arrays (#2371); sampling uses a seedable numpy RNG (#2524).
 * A field's dtype and row shape are fixed by its first row (Python floats → float32, Python
@@ -207,7 +207,7 @@ class AgentBuffer(_VersionedDict):
         """Shuffle whole sequences of ``sequence_length`` rows, the same way for every key.
 
         All keys must have the same length.  Rows after the last whole sequence stay at the
-        end in their order (the seed dropped them).  Duplicate keys count once.
+        end in their order (ML-Agents 0.9 dropped them).  Duplicate keys count once.
         """
         length = _positive(sequence_length, "sequence_length")
         keys = list(dict.fromkeys(self.keys() if key_list is None else key_list))

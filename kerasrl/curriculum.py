@@ -1,4 +1,4 @@
-"""Curricula: lessons of environment parameters that advance with training progress (behaviour.md §13).
+"""Curricula: lessons of environment parameters that advance with training progress (as in ML-Agents 0.9).
 
 A curriculum is one JSON file per behavior in a folder (the behavior name is the file name up
 to its first "."), for example ``CartPole-v1.json``::
@@ -9,7 +9,7 @@ to its first "."), for example ``CartPole-v1.json``::
 ``measure`` is ``progress`` (the trainer's step / max_steps) or ``reward`` (the mean return of
 the behavior's last ``min_lesson_length`` episodes); the lesson advances when the (optionally
 smoothed) measure exceeds ``thresholds[lesson]``. Each parameter has one value per lesson
-(``len(thresholds) + 1``). The seed's quirk of ignoring a measure of exactly 0 is fixed: 0 is a
+(``len(thresholds) + 1``). ML-Agents 0.9's quirk of ignoring a measure of exactly 0 is fixed: 0 is a
 measure like any other (only NaN, i.e. no data, is skipped).
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Which devices the learners train on: one device, several GPUs or several logical CPUs.
 
-Only learners enter a strategy (behaviour.md §9.3, fixed as ML-Agents #2362 meant it): a
+Only learners enter a strategy (ML-Agents 0.9's multi-GPU PPO, fixed as ML-Agents #2362 meant it): a
 trainer takes :func:`learner_strategy` once, builds its learner — model *and* optimizer —
 inside ``strategy.scope()`` and runs each update as one compiled call in which every
 mini-batch is one ``strategy.run`` (synchronous data parallelism; gradients summed across
@@ -183,7 +183,7 @@ def warn_if_small(hidden_units: int, num_layers: int, visual: bool, n_gpus: int)
 
 
 # ----------------------------------------------------------------------------------------------
-# Several hosts: MultiWorkerMirroredStrategy from TF_CONFIG (behaviour beyond the seed, issue 15)
+# Several hosts: MultiWorkerMirroredStrategy from TF_CONFIG (beyond ML-Agents 0.9, which trains on one host)
 
 #: How long a worker waits for every other worker to join before it gives up (seconds).
 JOIN_TIMEOUT_S = 300.0
@@ -301,7 +301,7 @@ class Cluster:
         def gather(flat: tf.Tensor) -> tf.Tensor:
             return strategy.gather(strategy.run(tf.identity, args=(flat,)), axis=0)
 
-        # One traced function for every length: eager gathers retrace (~0.2 s each).
+        # One traced function for every length: eager gathers would retrace on every call.
         self._gather = tf.function(gather, input_signature=[tf.TensorSpec([None], tf.int32)])
 
     def __str__(self) -> str:

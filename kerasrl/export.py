@@ -7,7 +7,7 @@ for continuous actions ``clip(μ, −3, 3) / 3``) and ``stochastic`` (an action 
 graph). Inputs, named as the model's (``kerasrl.fields.Field``): ``vector_obs`` (raw: the
 observation normalizer is inside the graph), ``visual_obs{i}``, ``action_mask`` (discrete),
 ``memory`` and ``prev_action`` (recurrent; ``prev_action`` for discrete actions with
-``recurrent_style: mlagents``). Outputs keep ML-Agents' exported names (behaviour.md §8.3): ``action``, ``action_probs`` (discrete:
+``recurrent_style: mlagents``). Outputs keep ML-Agents 0.9's exported names: ``action``, ``action_probs`` (discrete:
 the masked probabilities; continuous: ``μ``), ``value_estimate`` (the first reward signal's),
 ``recurrent_out`` (the next memory, recurrent only). ``{behavior}.onnx`` is the
 ``deterministic`` function (ONNX opset 13); ``{behavior}.policy.json`` records the inputs,

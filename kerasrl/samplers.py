@@ -1,4 +1,4 @@
-"""Environment-parameter samplers for generalisation training (behaviour.md §14).
+"""Environment-parameter samplers for generalisation training (ML-Agents 0.9's sampler files).
 
 A sampler file is YAML: a positive integer ``resampling-interval`` (environment steps, every
 agent's step counted, as every other step count) and one entry per reset parameter::

@@ -1,4 +1,4 @@
-"""Typed, frozen trainer settings, built once from an ML-Agents trainer config (behaviour.md §2).
+"""Typed, frozen trainer settings, built once from an ML-Agents trainer config.
 
 A trainer config is ML-Agents 0.9's YAML: a ``default`` section, per-behavior sections that
 override it shallowly (a behavior's ``reward_signals`` replaces the default block whole), and
@@ -36,7 +36,7 @@ Check = Callable[[Any], Optional[str]]
 TRAINER_TYPES = ("ppo", "offline_bc", "online_bc")
 #: Trainer types of ML-Agents 0.9 that kerasrl does not provide yet.
 UNAVAILABLE_TRAINER_TYPES: tuple[str, ...] = ()
-#: Keys the stand-alone BC trainers need beyond those with defaults (behaviour.md §2.3).
+#: Keys the stand-alone BC trainers need beyond those with defaults.
 BC_TRAINER_REQUIRED_KEYS = {"offline_bc": ("batches_per_epoch", "demo_path"),
                             "online_bc": ("batches_per_epoch", "brain_to_imitate")}
 VIS_ENCODE_TYPES = ("simple", "nature_cnn", "resnet")
@@ -160,7 +160,7 @@ class PPOSettings(_Checked):
 
 @dataclass(frozen=True, kw_only=True)
 class RewardSignalSettings(_Checked):
-    """A reward signal: ``strength`` scales it, ``gamma`` discounts it (behaviour.md §10)."""
+    """A reward signal: ``strength`` scales it, ``gamma`` discounts it."""
 
     strength: float = setting(check=at_least(0.0), doc="scale of the reward")
     gamma: float = setting(check=unit_interval, doc="discount factor")
@@ -191,7 +191,7 @@ REWARD_SIGNAL_SETTINGS: dict[str, type[RewardSignalSettings]] = {
 
 @dataclass(frozen=True, kw_only=True)
 class BehavioralCloningSettings(_Checked):
-    """The ``pretraining`` section: behavioral cloning from demonstrations inside PPO (§11.1)."""
+    """The ``pretraining`` section: behavioral cloning from demonstrations inside PPO."""
 
     demo_path: str = setting(doc="expert demonstrations (.demo file or folder)")
     strength: float = setting(check=at_least(0.0), doc="BC learning rate relative to PPO's")
@@ -203,7 +203,7 @@ class BehavioralCloningSettings(_Checked):
 
 @dataclass(frozen=True, kw_only=True)
 class BCTrainerSettings(_Checked):
-    """The ``offline_bc`` / ``online_bc`` trainers' own keys (behaviour.md §11.2); they take
+    """The ``offline_bc`` / ``online_bc`` trainers' own keys; they take
     ``batch_size`` and ``learning_rate`` from :class:`PPOSettings` and the network's keys from
     :class:`NetworkSettings`. Required by those trainers (a missing one is an error naming it),
     ignored by ``ppo``."""

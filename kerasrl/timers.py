@@ -1,4 +1,4 @@
-"""Hierarchical wall-clock timers and gauges (behaviour.md §15.1).
+"""Hierarchical wall-clock timers and gauges (ML-Agents 0.9's timing tree).
 
 A ``TimerStack`` holds a tree of ``TimerNode``s: entering ``hierarchical_timer("name")`` makes
 "name" a child of the innermost open timer, so the tree records where time went as the code
@@ -67,7 +67,7 @@ class TimerNode:
         return max(0.0, self.total - sum(c.total for c in self.children.values()))
 
     def to_dict(self, name: str) -> dict[str, Any]:
-        """This subtree in the seed JSON format (children as a list in insertion order)."""
+        """This subtree in ML-Agents 0.9's JSON format (children as a list in insertion order)."""
         out: dict[str, Any] = {"name": name, "total": self.total, "count": self.count}
         if self.is_parallel:
             out["is_parallel"] = True
@@ -189,7 +189,7 @@ class TimerStack:
                 mine.merge(other)
 
     def get_timing_tree(self) -> dict[str, Any]:
-        """The whole tree in the seed JSON format (root named "root", gauges listed first)."""
+        """The whole tree in ML-Agents 0.9's JSON format (root named "root", gauges listed first)."""
         root = self.get_root()
         out: dict[str, Any] = {"name": "root"}
         if self.gauges:
@@ -198,7 +198,7 @@ class TimerStack:
         return out
 
 
-class hierarchical_timer:  # noqa: N801 - used like a function, as in the seed
+class hierarchical_timer:  # noqa: N801 - used like a function, as in ML-Agents 0.9
     """Context manager that times its block as child ``name`` of the innermost open timer.
 
     ``with hierarchical_timer("name") as node:`` yields the ``TimerNode``. The elapsed time is

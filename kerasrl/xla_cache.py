@@ -1,7 +1,7 @@
 """A persistent cache of XLA-compiled code that runs can share safely.
 
-Compiling the PPO update with XLA is most of a short run's start-up (~1–2 s of a 100k-step
-CartPole run of ~7 s). TensorFlow can keep the compiled code on disk
+Compiling the PPO update with XLA is most of a short run's start-up (figures in
+``benchmarks/README.md``). TensorFlow can keep the compiled code on disk
 (``--tf_xla_persistent_cache_directory``), but its cache is unsafe to share as it is: it writes
 entries in place, so a run that reads an entry while another run is still writing it, or
 after a run was killed mid-write, fails its first update ("Read less bytes than requested");

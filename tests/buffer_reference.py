@@ -1,4 +1,4 @@
-"""A plain-Python, list-based reference of the buffer semantics (behaviour.md §7).
+"""A plain-Python, list-based reference of the buffer semantics.
 
 Structured like the 2019 ML-Agents buffer (fields are lists of numpy rows, one Python
 operation per row, rows stored as given or as views of the extending array, never copied

@@ -1,4 +1,4 @@
-"""The offline_bc / online_bc trainers, PPO with BC pretraining, and --record-demo (behaviour.md §11)."""
+"""The offline_bc / online_bc trainers, PPO with BC pretraining, and --record-demo."""
 from typing import Mapping, Optional
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Example tests for kerasrl.buffer: the cases spelled out in behaviour.md §7 and the errors."""
+"""Example tests for kerasrl.buffer: ML-Agents 0.9's semantics on small cases, our fixes, and the errors."""
 from __future__ import annotations
 
 import glob

@@ -1,4 +1,4 @@
-"""Curricula (behaviour.md §13): lesson progression, config errors, lessons saved and resumed."""
+"""Curricula: lesson progression, config errors, lessons saved and resumed."""
 import csv
 import json
 
@@ -35,7 +35,7 @@ def test_reward_measure_advances_one_lesson_per_threshold(tmp_path):
 
 def test_zero_measure_counts_and_smoothing_lags(tmp_path):
     c = Curriculum(write(tmp_path, thresholds=[-1.0], parameters={"length": [1, 2]}))
-    assert c.increment_lesson(0.0)  # the seed ignored a measure of 0 (quirk 12); fixed
+    assert c.increment_lesson(0.0)  # ML-Agents 0.9 ignored a measure of 0; fixed
     s = Curriculum(write(tmp_path, signal_smoothing=True))
     assert not s.increment_lesson(12.0)  # 0.25 * 0 + 0.75 * 12 = 9 <= 10
     assert s.smoothing_value == pytest.approx(9.0)

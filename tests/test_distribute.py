@@ -6,7 +6,7 @@ suite runs on the plain CPU. Covered: the train_step (with gradient clipping), t
 for feed-forward, LSTM and visual learners on 2 replicas (feed-forward and LSTM on 4) and the
 per-mini-batch one for the LSTM on 2 (weights within 1e-5 of one device, replicas bit-identical,
 metrics equal; 4 replicas without checkpoints, slow-marked), a batch_size the replicas cannot share,
-normalizer statistics, checkpoints across strategies, the strategy errors, and the seed's
+normalizer statistics, checkpoints across strategies, the strategy errors, and ML-Agents 0.9's
 Simple1D acceptance test under 2 replicas. ``SIGNALS`` (run after ``UPDATES`` in the same
 process) does the same for curiosity (discrete vector, continuous visual), GAIL (with actions),
 VAIL and BC (discrete LSTM, continuous with noise; on 4 replicas curiosity, VAIL and the LSTM BC)

@@ -11,7 +11,7 @@ import kerasrl
 from kerasrl.callbacks import Callback
 from kerasrl.exception import TrainerConfigError, TrainerError
 
-# The seed's Simple1D test config (behaviour.md §16): an update every ~64 agent steps.
+# ML-Agents 0.9's Simple1D test config: an update every ~64 agent steps.
 HP = dict(batch_size=16, buffer_size=64, learning_rate=5e-3)
 OBS = np.array([[1.0], [-1.0], [1.0]], np.float32)
 LOG_KEYS = ("episode_reward_mean", "episode_length_mean", "fps", "policy_loss", "value_loss", "entropy", "approx_kl",

@@ -120,7 +120,7 @@ def test_an_mlagents_0_9_config_trains_the_behavior_its_section_names(tmp_path, 
 def test_recurrent_sequences_replay_the_acting_policy(tmp_path, style):
     """Every sequence of the update buffer starts at a real row (padding at the end), so the
     model run over it from the stored memory gives back the acting policy's log-probs and values
-    on every real row; with the seed's front padding the short trajectories would start from the
+    on every real row; with ML-Agents 0.9's front padding the short trajectories would start from the
     padding's zero memory after running the LSTM over padding rows. Both ``recurrent_style``s."""
     length = 8
     tc, manager, trainer = run(tmp_path, MultiBranchMaskedEnvironment(seed=1), max_steps=100, use_recurrent=True,

@@ -1,4 +1,4 @@
-"""Reward signals (behaviour.md §10): config errors, the shape grid, curiosity's falling
+"""Reward signals: config errors, the shape grid, curiosity's falling
 rewards, GAIL's demonstrations and GAIL as the only signal on Simple1D."""
 import math
 

@@ -1,4 +1,4 @@
-"""Parameter samplers (behaviour.md §14) and how reset parameters reach environments."""
+"""Parameter samplers and how reset parameters reach environments."""
 import gymnasium
 import numpy as np
 import pytest

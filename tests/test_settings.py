@@ -1,4 +1,4 @@
-"""kerasrl.settings: typed, frozen trainer settings loaded strictly from ML-Agents' YAML (§2)."""
+"""kerasrl.settings: typed, frozen trainer settings loaded strictly from ML-Agents' YAML."""
 import copy
 import dataclasses
 import logging

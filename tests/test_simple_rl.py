@@ -1,4 +1,4 @@
-"""The seed's acceptance test (behaviour.md §16): PPO solves Simple1D in 2500 steps."""
+"""ML-Agents 0.9's acceptance test: PPO solves Simple1D in 2500 steps."""
 import math
 
 import numpy as np
@@ -9,7 +9,7 @@ from kerasrl.envs.simple import MultiBranchMaskedEnvironment, Simple1DEnvironmen
 from kerasrl.trainers import TrainerController
 from kerasrl.trainers import initialize_trainers
 
-# The seed's test config: only what differs from the defaults (kerasrl/settings.py).
+# ML-Agents 0.9's test config: only what differs from the defaults (kerasrl/settings.py).
 CONFIG = {"default": {"batch_size": 16, "buffer_size": 64, "learning_rate": 5.0e-3, "max_steps": 2500,
                       "summary_freq": 500}}
 

@@ -1,4 +1,4 @@
-"""Timers and gauges (behaviour.md §15.1)."""
+"""Timers and gauges."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""Building trainers from a trainer config (behaviour.md §2.1): the seed's signature, run context, errors."""
+"""Building trainers from a trainer config: ML-Agents 0.9's signature, run context, errors."""
 from types import SimpleNamespace
 
 import pytest

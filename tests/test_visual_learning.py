@@ -1,4 +1,4 @@
-"""PPO learns the visual Simple1D task with each visual encoder (behaviour.md §8.1, §16); the
+"""PPO learns the visual Simple1D task with each visual encoder; the
 encoders' convolutions follow ``conv_style``.
 
 ``VisualSimple1DEnvironment`` shows the goal (−1 / +1) only as an image: the left or right half

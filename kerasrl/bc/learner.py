@@ -9,7 +9,7 @@ one compiled call (a ``tf.while_loop`` over the mini-batch plan), with its own A
 Loss: discrete, the negative log-likelihood of the expert's action in every branch (masked
 branches, summed over branches); continuous, the squared error between the policy's action
 (``ClippedGaussian.squash`` of μ, plus σ·ε when ``sample_noise``, ε drawn per mini-batch with
-shape ``[1, action_size]`` as the seed does) and the expert's action clipped to [−1, 1]. Both
+shape ``[1, action_size]`` as ML-Agents 0.9 does) and the expert's action clipped to [−1, 1]. Both
 are averaged over the real (unmasked) rows.
 
 Under the learner's ``tf.distribute`` strategy (``kerasrl.distribute.learner_strategy``, taken at

@@ -1,4 +1,4 @@
-"""The BC module inside PPO: the ``pretraining`` section (behaviour.md §11.1).
+"""The BC module inside PPO: the ``pretraining`` section.
 
 After every PPO update the policy also imitates a demonstration, with its own Adam whose
 learning rate is PPO's initial one × ``strength``, decaying linearly to 0 over ``steps`` of

@@ -16,8 +16,8 @@ EXIT_INTERRUPTED = 130
 def quiet_tensorflow(debug: bool) -> None:
     """TensorFlow's C++ logs off unless ``--debug`` (before TF loads): errors that matter reach
     us as exceptions, and loading an XLA cache entry logs two spurious ones (``kerasrl.xla_cache``).
-    oneDNN stays on (TensorFlow's default; its one-line banner is the price): it halves a CNN
-    policy's update on CPU (benchmarks/bench_ppo.py --task visual)."""
+    oneDNN stays on (TensorFlow's default; its one-line banner is the price): it speeds up a CNN
+    policy's update on CPU (benchmarks/README.md)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if debug else "3")
 
 

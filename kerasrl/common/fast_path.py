@@ -3,26 +3,21 @@
 A config without kerasrl's extra keys (``jit_compile``, ``inference``) gets, per policy:
 
 * the update (``jit_compile`` unset): compiled with XLA for feed-forward vector and LSTM
-  policies, plain ``tf.function`` for visual ones — measured on CPU with
-  ``benchmarks/bench_fast_path.py`` (one fused PPO update, XLA vs not, alternating; two runs on
-  a shared 2-core machine): CartPole-Zoo MLP 1.7–2.5× faster with XLA, ML-Agents' default MLP
-  (128 units, batch 1024) 1.13×, Pendulum-Zoo MLP 4.5–6.3×, 64-unit LSTM 2.0–2.2× (its one-time
-  compile costs up to ~15 s more, repaid within ~30 updates), but Nature CNN on 36×36 pixels
-  25× *slower* (XLA's CPU convolutions);
+  policies, where it was measured faster (the LSTM's longer one-time compile is soon repaid),
+  plain ``tf.function`` for visual ones, where XLA's CPU convolutions are much slower
+  (``benchmarks/bench_fast_path.py``; figures in ``benchmarks/README.md``);
 * the updates and rewards of the curiosity and GAIL models (MLP encoders): XLA unless
   ``jit_compile`` is false (visual signal models never use it, as above);
-* acting (``inference: auto``): the numpy mirror of the network for policies on vector
-  observations, feed-forward or LSTM (``bench_fast_path.py --acting``: an MLP call for 64
-  agents ~50 µs in numpy against ~0.7 ms compiled, an LSTM step for 8 agents ~0.1 ms against
-  ~1.2 ms), and for feed-forward policies on cameras with ``simple``/``nature_cnn`` encoders
-  (Nature CNN, 8 × 36×36 images: ~0.2–0.3 ms against ~0.5–1.8 ms); the compiled TF call
-  otherwise (recurrent visual policies, ``resnet``).
+* acting (``inference: auto``): the numpy mirror of the network, measured faster than the
+  compiled TF call (``bench_fast_path.py --acting``), for policies on vector observations,
+  feed-forward or LSTM, and for feed-forward policies on cameras with ``simple``/``nature_cnn``
+  encoders; the compiled TF call otherwise (recurrent visual policies, ``resnet``).
 
 Both choices are logged once per behavior at start-up; an explicit key always wins.
 
-Start-up: the XLA update's one-time tracing and compilation (~2 s for the Zoo CartPole MLP,
-25% of a first-ever 100k-step run; ~0.7 s, 10.6%, when loaded from the cache) run in a background thread from the first step of training
-(``PPOLearner.start_warm_up``), overlapping the first rollout, and ``use_xla_cache`` keeps
+Start-up: the XLA update's one-time tracing and compilation (a large share of a short run's
+start-up, less when loaded from the cache) run in a background thread from the first step of
+training (``PPOLearner.start_warm_up``), overlapping the first rollout, and ``use_xla_cache`` keeps
 the compiled code on disk (``kerasrl.xla_cache``; on by default in ``kerasrl-learn``) so that
 later runs of the same command skip XLA's compiler.
 """

@@ -1,6 +1,6 @@
 """The kerasrl environment API: behavior specs, batched step results, the Environment ABC.
 
-Semantics follow ML-Agents (behaviour.md §1, §6.2): an environment hosts one or more
+Semantics follow ML-Agents 0.9: an environment hosts one or more
 *behaviors*; each behavior has any number of agents, which may appear and disappear
 between steps. A step result reports, for every agent currently present, its observation,
 the reward received since its last decision, and whether its episode ended. ``terminated``

@@ -1,4 +1,4 @@
-"""Env managers: drive environments with the current policies and hand back StepInfos (behaviour.md §5)."""
+"""Env managers: drive environments with the current policies and hand back StepInfos (as ML-Agents 0.9's)."""
 from __future__ import annotations
 
 import abc

@@ -1,6 +1,6 @@
-"""Tiny deterministic test environments (behaviour.md §16 and variants).
+"""Tiny deterministic test environments (ML-Agents 0.9's Simple1D and variants).
 
-``Simple1DEnvironment`` is the acceptance environment of the seed's ``test_simple_rl.py``: one
+``Simple1DEnvironment`` is the acceptance environment of ML-Agents 0.9's ``test_simple_rl.py``: one
 agent on a line walks towards a goal at −1 or +1 that it observes. ``MultiBranchMaskedEnvironment``
 adds two discrete branches and action masks; ``VisualSimple1DEnvironment`` shows the goal as an
 image. All of them have one behavior with one agent (id 0).
@@ -130,7 +130,7 @@ class _OneAgentEnvironment(Environment):
 
 
 class Simple1DEnvironment(_OneAgentEnvironment):
-    """Walk from 0 to the observed goal (−1 or +1) in steps of at most 0.1 (behaviour.md §16).
+    """Walk from 0 to the observed goal (−1 or +1) in steps of at most 0.1 (ML-Agents 0.9's test task).
 
     Observation ``[goal]``. Discrete actions ``[2]``: 1 moves +0.1, 0 moves −0.1; continuous
     ``[1]``: the action, clamped to ±0.1. The episode terminates when ``|position| ≥ 1`` with

@@ -1,6 +1,6 @@
 """Slow environments: every step costs a fixed amount of CPU time (for benchmarks of env workers).
 
-CartPole steps in ~6 µs, so running its copies in worker processes can only lose (the pipe
+A CartPole step is cheap, so running its copies in worker processes can only lose (the pipe
 round trip costs more than the step). Real simulators are slower; to measure what workers
 buy on such an environment, ``SlowStep`` (a Gymnasium wrapper) and ``SlowEnvironment`` (a
 kerasrl ``Environment`` wrapper) add a fixed cost to every step of every copy:
@@ -9,8 +9,8 @@ kerasrl ``Environment`` wrapper) add a fixed cost to every step of every copy:
 ``mode="busy"`` (the default) spins on ``time.perf_counter`` for the whole cost, holding a
 core (and the GIL) as a physics step written in C would. ``mode="sleep"`` sleeps instead,
 which uses no core at all: W sleeping workers overlap perfectly even on fewer than W cores, so
-a sleep-based figure overstates what workers buy on a 2-core machine (4 workers would look 4×
-faster). The benchmark figures use ``busy``; ``sleep`` is there to model an environment that
+a sleep-based figure overstates what workers buy on a machine with fewer cores than workers.
+The benchmark figures use ``busy``; ``sleep`` is there to model an environment that
 waits on something else (a GPU renderer, a remote simulator).
 
 ``SlowCartPole-v1`` is registered with Gymnasium when this module is imported (which

@@ -1,7 +1,7 @@
 """SubprocessEnvManager: environments stepped in parallel worker processes, one policy call per step.
 
 Each of ``num_workers`` processes hosts one kerasrl ``Environment`` built by
-``env_factory(worker_index)``. A step (behaviour.md §5, made synchronous):
+``env_factory(worker_index)``. A step (as ML-Agents 0.9's, made synchronous):
 
 1. in this process, the registered policy of each behavior acts ONCE on the previous results of
    that behavior from all workers, concatenated in worker order;
@@ -19,13 +19,14 @@ one process.
 Start method: ``spawn`` (the default; ``mp_context="forkserver"`` also works). TensorFlow in
 this process runs thread pools and holds locks that a ``fork`` would copy in an unusable
 state; a spawned worker is a fresh interpreter that imports only what its environment needs
-(numpy, gymnasium, ``kerasrl.envs``: no TensorFlow). It costs ~0.5–1 s per worker at start.
+(numpy, gymnasium, ``kerasrl.envs``: no TensorFlow), at a start-up cost per worker
+(``benchmarks/README.md``).
 The factory must be picklable with the standard ``pickle`` (a module-level function or
 class instance, a ``functools.partial`` of one; ``GymnasiumEnvFactory`` for Gymnasium ids),
 and the main module must not start training on import (``if __name__ == "__main__":``).
 Workers are started with ``OPENBLAS_NUM_THREADS=1`` and the other ``WORKER_ENV_VARS`` (set in
 their environment, so before they import numpy): the workers are the parallelism, and BLAS
-threads competing for 2 cores make small matrix products hundreds of times slower.
+threads competing for the same cores make small matrix products far slower.
 
 Failures: a worker that raises, dies (its exit code, e.g. killed by SIGKILL) or does not
 answer within ``step_timeout_s`` (``start_timeout_s`` while it builds its environment) gives

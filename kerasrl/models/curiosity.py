@@ -1,4 +1,4 @@
-"""The Intrinsic Curiosity Module's networks (behaviour.md §10.2).
+"""The Intrinsic Curiosity Module's networks (ML-Agents 0.9's architecture).
 
 One encoder φ (shared by the current and the next observation: two swish layers of
 ``encoding_size`` for the vector observations, a visual encoder with one dense layer of

@@ -18,10 +18,10 @@ _LOG_2PIE = math.log(2.0 * math.pi * math.e)
 class MaskedMultiCategorical:
     """One categorical per action branch, with masked actions given probability exactly 0.
 
-    Per branch (behaviour.md §8.1): ``p = softmax(logits)``, ``raw = (p + EPSILON) · mask``,
+    Per branch (ML-Agents 0.9's arithmetic): ``p = softmax(logits)``, ``raw = (p + EPSILON) · mask``,
     ``probs = raw / Σ raw``; log-probs are ``log(probs + EPSILON)``, so a masked action has
-    log-prob ``log(1e-7)``. Entropy is that of the masked, renormalised distribution (the
-    seed used the unmasked softmax, which rewards spreading mass over forbidden actions).
+    log-prob ``log(1e-7)``. Entropy is that of the masked, renormalised distribution (ML-Agents
+    0.9 used the unmasked softmax, which rewards spreading mass over forbidden actions).
     """
 
     def __init__(self, logits: tf.Tensor, masks: tf.Tensor, branches: Sequence[int]) -> None:
@@ -78,7 +78,7 @@ class ClippedGaussian:
     ``s`` (``action_scale``) is 3 in ML-Agents 0.9. With ``s`` the half-range of a symmetric
     Box, ``μ`` and ``σ`` are in the environment's units and the action the env receives is
     Stable-Baselines3's (its Gaussian sample clipped at the bounds). Log-probs are evaluated at
-    the *pre-clip* action (behaviour.md §8.2), as both libraries do, which the trainer stores
+    the *pre-clip* action, as both libraries do, which the trainer stores
     so the update recomputes them at exactly the sampled point. Entropy is averaged over the
     dimensions (ML-Agents) or summed (``sum_entropy``, SB3).
     """

@@ -1,4 +1,4 @@
-"""Observation encoders: the dense vector stack and the three visual encoders of ML-Agents (§8.1)."""
+"""Observation encoders: the dense vector stack and the three visual encoders of ML-Agents 0.9."""
 from __future__ import annotations
 
 from typing import Any
@@ -27,7 +27,7 @@ _VARIANCE_SCALE = {"hidden": 1.0, "action": 0.01, "value": 1.0}
 
 
 def hidden_initializer(seed: int | None, scale: float = 1.0) -> keras.initializers.Initializer:
-    """TF1 ``variance_scaling_initializer(factor)`` ≈ fan-in truncated normal (behaviour.md §18)."""
+    """ML-Agents 0.9's TF1 ``variance_scaling_initializer(factor)`` ≈ fan-in truncated normal."""
     return keras.initializers.VarianceScaling(scale=scale, mode="fan_in", distribution="truncated_normal", seed=seed)
 
 

@@ -1,4 +1,4 @@
-"""GAIL's discriminator (behaviour.md §10.3), optionally with VAIL's variational bottleneck.
+"""GAIL's discriminator (as ML-Agents 0.9's), optionally with VAIL's variational bottleneck.
 
 Input: the vector observations and each camera's encoding (a visual encoder with one dense
 layer of ``encoding_size``), with ``use_actions`` also the actions (one-hot per branch when

@@ -13,7 +13,7 @@ class Normalizer(keras.layers.Layer):
 
     Statistics are non-trainable weights (saved and checkpointed with the model). They are
     updated from collected batches with ``update`` (a parallel Welford / Chan merge), never
-    by calling the layer — inference must not move the statistics (seed bug §17.5).
+    by calling the layer — inference must not move the statistics (a bug of ML-Agents 0.9, fixed).
     """
 
     def __init__(self, size: int, clip: float = 5.0, epsilon: float = 1e-8, **kwargs: Any) -> None:

@@ -1,7 +1,7 @@
 """The actor-critic's forward pass in numpy, for acting with small vector policies.
 
-A ``tf.function`` call costs ~0.15–0.25 ms whatever the batch (an LSTM policy's ~1–2 ms); the
-same two-layer MLP in numpy costs a few microseconds. For policies on vector observations,
+A ``tf.function`` call has a fixed cost whatever the batch, far above what the same small
+MLP costs in numpy (figures in ``benchmarks/README.md``). For policies on vector observations,
 feed-forward or recurrent (one LSTM step per decision, memories in and out), the policy acts
 through this mirror of the Keras model, whose weights it re-reads after every update. It
 computes exactly what ``ActorCritic.act`` / ``ActorCritic.values`` compute (same noise → same
@@ -35,10 +35,9 @@ _blas_limited = False
 def single_threaded_blas() -> bool:
     """Run numpy's bundled OpenBLAS on one thread, unless the user chose a thread count.
 
-    The mirror's matrices are tiny: OpenBLAS's thread pool makes a 64×128×128 product ~20×
-    slower on a busy 2-core machine (a 64-agent policy call 1.3 ms instead of 56 µs), and the
-    update runs in TensorFlow's own threads. Best effort (numpy's wheel layout); returns
-    whether a thread count was set.
+    The mirror's matrices are tiny: OpenBLAS's thread pool makes their products much slower
+    on a busy machine (``benchmarks/README.md``), and the update runs in TensorFlow's own
+    threads. Best effort (numpy's wheel layout); returns whether a thread count was set.
     """
     global _blas_limited
     if _blas_limited or any(v in os.environ for v in BLAS_THREAD_VARS):
@@ -134,7 +133,7 @@ class NumpyActorCritic:
         """
         m = self.model
         if self._variables is None:
-            # The variable list is fixed once the model is built (walking the layers costs ~0.3 ms).
+            # The variable list is fixed once the model is built: walk the layers once, not every call.
             self._variables = variables = list(m.trainable_variables)
             self._index = {id(v): i for i, v in enumerate(variables)}
         variables = self._variables

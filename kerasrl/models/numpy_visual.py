@@ -1,8 +1,8 @@
 """The numpy mirror of feed-forward actor-critics with visual observations (acting only).
 
-One compiled TF call of a Nature CNN on 8 small images costs ~0.5–1.8 ms on a shared 2-core
-CPU, mostly per-op dispatch; the same forward pass as strided patch views and one matmul per
-convolution costs ~0.2–0.3 ms. ``NumpyVisualActorCritic`` mirrors the ``simple`` and
+One compiled TF call of a Nature CNN on a few small images is mostly per-op dispatch; the same
+forward pass as strided patch views and one matmul per convolution is faster
+(``benchmarks/README.md``). ``NumpyVisualActorCritic`` mirrors the ``simple`` and
 ``nature_cnn`` encoders (valid padding, no pooling); ``resnet`` keeps the compiled TF path.
 It computes what ``ActorCritic.act`` / ``values`` compute (same noise → same actions, to
 float32 round-off) and re-reads the weights after every update, as the vector mirror.

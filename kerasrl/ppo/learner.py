@@ -254,7 +254,7 @@ class PPOLearner(keras.Model):
         names = list(self.batch_signature())
         variables = self.actor_critic.trainable_variables
         fused = self._fused_replicated(names, variables) if self.replicas > 1 else self._fused_single(names, variables)
-        # No input signature: static shapes compile to faster code (~10% here), and the stacked
+        # No input signature: static shapes compile to faster code, and the stacked
         # shape is padded to the most mini-batches seen (``_stacked_calls``): one trace per run.
         return tf.function(fused, jit_compile=self.use_xla and self.replicas == 1, autograph=False)
 
@@ -271,7 +271,7 @@ class PPOLearner(keras.Model):
                 return i + 1, totals + tf.stack([metrics[k] for k in METRIC_NAMES])
 
             # A plain ``tf.while_loop`` without ``maximum_iterations`` (which XLA would need at
-            # compile time); no autograph: converting every Keras layer's code costs ~0.4 s of tracing.
+            # compile time); no autograph: converting every Keras layer's code only adds tracing time.
             _, totals = tf.while_loop(lambda i, _: i < n, body, (tf.constant(0), tf.zeros([len(METRIC_NAMES)])))
             with tf.control_dependencies([totals]):
                 flat = tf.concat([tf.reshape(tf.cast(v.value, tf.float32), [-1]) for v in variables], axis=0)
@@ -450,7 +450,7 @@ class PPOLearner(keras.Model):
         self._warm_up = None
 
     def _split_weights(self, flat: np.ndarray) -> list[np.ndarray]:
-        if self._weight_shapes is None:  # ``trainable_variables`` walks every layer: ~0.3 ms
+        if self._weight_shapes is None:  # ``trainable_variables`` walks every layer: do it once
             self._weight_shapes = [tuple(v.shape) for v in self.actor_critic.trainable_variables]
         out, start = [], 0
         for shape in self._weight_shapes:

@@ -1,4 +1,4 @@
-"""Every PPO loss detail in one readable place (behaviour.md §8.2 "Losses").
+"""Every PPO loss detail in one readable place.
 
 ``loss = policy_loss + 0.5 · value_loss − β · mean(entropy)`` where, over the rows whose
 ``masks`` is 1 (padding rows of recurrent sequences have 0):

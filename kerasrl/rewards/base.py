@@ -1,4 +1,4 @@
-"""Reward-signal base class (behaviour.md §10)."""
+"""Reward-signal base class (ML-Agents 0.9's ``reward_signals``)."""
 from __future__ import annotations
 
 from typing import Any, Mapping, NamedTuple, Optional

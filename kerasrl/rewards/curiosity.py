@@ -1,4 +1,4 @@
-"""Curiosity (ICM) reward signal (behaviour.md §10.2)."""
+"""Curiosity (ICM) reward signal, as ML-Agents 0.9's ``curiosity``."""
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional

@@ -1,4 +1,4 @@
-"""GAIL reward signal (behaviour.md §10.3): a discriminator between demonstrations and the policy."""
+"""GAIL reward signal (as ML-Agents 0.9's ``gail``): a discriminator between demonstrations and the policy."""
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional

@@ -236,7 +236,7 @@ class ModelRewardSignal(RewardSignal):
 
     def rows_per_batch(self, n_sequences: int) -> int:
         """Rows of a mini-batch: PPO's (``n_sequences`` whole sequences), as ML-Agents after #2362
-        (the seed's ``n_sequences`` *rows*, quirk §17.10, is not kept)."""
+        (ML-Agents 0.9's ``n_sequences`` *rows* is not kept)."""
         return max(int(n_sequences), 1) * self.sequence_length
 
     def plan(self, n_rows: int, rows: int, batches: int, rng: np.random.Generator) -> np.ndarray:

@@ -1,9 +1,9 @@
-"""The stand-alone behavioral cloning trainers ``offline_bc`` and ``online_bc`` (behaviour.md §11.2).
+"""The stand-alone behavioral cloning trainers ``offline_bc`` and ``online_bc``.
 
 Both train a policy (an ``ActorCritic`` whose value heads go unused, one stream) to imitate
 expert actions, and both run that policy in the environment to measure it (``Environment/
 Cumulative Reward``, ``Environment/Episode Length``). The policy samples discrete actions and
-acts deterministically (``squash(μ)``) for continuous ones, as the seed's BC model does.
+acts deterministically (``squash(μ)``) for continuous ones, as ML-Agents 0.9's BC model does.
 
 * ``offline_bc`` imitates the demonstration at ``demo_path`` (whose spec must be the
   behavior's); it is ready to update at every step.

@@ -1,4 +1,4 @@
-"""Builds one trainer per behavior from a trainer config (behaviour.md §2.1)."""
+"""Builds one trainer per behavior from a trainer config (ML-Agents 0.9's ``initialize_trainers``)."""
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Union

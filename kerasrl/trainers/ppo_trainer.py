@@ -1,4 +1,4 @@
-"""PPOTrainer: trajectories → GAE per reward signal → PPO updates (behaviour.md §6.3)."""
+"""PPOTrainer: trajectories → GAE per reward signal → PPO updates."""
 from __future__ import annotations
 
 import logging
@@ -77,7 +77,7 @@ class PPOTrainer(RLTrainer):
         #: ``n_steps × n_envs``. A rollout may then hold a few fewer transitions than that; the
         #: learner pads a batch shorter than ``batch_size`` with masked rows.
         self.rollout_steps = 0
-        #: Behavioral cloning from ``pretraining``'s demonstration after every PPO update (§11.1).
+        #: Behavioral cloning from ``pretraining``'s demonstration after every PPO update.
         self.bc_module = None
         if settings.pretraining is not None:
             hp = self.hyperparameters
@@ -197,7 +197,7 @@ class PPOTrainer(RLTrainer):
         if self.learner.actor_critic.normalizer is not None and Field.VECTOR_OBS in agent:
             self._update_normalizer(agent[Field.VECTOR_OBS].get_batch())
         start = self._update_buffer_rows()
-        # Sequences are padded at their end (later ML-Agents; the seed prepended the padding): each
+        # Sequences are padded at their end (later ML-Agents; ML-Agents 0.9 prepended the padding): each
         # then starts at a real row, whose stored memory is the state the policy acted from.
         self.training_buffer.append_update_buffer(agent_id, batch_size=None, training_length=self.sequence_length,
                                                   pad_end=True)

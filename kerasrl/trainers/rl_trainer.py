@@ -1,4 +1,4 @@
-"""RLTrainer: a trainer with reward signals, an experience buffer and an agent processor (§6.2)."""
+"""RLTrainer: a trainer with reward signals, an experience buffer and an agent processor."""
 from __future__ import annotations
 
 from collections import deque

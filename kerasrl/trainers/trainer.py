@@ -1,4 +1,4 @@
-"""Trainer base class: step counting, statistics and summaries (behaviour.md §6.1).
+"""Trainer base class: step counting, statistics and summaries.
 
 A trainer owns its step counter and its statistics; TensorBoard output goes through a
 ``StatsWriter`` and TensorFlow checkpoints through the subclass's saver, so nothing here
