@@ -127,13 +127,13 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=2000, help="--acting: calls per timed block")
     args = parser.parse_args()
     if args.acting:
-        from kerasrl.cli import set_tf_threads
+        from kerasrl.cli.train import set_tf_threads
 
         set_tf_threads(1)
         return main_acting(args)
     import tensorflow as tf
 
-    from kerasrl.cli import set_tf_threads
+    from kerasrl.cli.train import set_tf_threads
     from kerasrl.models.actor_critic import ActorCritic
     from kerasrl.ppo.learner import PPOLearner
     from kerasrl.settings import NetworkSettings, PPOSettings

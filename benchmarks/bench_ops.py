@@ -1,6 +1,6 @@
 """Benchmark: what curricula and export add to a run.
 
-* ``export``: ``PPOTrainer.export_model`` (weights.h5 + SavedModel + ONNX when tf2onnx is
+* ``export``: ``kerasrl.export.export_trainers`` (weights.h5 + SavedModel + ONNX when tf2onnx is
   installed) of a CartPole policy, the first call in the process (tracing included) and a
   second one; paid once at the end of every ``kerasrl-learn`` run that trains.
 * ``curriculum``: ``TrainerController.reset_env_if_ready`` per env-manager step with a reward
@@ -27,6 +27,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 def bench_export() -> list[float]:
     import kerasrl
     from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
+    from kerasrl.export import export_trainers
 
     env = SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=2, seed=0))
     context = kerasrl.RunContext.in_results_dir(tempfile.mkdtemp(), "r", seed=0)
@@ -34,7 +35,7 @@ def bench_export() -> list[float]:
     times = []
     for _ in range(2):
         start = time.perf_counter()
-        trainer.export_model()
+        export_trainers({"CartPole-v1": trainer})
         times.append(time.perf_counter() - start)
     return times
 
@@ -67,7 +68,7 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=5)
     args = p.parse_args()
     first, second = bench_export()
-    print(f"export_model: first {first:.2f} s, second {second:.2f} s")
+    print(f"export_trainers: first {first:.2f} s, second {second:.2f} s")
     print(f"reset_env_if_ready with a reward curriculum: {bench_curriculum(args.runs) * 1e6:.1f} us per step")
 
 

@@ -103,9 +103,9 @@ def signal_settings(names: str, demo: Optional[str], gamma: float) -> dict[str, 
 
 def record_cartpole_demo(path: str, steps: int = 10_000) -> str:
     """10k steps of a scripted CartPole-v1 controller (push towards where the pole falls; returns 500)."""
-    from kerasrl import demos
+    from kerasrl import recording
 
-    demos.record("CartPole-v1", lambda obs: (3 * obs[:, 2] + obs[:, 3] + 0.1 * obs[:, 1] > 0).astype("int64")[:, None],
+    recording.record("CartPole-v1", lambda obs: (3 * obs[:, 2] + obs[:, 3] + 0.1 * obs[:, 1] > 0).astype("int64")[:, None],
                  steps, path, seed=0)
     return path
 
@@ -119,6 +119,7 @@ def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1"
     from bench_tasks import TASKS
     from kerasrl.settings import RunContext
     from kerasrl.timers import get_timer_tree, reset_timers
+    from kerasrl.export import export_trainers
     from kerasrl.trainers import TrainerController, create_trainers
 
     task = TASKS["cartpole"] if task is None else task
@@ -134,15 +135,12 @@ def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1"
     trainer = trainers[env_id]
     setup = time.perf_counter() - t0
     exported = [0.0]
-    export_model = trainer.export_model
 
-    def timed_export() -> None:
+    def timed_export(trainers: dict) -> None:
         """The SavedModel (+ ONNX) export at the end of training: a one-time cost SB3's learn() has not."""
         t = time.perf_counter()
-        export_model()
+        export_trainers(trainers)
         exported[0] += time.perf_counter() - t
-
-    trainer.export_model = timed_export
     reached: list[Optional[int]] = [None]
     seen = [0]
 
@@ -153,7 +151,8 @@ def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1"
                 reached[0] = trainer.get_step
 
     tc = TrainerController(trainers, os.path.join(workdir, "m"), os.path.join(workdir, "s"), f"bench{seed}",
-                           save_freq=10**9, train=True, training_seed=seed, progress=progress, progress_freq=1)
+                           save_freq=10**9, train=True, training_seed=seed, progress=progress, progress_freq=1,
+                           export=timed_export)
     start = time.perf_counter()
     tc.start_learning(manager)
     wall = time.perf_counter() - start
@@ -337,7 +336,7 @@ def main() -> int:
     import tensorflow  # noqa: F401
 
     import kerasrl.trainers.ppo_trainer  # noqa: F401
-    from kerasrl.cli import set_tf_threads
+    from kerasrl.cli.train import set_tf_threads
 
     set_tf_threads(1)
 

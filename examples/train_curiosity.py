@@ -58,7 +58,7 @@ def main() -> int:
     parser.add_argument("--variants", nargs="+", default=["curiosity", "extrinsic"], choices=["curiosity", "extrinsic"])
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args()
-    from kerasrl.cli import set_tf_threads
+    from kerasrl.cli.train import set_tf_threads
 
     set_tf_threads(1)
     workdir = args.workdir or tempfile.mkdtemp(prefix="train_curiosity_")

@@ -36,8 +36,8 @@ def main() -> int:
 
     from _harness import mean_return, train, zoo_cartpole
 
-    from kerasrl import demos
-    from kerasrl.cli import set_tf_threads
+    from kerasrl import recording
+    from kerasrl.cli.train import set_tf_threads
     from kerasrl.settings import TRAINER_TYPES
 
     set_tf_threads(1)
@@ -49,7 +49,7 @@ def main() -> int:
           flush=True)
 
     demo = os.path.join(workdir, "cartpole_expert.demo")
-    _, buffer = demos.record("CartPole-v1", expert.policy, args.demo_steps, demo, seed=args.seed + 1000)
+    _, buffer = recording.record("CartPole-v1", expert.policy, args.demo_steps, demo, seed=args.seed + 1000)
     print(f"demo: {len(buffer['actions'])} steps, {int(buffer['done'].get_batch().sum())} episodes -> {demo}", flush=True)
 
     target = 0.9 * expert_return

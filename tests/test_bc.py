@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from kerasrl import demos
+from kerasrl import demos, recording
 from kerasrl.bc import BCModule
 from kerasrl.bc.module import LOSS_STAT
 from kerasrl.envs.simple import Simple1DEnvironment, VisualSimple1DEnvironment
@@ -33,7 +33,7 @@ def demo_paths(tmp_path_factory):
     for discrete in (True, False):
         for visual in (False, True):
             path = folder / f"{discrete}-{visual}.demo"
-            demos.record(make_env(discrete, visual), expert(discrete, visual), 120, path)
+            recording.record(make_env(discrete, visual), expert(discrete, visual), 120, path)
             paths[discrete, visual] = str(path)
     return paths
 

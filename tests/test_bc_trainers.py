@@ -4,7 +4,7 @@ from typing import Mapping, Optional
 import numpy as np
 import pytest
 
-from kerasrl import demos
+from kerasrl import demos, recording
 from kerasrl.trainers.bc_trainer import OfflineBCTrainer, OnlineBCTrainer
 from kerasrl.cli import main
 from kerasrl.envs import Environment, SimpleEnvManager, StepResult
@@ -28,7 +28,7 @@ def expert_demos(tmp_path_factory):
     paths = {}
     for discrete in (True, False):
         paths[discrete] = str(folder / f"expert-{discrete}.demo")
-        demos.record(Simple1DEnvironment(discrete, seed=7), expert(discrete), 500, paths[discrete])
+        recording.record(Simple1DEnvironment(discrete, seed=7), expert(discrete), 500, paths[discrete])
     return paths
 
 

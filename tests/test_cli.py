@@ -8,7 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from kerasrl.cli import build_parser, main, run_training
+from kerasrl.cli import build_parser, main
+from kerasrl.cli.train import run_training
 from kerasrl.configs import config_path
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")

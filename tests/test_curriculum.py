@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from kerasrl.cli import EnvParameters, build_parser, main
+from kerasrl.cli import build_parser, main
+from kerasrl.cli.train import EnvParameters
 from kerasrl.curriculum import Curriculum, CurriculumError, MetaCurriculum, MetaCurriculumError, load_lessons, save_lessons
 from kerasrl.trainers import TrainerController
 

@@ -4,7 +4,7 @@ import os
 import numpy as np
 import pytest
 
-from kerasrl import demos
+from kerasrl import demos, recording
 from kerasrl.envs import SimpleEnvManager
 from kerasrl.envs.simple import MultiBranchMaskedEnvironment, Simple1DEnvironment, VisualSimple1DEnvironment
 from kerasrl.fields import Field
@@ -42,7 +42,7 @@ def test_record_load_round_trip(case, tmp_path):
     make_env, expert = CASES[case]
     env = make_env()
     path = tmp_path / "expert.demo"
-    spec, written = demos.record(env, expert, 150, path)
+    spec, written = recording.record(env, expert, 150, path)
     assert spec == env.behavior_specs[env.behavior_name]
     loaded_spec, loaded = demos.load(path)
     assert loaded_spec == spec
@@ -78,14 +78,14 @@ def test_record_with_a_ppo_policy_and_an_env_manager(tmp_path):
     env = Simple1DEnvironment(True, seed=2)
     spec = env.behavior_specs["Simple1D"]
     policy = PPOPolicy(spec, ActorCritic(spec, seed=0), seed=0)
-    demos.record(SimpleEnvManager(env), policy, 40, tmp_path / "ppo.demo")
+    recording.record(SimpleEnvManager(env), policy, 40, tmp_path / "ppo.demo")
     loaded_spec, buffer = demos.load(tmp_path / "ppo.demo")
     assert loaded_spec == spec and len(buffer[Field.ACTIONS]) == 40
 
 
 def test_a_folder_of_demos_loads_as_one(tmp_path):
     for seed in (1, 2):
-        demos.record(Simple1DEnvironment(True, seed=seed), toward_goal_discrete, 30, tmp_path / f"d{seed}.demo")
+        recording.record(Simple1DEnvironment(True, seed=seed), toward_goal_discrete, 30, tmp_path / f"d{seed}.demo")
     _, buffer = demos.load(tmp_path)
     assert len(buffer[Field.ACTIONS]) == 60
     assert np.all(np.diff(buffer[Field.EPISODE_ID].array) >= 0)
@@ -93,7 +93,7 @@ def test_a_folder_of_demos_loads_as_one(tmp_path):
 
 def test_a_demo_for_another_spec_is_refused_naming_both(tmp_path):
     path = tmp_path / "d.demo"
-    demos.record(Simple1DEnvironment(True, seed=1), toward_goal_discrete, 20, path)
+    recording.record(Simple1DEnvironment(True, seed=1), toward_goal_discrete, 20, path)
     other = BehaviorSpec(observation_shapes=((1,),), action_type="continuous", action_shape=(1,))
     with pytest.raises(demos.DemoError) as e:
         demos.load_demo(path, other)
@@ -110,7 +110,7 @@ def test_foreign_and_truncated_files_are_refused_naming_the_file(tmp_path):
     with h5py.File(plain_h5, "w") as f:
         f.create_dataset("x", data=np.zeros(3))
     good = tmp_path / "good.demo"
-    demos.record(Simple1DEnvironment(True, seed=1), toward_goal_discrete, 50, good)
+    recording.record(Simple1DEnvironment(True, seed=1), toward_goal_discrete, 50, good)
     truncated = tmp_path / "truncated.demo"
     data = good.read_bytes()
     truncated.write_bytes(data[: len(data) // 2])
@@ -131,15 +131,15 @@ def test_a_failed_recording_writes_nothing(tmp_path):
         return toward_goal_discrete(obs)
 
     with pytest.raises(RuntimeError, match="policy crashed"):
-        demos.record(Simple1DEnvironment(True, seed=1), failing, 50, path)
+        recording.record(Simple1DEnvironment(True, seed=1), failing, 50, path)
     with pytest.raises(Exception, match="Actions for behavior"):
-        demos.record(Simple1DEnvironment(True, seed=1), lambda obs: np.zeros((1, 3)), 50, path)
+        recording.record(Simple1DEnvironment(True, seed=1), lambda obs: np.zeros((1, 3)), 50, path)
     assert os.listdir(tmp_path) == ["d.demo"] and path.read_bytes() == b"previous content"
 
 
 def test_record_a_gymnasium_id(tmp_path):
     pytest.importorskip("gymnasium")
-    spec, buffer = demos.record("CartPole-v1", lambda obs: (obs[:, 2:3] > 0).astype(np.int32), 60,
+    spec, buffer = recording.record("CartPole-v1", lambda obs: (obs[:, 2:3] > 0).astype(np.int32), 60,
                                 tmp_path / "cartpole.demo", seed=0)
     assert spec.observation_shapes == ((4,),) and spec.discrete_branches == (2,)
     loaded_spec, loaded = demos.load(tmp_path / "cartpole.demo")

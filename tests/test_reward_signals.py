@@ -179,14 +179,14 @@ def test_ppo_with_curiosity_stores_next_observations_and_trains_the_signal(tmp_p
 
 
 def record_scripted_expert(discrete: bool, path) -> None:
-    from kerasrl import demos
+    from kerasrl import recording
     from kerasrl.envs.simple import Simple1DEnvironment
 
     def expert(obs):
         goal = np.asarray(obs)[:, 0]
         return (goal > 0).astype(np.int32)[:, None] if discrete else goal[:, None].astype(np.float32)
 
-    demos.record(Simple1DEnvironment(use_discrete=discrete, seed=7), expert, 500, path)
+    recording.record(Simple1DEnvironment(use_discrete=discrete, seed=7), expert, 500, path)
 
 
 @pytest.mark.slow
