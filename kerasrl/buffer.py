@@ -461,6 +461,14 @@ class Buffer(_VersionedDict):
         _core.append_update(self.update_buffer, agent, keys, agent_id, batch_size,
                             training_length, pad_end)
 
+    def append_agent_buffer(self, agent: AgentBuffer, key_list: Iterable[Any] | None = None,
+                            batch_size: int | None = None, training_length: int | None = None,
+                            pad_end: bool = False, agent_id: Hashable = None) -> None:
+        """:meth:`append_update_buffer` for an agent's steps held outside this buffer (a closed
+        trajectory's); ``agent_id`` names it in errors."""
+        keys = list(agent.keys()) if key_list is None else list(key_list)
+        _core.append_update(self.update_buffer, agent, keys, agent_id, batch_size, training_length, pad_end)
+
     def append_all_agent_batch_to_update_buffer(self, key_list: Iterable[Any] | None = None,
                                                 batch_size: int | None = None,
                                                 training_length: int | None = None,

@@ -21,6 +21,7 @@ from kerasrl.envs.gym_adapter import GymnasiumEnv
 from kerasrl.fields import Field
 from kerasrl.spec import BehaviorSpec, pick_behavior
 from kerasrl.trainers.agent_processor import AgentProcessor
+from kerasrl.trainers.trajectory import TrajectoryQueue
 
 __all__ = ["record"]
 
@@ -63,34 +64,34 @@ class _Recorder:
 
     def __init__(self, spec: BehaviorSpec) -> None:
         self.buffer = Buffer()
-        self.processor = AgentProcessor(spec, {}, [Field.ACTIONS], self.buffer, defaultdict(list))
+        self.queue = TrajectoryQueue()
+        self.processor = AgentProcessor(spec, {}, [Field.ACTIONS], defaultdict(list), self.queue)
         self.processor.store_next_obs = True
         self.episodes = 0
-        self.rows = 0
+
+    @property
+    def rows(self) -> int:
+        return self.processor.transitions
 
     def add(self, curr: StepResult, nxt: StepResult, action: np.ndarray) -> None:
-        lengths = self.processor.agents.columns["trajectory_length"]
-        before = float(lengths.sum())
-        self.processor.add_experiences(curr, nxt, {Field.ACTIONS: action})
-        self.rows += int(round(float(self.processor.agents.columns["trajectory_length"].sum()) - before))
-        for agent_id in nxt.agent_ids[nxt.done].tolist():
-            self._close(agent_id)
+        self.processor.add_step(curr, nxt, {Field.ACTIONS: action})
+        self._take()
 
-    def _close(self, agent_id: int) -> None:
-        agent = self.buffer[agent_id]
-        n = len(agent[Field.ACTIONS]) if Field.ACTIONS in agent else 0
-        if n:
-            agent[Field.EPISODE_ID].set(np.full(n, self.episodes, np.int64))
-            self.episodes += 1
-            self.buffer.append_update_buffer(agent_id, training_length=1)
-        self.processor.trajectory_closed(agent_id)
+    def _take(self) -> None:
+        """Number the closed episodes and append them to the update buffer."""
+        for trajectory in self.queue.take_all():
+            steps = trajectory.steps
+            n = len(steps[Field.ACTIONS]) if Field.ACTIONS in steps else 0
+            if n:
+                steps[Field.EPISODE_ID].set(np.full(n, self.episodes, np.int64))
+                self.episodes += 1
+                self.buffer.append_agent_buffer(steps, training_length=1, agent_id=trajectory.agent_id)
 
     def finish(self, num_steps: int) -> AgentBuffer:
         """Close every unfinished episode; the first ``num_steps`` rows."""
-        for agent_id in list(self.buffer.keys()):
-            self._close(agent_id)
-        update = self.buffer.update_buffer
-        return _first_rows(update, num_steps)
+        self.processor.close_all()
+        self._take()
+        return _first_rows(self.buffer.update_buffer, num_steps)
 
 
 def _first_rows(buffer: AgentBuffer, n: int) -> AgentBuffer:

@@ -1,14 +1,14 @@
-"""AgentTable (per-agent counters as slot-indexed numpy columns), shared_ones, env managers' validation default."""
+"""AgentCounters (per-agent counters as slot-indexed numpy columns), shared_ones, env managers' validation default."""
 import numpy as np
 import pytest
 
 from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
 from kerasrl.envs.simple import Simple1DEnvironment
-from kerasrl.trainers.agent_processor import AgentTable
+from kerasrl.trainers.agent_processor import AgentCounters
 
 
 def test_slots_are_stable_new_ids_get_new_slots_and_columns_grow():
-    table = AgentTable(["a", "b"])
+    table = AgentCounters(["a", "b"])
     first = table.slots(np.array([5, 7, 9], np.int64))
     assert first.tolist() == [0, 1, 2]
     # The same ids in another array object (and order) map to the same slots.

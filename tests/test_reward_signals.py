@@ -248,10 +248,10 @@ def test_update_time_rewards_run_gae_per_trajectory_in_one_call():
 
     from kerasrl.common.gae import gae_and_returns
     from kerasrl.rewards.batched import UpdateBatchRewards
-    from kerasrl.trainers.agent_processor import AgentTable
+    from kerasrl.trainers.agent_processor import AgentCounters
 
     signal = _CountingSignal()
-    table = AgentTable(["return_test"])
+    table = AgentCounters(["return_test"])
     table.slots(np.array([4, 5]))
     stats = defaultdict(list)
     deferred = UpdateBatchRewards({"test": signal}, table, stats)

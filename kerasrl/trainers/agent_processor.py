@@ -1,16 +1,18 @@
-"""The agent processor: turns one behavior's env steps into per-agent trajectories.
+"""The agent processor: turns one behavior's env steps into trajectories on a queue.
 
 Transitions are appended for all agents of a step at once (one batched buffer call). An
 agent's transition runs from the step result its policy acted on to the next result that
 reports it; a transition that starts from a done step is never stored (the environment may
 have reset the agent in between), so Gymnasium's autoreset step never becomes experience.
-Per-agent episode returns and lengths are kept in numpy columns, and finished episodes are
-reported to the trainer's statistics.
+A trajectory closes by one rule (its episode ended, it passed ``time_horizon``, or a rollout
+is complete) and goes on the behavior's :class:`~kerasrl.trainers.trajectory.TrajectoryQueue`
+with its bootstrap values. Per-agent episode returns and lengths are kept in numpy columns,
+and finished episodes are reported to the trainer's statistics.
 """
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -21,9 +23,10 @@ from kerasrl.fields import Field
 from kerasrl.rewards import RewardSignal
 from kerasrl.rewards.batched import UpdateBatchRewards
 from kerasrl.spec import BehaviorSpec, concat_vector_observations
+from kerasrl.trainers.trajectory import Trajectory, TrajectoryQueue
 
 
-class AgentTable:
+class AgentCounters:
     """Per-agent counters (episode return per signal, episode length, trajectory length) as numpy
     columns indexed by a dense slot per agent id, so one step updates every agent in a few array
     operations. ``slots(ids)`` is cached for an unchanged id array (the common case)."""
@@ -73,29 +76,61 @@ class AgentTable:
             col[:] = 0.0
 
 
+#: The policy's value estimates (one array per reward signal) at some rows of a step result.
+ValueEstimates = Callable[[StepResult, np.ndarray], Mapping[str, np.ndarray]]
+
+
+class Rollout:
+    """Counts agent steps towards a rollout of ``size`` (``flush_on_update``): once more than
+    ``size`` have been taken (``scale`` times the local count, on several hosts), every
+    unfinished trajectory closes and the trainer updates."""
+
+    def __init__(self, size: int, scale: int = 1) -> None:
+        self.size, self.scale, self.steps = int(size), int(scale), 0
+
+    @property
+    def done(self) -> bool:
+        return self.steps * self.scale > self.size
+
+    def restart(self) -> None:
+        self.steps = 0
+
+
 class AgentProcessor:
-    """Appends each step's transitions to the agents' buffers and keeps per-agent episode counters.
+    """Appends each step's transitions to the agents' unfinished trajectories, keeps per-agent
+    episode counters, and puts each trajectory that closes on ``queue``.
 
     ``experience_fields``: the policy outputs stored per transition (``Field`` names, e.g.
     actions and their log-probabilities); observations, rewards of every reward signal, value
     estimates, the action mask and the done flags are stored as well. Signals that are not
     ``per_step`` (curiosity, GAIL) get their rewards at update time (``deferred``, one compiled
     call per update); the next observations are stored only when a signal
-    ``needs_next_observations``.
+    ``needs_next_observations``. ``value_estimates`` gives the trajectories' bootstrap values;
+    ``time_horizon=None`` closes trajectories only at episode ends (and ``close_all``);
+    ``episode_stats=False`` reports no episode (a teacher's experience).
     """
 
     #: Padding of a field when an agent's trajectory gains a field late (all actions allowed).
     padding_values: dict[str, float] = {Field.ACTION_MASK: 1.0}
 
     def __init__(self, spec: BehaviorSpec, reward_signals: Mapping[str, RewardSignal], experience_fields: Sequence[str],
-                 buffer: Buffer, stats: Any) -> None:
+                 stats: Any, queue: TrajectoryQueue, time_horizon: Optional[int] = None,
+                 value_estimates: Optional[ValueEstimates] = None, reward_buffer: Optional[deque[float]] = None,
+                 episode_stats: bool = True) -> None:
         self.spec = spec
         self.reward_signals = reward_signals
         self.experience_fields = list(experience_fields)
-        self.buffer = buffer
+        self.buffer = Buffer()
         self.stats = stats
-        self.agents = AgentTable(["return_environment", *(f"return_{n}" for n in reward_signals),
-                                  "episode_steps", "trajectory_length"])
+        self.queue = queue
+        self.time_horizon = time_horizon
+        self.value_estimates = value_estimates
+        self.reward_buffer = reward_buffer
+        self.episode_stats = episode_stats
+        #: With ``flush_on_update``: the rollout whose end closes every trajectory.
+        self.rollout: Optional[Rollout] = None
+        self.agents = AgentCounters(["return_environment", *(f"return_{n}" for n in reward_signals),
+                                     "episode_steps", "trajectory_length"])
         self._pending: dict[int, tuple[StepResult, int, dict[str, Any]]] = {}
         self.store_next_obs = any(s.needs_next_observations for s in reward_signals.values())
         #: Rewards, GAE and episode statistics of the signals that are not ``per_step``.
@@ -104,8 +139,11 @@ class AgentProcessor:
         #: Lengths (agent steps) of the same finished episodes (``kerasrl.PPO.fit``'s logs).
         self.recent_lengths: deque[float] = deque(maxlen=100)
         self.episodes_completed = 0
+        #: Transitions appended so far.
+        self.transitions = 0
 
-    def _match(self, curr: StepResult, nxt: StepResult, outputs: dict[str, Any]) -> list[tuple[StepResult, Any, dict[str, Any], Any]]:
+    def _match(self, curr: StepResult, nxt: StepResult,
+               outputs: dict[str, Any]) -> list[tuple[StepResult, Any, dict[str, Any], Any]]:
         """Groups of (source result, source rows, source outputs, next rows) to append.
 
         Rows are a ``slice`` when every agent of an unchanged agent set continues (the common case).
@@ -132,11 +170,15 @@ class AgentProcessor:
             g[3].append(j)
         return [(r, np.asarray(ci, np.int64), o, np.asarray(ni, np.int64)) for r, ci, o, ni in groups.values()]
 
-    def _observation_fields(self, fields: dict[str, np.ndarray], result: StepResult, rows: Any, nxt: bool) -> None:
+    def _observation_fields(self, fields: dict[str, np.ndarray], result: StepResult, rows: Any, nxt: bool,
+                            vector: Optional[np.ndarray] = None) -> None:
+        """The observations of ``rows``; ``vector``: their vector observations as the policy
+        already concatenated them to act (else concatenated here)."""
         spec = self.spec
         obs = [o[rows] for o in result.observations]
         if spec.vector_observation_size:
-            fields[Field.NEXT_VECTOR_OBS if nxt else Field.VECTOR_OBS] = concat_vector_observations(spec, obs)
+            key = Field.NEXT_VECTOR_OBS if nxt else Field.VECTOR_OBS
+            fields[key] = concat_vector_observations(spec, obs) if vector is None else vector
         for j, i in enumerate(spec.visual_observation_indices):
             fields[Field.next_visual_obs(j) if nxt else Field.visual_obs(j)] = obs[i]
 
@@ -144,7 +186,8 @@ class AgentProcessor:
                           next_rows: Any) -> dict[str, np.ndarray]:
         """Every field stored for the transitions from ``rows`` of ``curr`` to ``next_rows`` of ``nxt``."""
         fields: dict[str, np.ndarray] = {}
-        self._observation_fields(fields, curr, rows, nxt=False)
+        acted_on = outputs.get(Field.VECTOR_OBS)
+        self._observation_fields(fields, curr, rows, nxt=False, vector=None if acted_on is None else acted_on[rows])
         if self.store_next_obs:
             self._observation_fields(fields, nxt, next_rows, nxt=True)
         for key in self.experience_fields:
@@ -169,7 +212,53 @@ class AgentProcessor:
         for name, signal in self.reward_signals.items():
             self.stats[signal.value_name].append(float(np.add.reduce(outputs[Field.value_estimates(name)])) / n)
 
-    def add_experiences(self, curr: StepResult, nxt: StepResult, outputs: dict[str, Any]) -> None:
+    def add_step(self, curr: Optional[StepResult], nxt: Optional[StepResult], outputs: Optional[dict[str, Any]]) -> None:
+        """One env step of the behavior: the transitions from ``curr`` (which the policy acted on,
+        giving ``outputs``) to ``nxt``, then every trajectory that closes goes on the queue."""
+        if nxt is None or len(nxt) == 0:
+            return
+        if curr is not None and outputs is not None and len(curr):
+            self.add_transitions(curr, nxt, outputs)
+        if self.rollout is not None:
+            self.rollout.steps += len(nxt)
+        rows = self.ready_rows(nxt)
+        if len(rows):
+            self.close(nxt, rows)
+
+    def ready_rows(self, nxt: StepResult) -> np.ndarray:
+        """Rows of ``nxt`` whose trajectory closes now: non-empty, and its episode ended, it is
+        longer than ``time_horizon``, or the rollout is complete."""
+        lengths = self.trajectory_lengths(nxt.agent_ids)
+        if self.rollout is not None and self.rollout.done:
+            return np.flatnonzero(lengths > 0)
+        if self.time_horizon is None:
+            return np.flatnonzero((lengths > 0) & nxt.done)
+        return np.flatnonzero((lengths > 0) & (nxt.done | (lengths > self.time_horizon)))
+
+    def close(self, nxt: StepResult, rows: np.ndarray) -> None:
+        """Close the trajectories of ``rows`` of ``nxt``: bootstrap values of all of them in one
+        call, then each, with its steps, on the queue; finished episodes to the statistics."""
+        values = self.value_estimates(nxt, rows) if self.value_estimates is not None else {}
+        ids = nxt.agent_ids[rows].tolist()
+        terminated = nxt.terminated[rows].tolist()
+        ended = nxt.done[rows].tolist()
+        for k, agent_id in enumerate(ids):
+            bootstrap = {name: float(v[k]) for name, v in values.items()}
+            self._put(agent_id, bool(terminated[k]), bool(ended[k]), bootstrap)
+
+    def close_all(self) -> None:
+        """Close every unfinished trajectory (cut short, no bootstrap values)."""
+        for agent_id in list(self.buffer.keys()):
+            self._put(agent_id, False, False, {})
+
+    def _put(self, agent_id: int, terminated: bool, ended: bool, bootstrap: dict[str, float]) -> None:
+        steps = self.buffer.pop(agent_id)
+        self.agents.set("trajectory_length", agent_id, 0.0)
+        self.queue.put(Trajectory(agent_id, steps, terminated, ended, bootstrap))
+        if ended and self.episode_stats:
+            self.record_episode_end(agent_id)
+
+    def add_transitions(self, curr: StepResult, nxt: StepResult, outputs: dict[str, Any]) -> None:
         """Append the transitions from ``curr`` (which the policy acted on, giving ``outputs``) to ``nxt``."""
         self._record_step_stats(outputs)
         cols = self.agents.columns
@@ -191,19 +280,15 @@ class AgentProcessor:
             cols["episode_steps"][slots] += 1.0
             cols["trajectory_length"][slots] += 1.0
             self.buffer.append_batch(ids, fields, padding_values=self.padding_values)
+            self.transitions += len(ids)
 
     def trajectory_lengths(self, agent_ids: np.ndarray) -> np.ndarray:
         """Steps in each agent's unfinished trajectory."""
         return self.agents.columns["trajectory_length"][self.agents.slots(agent_ids)]
 
-    def trajectory_closed(self, agent_id: int) -> None:
-        """The agent's trajectory moved to the update buffer: start a new one."""
-        self.buffer[agent_id].reset_agent()
-        self.agents.set("trajectory_length", agent_id, 0.0)
-
     def end_episode(self) -> None:
         """An environment reset: drop unfinished trajectories and episode counters."""
-        self.buffer.reset_local_buffers()
+        self.buffer.clear()
         self._pending.clear()
         self.agents.clear()
 
@@ -217,6 +302,8 @@ class AgentProcessor:
         agents.set("return_environment", agent_id, 0.0)
         self.stats["Environment/Cumulative Reward"].append(value)
         self.recent_returns.append(value)
+        if self.reward_buffer is not None:
+            self.reward_buffer.appendleft(value)
         self.episodes_completed += 1
         for name, signal in self.reward_signals.items():
             if signal.per_step:  # the others' returns are complete at the next update (``deferred``)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -42,6 +42,7 @@ from kerasrl.timers import hierarchical_timer
 from kerasrl.trainers.agent_processor import AgentProcessor
 from kerasrl.trainers.checkpoint import CheckpointSaver
 from kerasrl.trainers.rl_trainer import RLTrainer
+from kerasrl.trainers.trajectory import TrajectoryQueue
 
 logger = logging.getLogger("kerasrl.trainers")
 
@@ -105,20 +106,8 @@ class BCTrainer(RLTrainer):
     def trained_model(self) -> ActorCritic:
         return self.model
 
-    # -- measuring the student ---------------------------------------------------------
-    def process_experiences(self, current_all: dict[str, StepResult], new_all: dict[str, StepResult]) -> None:
-        """The student's finished episodes go to the statistics; its steps are not kept."""
-        nxt = new_all.get(self.brain_name) if new_all else None
-        if nxt is None or len(nxt) == 0:
-            return
-        lengths = self.processor.trajectory_lengths(nxt.agent_ids)
-        rows = np.flatnonzero((lengths > 0) & (nxt.done | (lengths > self.settings.time_horizon)))
-        for k in rows.tolist():
-            agent_id = int(nxt.agent_ids[k])
-            self.processor.trajectory_closed(agent_id)
-            if nxt.done[k]:
-                self.record_episode_end(agent_id)
-
+    # -- measuring the student: its finished episodes go to the statistics (the agent processor
+    # reports them), its trajectories are not kept (``process_trajectory`` keeps none) ----------
     def end_episode(self) -> None:
         super().end_episode()
         self._policy.forget_agents()
@@ -178,7 +167,9 @@ class OnlineBCTrainer(BCTrainer):
         if self.teacher == brain_name:
             raise UnityTrainerException(f"Brain {brain_name} cannot imitate itself (brain_to_imitate).")
         self.teacher_buffer = Buffer()
-        self.teacher_processor = AgentProcessor(spec, {}, [Field.ACTIONS], self.teacher_buffer, self.stats)
+        self.teacher_queue = TrajectoryQueue(self.teacher)
+        self.teacher_processor = AgentProcessor(spec, {}, [Field.ACTIONS], self.stats, self.teacher_queue,
+                                                time_horizon=settings.time_horizon, episode_stats=False)
         self.max_rows = settings.hyperparameters.buffer_size
         self.trajectories = 0
 
@@ -203,11 +194,11 @@ class OnlineBCTrainer(BCTrainer):
                 continue
         return out
 
-    def add_experiences(self, curr_all: dict[str, StepResult], next_all: dict[str, StepResult],
-                        take_action_outputs: Optional[dict[str, Any]]) -> None:
-        super().add_experiences(curr_all, next_all, take_action_outputs)
-        curr = curr_all.get(self.teacher) if curr_all else None
-        nxt = next_all.get(self.teacher) if next_all else None
+    def add_step(self, previous: Mapping[str, StepResult], current: Mapping[str, StepResult],
+                 outputs: Optional[dict[str, Any]]) -> None:
+        """The student's step, and the teacher's with the actions it took."""
+        super().add_step(previous, current, outputs)
+        curr, nxt = previous.get(self.teacher), current.get(self.teacher)
         if curr is None or nxt is None or len(curr) == 0:
             return
         curr.validate(self.spec, self.teacher)
@@ -216,23 +207,21 @@ class OnlineBCTrainer(BCTrainer):
             actions = actions.astype(np.int32)
         else:
             actions = actions.astype(np.float32)
-        self.teacher_processor.add_experiences(curr, nxt, {Field.ACTIONS: actions})
-        lengths = self.teacher_processor.trajectory_lengths(nxt.agent_ids)
-        ready = np.flatnonzero((lengths > 0) & (nxt.done | (lengths > self.settings.time_horizon)))
-        for agent_id in nxt.agent_ids[ready].tolist():
-            self._flush_teacher(agent_id)
+        self.teacher_processor.add_step(curr, nxt, {Field.ACTIONS: actions})
 
-    def _flush_teacher(self, agent_id: int) -> None:
-        agent = self.teacher_buffer[agent_id]
-        n = len(agent[Field.ACTIONS]) if Field.ACTIONS in agent else 0
-        if n:
-            agent[Field.EPISODE_ID].set(np.full(n, self.trajectories, np.int64))
+    def process_trajectories(self) -> None:
+        """The teacher's closed trajectories join the imitation buffer (its newest ``buffer_size`` rows)."""
+        super().process_trajectories()
+        for trajectory in self.teacher_queue.take_all():
+            steps = trajectory.steps
+            n = len(steps[Field.ACTIONS]) if Field.ACTIONS in steps else 0
+            if not n:
+                continue
+            steps[Field.EPISODE_ID].set(np.full(n, self.trajectories, np.int64))
             self.trajectories += 1
-            self.teacher_buffer.append_update_buffer(agent_id, training_length=1)
-            update = self.teacher_buffer.update_buffer
-            if len(update[Field.ACTIONS]) > self.max_rows:
+            self.teacher_buffer.append_agent_buffer(steps, training_length=1, agent_id=trajectory.agent_id)
+            if len(self.teacher_buffer.update_buffer[Field.ACTIONS]) > self.max_rows:
                 self.teacher_buffer.truncate_update_buffer(self.max_rows)
-        self.teacher_processor.trajectory_closed(agent_id)
 
     def end_episode(self) -> None:
         super().end_episode()

@@ -176,12 +176,12 @@ class TrainerController:
         self._last_step_infos = new_step_infos
         with hierarchical_timer("process_step"):
             for step_info in new_step_infos:
+                previous, current = step_info.previous_all_brain_info or {}, step_info.current_all_brain_info
+                infos = step_info.brain_name_to_action_info or {}
                 for name, trainer in self.trainers.items():
-                    infos = step_info.brain_name_to_action_info or {}
                     action_info = infos.get(name)
-                    trainer.add_experiences(step_info.previous_all_brain_info or {}, step_info.current_all_brain_info,
-                                            action_info.outputs if action_info is not None else None)
-                    trainer.process_experiences(step_info.previous_all_brain_info or {}, step_info.current_all_brain_info)
+                    trainer.add_step(previous, current, action_info.outputs if action_info is not None else None)
+                    trainer.process_trajectories()
         for name, trainer in self.trainers.items():
             if self.train_model and trainer.get_step <= trainer.get_max_steps:
                 trainer.increment_step(self._agent_steps(new_step_infos, name))

@@ -73,17 +73,17 @@ class MultiHostPPOTrainer(PPOTrainer):
         hp = dataclasses.replace(settings.hyperparameters, flush_on_update=True)
         super().__init__(brain_name, spec, dataclasses.replace(settings, hyperparameters=hp), context, reward_buff_cap)
         self._policy.rng = np.random.default_rng([self.seed, cluster.task_index])  # each host its own action noise
+        if self.processor.rollout is not None:  # a rollout counts the agent steps of every host
+            self.processor.rollout.scale = cluster.hosts
 
     def increment_step(self, n_steps: int) -> None:
         """Every host took as many agent steps as this one: the step counts them all."""
         super().increment_step(int(n_steps) * self.cluster.hosts)
 
-    def _rollout_done(self) -> bool:
-        return self.rollout_steps * self.cluster.hosts > self.hyperparameters.buffer_size
-
     def is_ready_update(self) -> bool:
         """At the end of every rollout, even with nothing collected here: every host updates together."""
-        return self._rollout_done()
+        rollout = self.processor.rollout
+        return rollout is not None and rollout.done
 
     def _update_normalizer(self, vector_obs: np.ndarray) -> None:
         self._pending_obs.append(np.asarray(vector_obs, np.float32))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
@@ -18,8 +19,10 @@ from kerasrl.ppo.policy import PPOPolicy
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec
 from kerasrl.timers import hierarchical_timer
+from kerasrl.trainers.agent_processor import Rollout
 from kerasrl.trainers.checkpoint import CheckpointSaver
 from kerasrl.trainers.rl_trainer import RLTrainer
+from kerasrl.trainers.trajectory import Trajectory
 
 logger = logging.getLogger("kerasrl.trainers")
 
@@ -65,7 +68,7 @@ class PPOTrainer(RLTrainer):
         model = self.learner.actor_critic
         self.sequence_length = model.sequence_length
         self._policy = PPOPolicy(spec, model, seed=self.seed, inference=settings.inference)
-        self.processor = self.make_processor(self._policy.experience_fields)
+        self.processor = self.make_processor(self._policy.experience_fields, self._policy.get_value_estimates)
         self.update_count = 0
         self.last_update_metrics: dict[str, float] = {}
         #: ``"raise"``: a non-finite PPO loss stops training with an error; ``"report"``: it is only
@@ -76,7 +79,8 @@ class PPOTrainer(RLTrainer):
         #: updates come every ``buffer_size + 1`` agent steps, as Stable-Baselines3's rollouts of
         #: ``n_steps × n_envs``. A rollout may then hold a few fewer transitions than that; the
         #: learner pads a batch shorter than ``batch_size`` with masked rows.
-        self.rollout_steps = 0
+        if self.hyperparameters.flush_on_update:
+            self.processor.rollout = Rollout(self.hyperparameters.buffer_size)
         #: Behavioral cloning from ``pretraining``'s demonstration after every PPO update.
         self.bc_module = None
         if settings.pretraining is not None:
@@ -137,73 +141,47 @@ class PPOTrainer(RLTrainer):
         return self.learner.actor_critic
 
     # -- trajectories ------------------------------------------------------------------
-    def _ready_rows(self, nxt: StepResult) -> np.ndarray:
-        """Rows of ``nxt`` whose trajectory is closed now: done, past ``time_horizon``, or
-        (``flush_on_update``, which counts the step into the rollout) every non-empty one once
-        a rollout is complete."""
-        lengths = self.processor.trajectory_lengths(nxt.agent_ids)
-        if self.hyperparameters.flush_on_update:
-            self.rollout_steps += len(nxt)
-            if self._rollout_done():
-                return np.flatnonzero(lengths > 0)
-        return np.flatnonzero((lengths > 0) & (nxt.done | (lengths > self.settings.time_horizon)))
-
-    def process_experiences(self, current_all: dict[str, StepResult], new_all: dict[str, StepResult]) -> None:
-        """Close trajectories that ended or reached ``time_horizon``: bootstrap, GAE, move to the update buffer."""
-        nxt = new_all.get(self.brain_name) if new_all else None
+    def add_step(self, previous: Mapping[str, StepResult], current: Mapping[str, StepResult],
+                 outputs: Optional[dict[str, Any]]) -> None:
+        """Also start compiling the update ahead, at the first step of training."""
         if self._warm_up_pending:
+            nxt = current.get(self.brain_name)
             self.learner.start_warm_up(self.expected_update_rows(0 if nxt is None else len(nxt)))
             self._warm_up_pending = False
-        if nxt is None or len(nxt) == 0:
-            return
-        rows = self._ready_rows(nxt)
-        if len(rows) == 0:
-            return
-        ids = nxt.agent_ids[rows].tolist()
-        terminated = nxt.terminated[rows].tolist()
-        ended = nxt.done[rows].tolist()
-        with hierarchical_timer("process_experiences"):
-            values_next = self.policy.get_value_estimates(nxt, rows)
-            for k, agent_id in enumerate(ids):
-                self._close_trajectory(agent_id, {n: float(v[k]) for n, v in values_next.items()}, terminated[k],
-                                       ended[k])
-                if ended[k]:
-                    self.record_episode_end(agent_id)
+        super().add_step(previous, current, outputs)
 
-    def _close_trajectory(self, agent_id: int, value_next: dict[str, float], terminated: bool,
-                          ended: bool = False) -> None:
+    def process_trajectory(self, trajectory: Trajectory) -> None:
         """GAE of the ``per_step`` signals now; the others' (curiosity, GAIL) at the update
-        (``processor.deferred``), all their rewards in one call."""
-        agent = self.training_buffer[agent_id]
+        (``processor.deferred``), all their rewards in one call. Then into the update buffer."""
+        steps = trajectory.steps
         deferred = self.processor.deferred
         advantages, returns = [], []
         for name, signal in self.reward_signals.items():
             if name in deferred.signals:
                 continue
-            v_next = 0.0 if (terminated and signal.use_terminal_states) else value_next[name]
-            adv, ret = gae_and_returns(agent[Field.rewards(name)].get_batch(),
-                                       agent[Field.value_estimates(name)].get_batch(),
+            v_next = 0.0 if (trajectory.terminated and signal.use_terminal_states) else trajectory.bootstrap[name]
+            adv, ret = gae_and_returns(steps[Field.rewards(name)].get_batch(), steps[Field.value_estimates(name)].get_batch(),
                                        value_next=v_next, gamma=signal.gamma, lambd=self.hyperparameters.lambd)
-            agent[Field.advantage(name)].set(adv)
-            agent[Field.returns(name)].set(ret)
+            steps[Field.advantage(name)].set(adv)
+            steps[Field.returns(name)].set(ret)
             advantages.append(adv)
             returns.append(ret)
         if deferred:
-            deferred.placeholders(agent)
+            deferred.placeholders(steps)
         else:
-            mean = len(advantages) > 1
-            agent[Field.ADVANTAGES].set(np.mean(advantages, axis=0).astype(np.float32) if mean else advantages[0])
-            agent[Field.DISCOUNTED_RETURNS].set(np.mean(returns, axis=0).astype(np.float32) if mean else returns[0])
-        if self.learner.actor_critic.normalizer is not None and Field.VECTOR_OBS in agent:
-            self._update_normalizer(agent[Field.VECTOR_OBS].get_batch())
+            several = len(advantages) > 1
+            steps[Field.ADVANTAGES].set(np.mean(advantages, axis=0).astype(np.float32) if several else advantages[0])
+            steps[Field.DISCOUNTED_RETURNS].set(np.mean(returns, axis=0).astype(np.float32) if several else returns[0])
+        if self.learner.actor_critic.normalizer is not None and Field.VECTOR_OBS in steps:
+            self._update_normalizer(steps[Field.VECTOR_OBS].get_batch())
         start = self._update_buffer_rows()
-        # Sequences are padded at their end (later ML-Agents; ML-Agents 0.9 prepended the padding): each
+        # Sequences are padded at their end (as later ML-Agents; 0.9 prepended the padding): each
         # then starts at a real row, whose stored memory is the state the policy acted from.
-        self.training_buffer.append_update_buffer(agent_id, batch_size=None, training_length=self.sequence_length,
-                                                  pad_end=True)
+        self.training_buffer.append_agent_buffer(steps, training_length=self.sequence_length, pad_end=True,
+                                                 agent_id=trajectory.agent_id)
         if deferred:
-            deferred.add(agent_id, start, self._update_buffer_rows(), value_next, terminated, ended)
-        self.processor.trajectory_closed(agent_id)
+            deferred.add(trajectory.agent_id, start, self._update_buffer_rows(), trajectory.bootstrap,
+                         trajectory.terminated, trajectory.episode_ended)
 
     def _update_normalizer(self, vector_obs: np.ndarray) -> None:
         """Feed a closed trajectory's observations to the normalizer (the multi-host trainer
@@ -226,13 +204,10 @@ class PPOTrainer(RLTrainer):
         update = self.training_buffer.update_buffer
         return len(update[Field.ACTIONS]) if Field.ACTIONS in update else 0
 
-    def _rollout_done(self) -> bool:
-        """With ``flush_on_update``: the rollout holds more than ``buffer_size`` agent steps."""
-        return self.rollout_steps > self.hyperparameters.buffer_size
-
     def is_ready_update(self) -> bool:
-        if self.hyperparameters.flush_on_update:
-            return self._rollout_done() and self._update_buffer_length() > 0
+        rollout = self.processor.rollout
+        if rollout is not None:
+            return rollout.done and self._update_buffer_length() > 0
         return self._update_buffer_length() > self.hyperparameters.buffer_size
 
     def learning_batch(self) -> dict[str, np.ndarray]:
@@ -250,7 +225,6 @@ class PPOTrainer(RLTrainer):
         batch = self.learning_batch()
         if not np.isfinite(batch[Field.ADVANTAGES]).all():
             raise UnityTrainerException(f"Brain {self.brain_name}: non-finite advantages in the update buffer.")
-        self.cumulative_returns_since_policy_update.clear()
         with hierarchical_timer("ppo.update"):
             metrics = self.learner.update(batch, self.step, seed=self.seed * 100003 + self.update_count)
         self.update_count += 1
@@ -272,5 +246,6 @@ class PPOTrainer(RLTrainer):
             weights = None  # BC moved the weights after the PPO update: the policy re-reads them
         self.last_update_metrics = metrics
         self.training_buffer.reset_update_buffer()
-        self.rollout_steps = 0
+        if self.processor.rollout is not None:
+            self.processor.rollout.restart()
         self._policy.refresh(weights)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from kerasrl.buffer import Buffer
 from kerasrl.common.fast_path import signal_jit_compile
@@ -11,8 +11,9 @@ from kerasrl.envs.base import StepResult
 from kerasrl.rewards import RewardSignal, create_reward_signal
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec
-from kerasrl.trainers.agent_processor import AgentProcessor
+from kerasrl.trainers.agent_processor import AgentProcessor, ValueEstimates
 from kerasrl.trainers.trainer import Trainer
+from kerasrl.trainers.trajectory import Trajectory, TrajectoryQueue
 
 
 class RLTrainer(Trainer):
@@ -38,10 +39,16 @@ class RLTrainer(Trainer):
                 for name, signal in settings.reward_signals.items()
             }
         self.training_buffer = Buffer()
+        #: The trajectories that the agent processor closed, until ``process_trajectories`` takes them.
+        self.trajectory_queue = TrajectoryQueue(brain_name)
         self.processor: AgentProcessor
 
-    def make_processor(self, experience_fields: list[str]) -> AgentProcessor:
-        return AgentProcessor(self.spec, self.reward_signals, experience_fields, self.training_buffer, self.stats)
+    def make_processor(self, experience_fields: list[str],
+                       value_estimates: Optional[ValueEstimates] = None) -> AgentProcessor:
+        """The agent processor of this behavior, storing the policy's ``experience_fields``."""
+        return AgentProcessor(self.spec, self.reward_signals, experience_fields, self.stats, self.trajectory_queue,
+                              time_horizon=self.settings.time_horizon, value_estimates=value_estimates,
+                              reward_buffer=self.reward_buffer)
 
     @property
     def recent_returns(self) -> deque[float]:
@@ -62,20 +69,18 @@ class RLTrainer(Trainer):
         """Agent id → steps in its current episode."""
         return {a: int(v) for a, v in self.processor.agents.as_dict("episode_steps").items()}
 
-    def add_experiences(self, curr_all: dict[str, StepResult], next_all: dict[str, StepResult],
-                        take_action_outputs: Optional[dict[str, Any]]) -> None:
-        curr = curr_all.get(self.brain_name) if curr_all else None
-        nxt = next_all.get(self.brain_name) if next_all else None
-        if curr is None or nxt is None or take_action_outputs is None or len(curr) == 0:
-            return
-        self.processor.add_experiences(curr, nxt, take_action_outputs)
+    def add_step(self, previous: Mapping[str, StepResult], current: Mapping[str, StepResult],
+                 outputs: Optional[dict[str, Any]]) -> None:
+        self.processor.add_step(previous.get(self.brain_name), current.get(self.brain_name), outputs)
+
+    def process_trajectories(self) -> None:
+        for trajectory in self.trajectory_queue.take_all():
+            self.process_trajectory(trajectory)
+
+    def process_trajectory(self, trajectory: Trajectory) -> None:
+        """Take one closed trajectory (the default keeps none of its steps)."""
 
     def end_episode(self) -> None:
         """An environment reset: drop unfinished trajectories and episode statistics."""
         self.processor.end_episode()
 
-    def record_episode_end(self, agent_id: int) -> None:
-        """Move an agent's finished-episode statistics into ``stats`` and the reward buffer."""
-        value = self.processor.record_episode_end(agent_id)
-        self.cumulative_returns_since_policy_update.append(value)
-        self.reward_buffer.appendleft(value)

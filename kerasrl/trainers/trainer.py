@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict, deque
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
@@ -39,7 +39,6 @@ class Trainer:
         self.metrics = CsvStats(context.metrics_path(brain_name))
         self.stats: defaultdict[str, list[float]] = defaultdict(list)
         self._reward_buffer: deque[float] = deque(maxlen=max(int(reward_buff_cap), 1))
-        self.cumulative_returns_since_policy_update: list[float] = []
         self.step = 0
         self._last_summary_step: Optional[int] = None
         self.summary_log: list[dict[str, float]] = []
@@ -97,12 +96,15 @@ class Trainer:
         """Whether this process writes the behavior's results (on several hosts, only the chief)."""
         return True
 
-    def add_experiences(self, curr_all: dict[str, StepResult], next_all: dict[str, StepResult],
-                        take_action_outputs: Optional[dict[str, Any]]) -> None:
-        raise UnityTrainerException("The add_experiences method was not implemented.")
+    def add_step(self, previous: Mapping[str, StepResult], current: Mapping[str, StepResult],
+                 outputs: Optional[dict[str, Any]]) -> None:
+        """One env step (every behavior's results before and after it, and this behavior's policy
+        outputs) for this behavior's agent processor, which queues the trajectories that close."""
+        raise UnityTrainerException(f"The add_step method was not implemented for {type(self).__name__}.")
 
-    def process_experiences(self, curr_all: dict[str, StepResult], next_all: dict[str, StepResult]) -> None:
-        raise UnityTrainerException("The process_experiences method was not implemented.")
+    def process_trajectories(self) -> None:
+        """Take the queued trajectories into the update buffer."""
+        raise UnityTrainerException(f"The process_trajectories method was not implemented for {type(self).__name__}.")
 
     def end_episode(self) -> None:
         raise UnityTrainerException("The end_episode method was not implemented.")

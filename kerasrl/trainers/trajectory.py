@@ -1,0 +1,52 @@
+"""Trajectories: one agent's closed run of steps, handed from the agent processor to its trainer
+through a queue (the seam between acting and learning)."""
+from __future__ import annotations
+
+import queue
+from dataclasses import dataclass, field
+
+from kerasrl.buffer import AgentBuffer
+
+
+@dataclass
+class Trajectory:
+    """The steps one agent took since its last trajectory closed, owned by whoever takes it.
+
+    ``bootstrap``: each reward signal's value estimate of the observation after the last step
+    (empty when the processor was given no value function); ``terminated``: the episode ended
+    in a terminal state (no bootstrap for signals that use terminal states); ``episode_ended``:
+    terminated or truncated, so the agent's next step starts a new episode.
+    """
+
+    agent_id: int
+    steps: AgentBuffer
+    terminated: bool = False
+    episode_ended: bool = False
+    bootstrap: dict[str, float] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return max((len(f) for f in self.steps.values()), default=0)
+
+
+class TrajectoryQueue:
+    """One behavior's trajectories in the order they closed; safe to put from one thread and
+    take from another."""
+
+    def __init__(self, behavior: str = "") -> None:
+        self.behavior = behavior
+        self._queue: queue.SimpleQueue[Trajectory] = queue.SimpleQueue()
+
+    def put(self, trajectory: Trajectory) -> None:
+        self._queue.put(trajectory)
+
+    def take_all(self) -> list[Trajectory]:
+        """Every trajectory queued so far, oldest first (none: an empty list)."""
+        out = []
+        while True:
+            try:
+                out.append(self._queue.get_nowait())
+            except queue.Empty:
+                return out
+
+    def __len__(self) -> int:
+        return self._queue.qsize()
