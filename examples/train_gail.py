@@ -3,7 +3,7 @@
     python examples/train_gail.py                  # expert 100k steps, 10k demo steps, GAIL 200k steps
 
 1. PPO with the Zoo configuration trains the expert (its return: mean of its last 100 episodes);
-2. ``kerasrl.demos.record`` writes 10k steps of the expert's policy to a demo file;
+2. ``kerasrl.recording.record`` writes 10k steps of the expert's policy to a demo file;
 3. a fresh PPO agent learns with ``reward_signals: {gail: ...}`` only (no environment reward)
    for up to 200k steps; reported: the step at which its rolling mean reaches 90 % of the
    expert's return;

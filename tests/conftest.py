@@ -1,7 +1,7 @@
 """Test set-up: quiet TensorFlow, deterministic ops, and no XLA by default in short runs.
 
 Most tests train for a few hundred steps, where compiling the update with XLA (kerasrl's
-default for MLP and LSTM policies, ``kerasrl/fast_path.py``) costs more than the run: in this
+default for MLP and LSTM policies, ``kerasrl/common/fast_path.py``) costs more than the run: in this
 process the default becomes "no XLA" unless a test is marked ``default_fast_path`` (the tests
 of that choice and the acceptance runs) or sets ``jit_compile`` itself. The XLA update is still
 checked against the plain one (tests/test_learner.py) and runs in every subprocess test.
