@@ -294,7 +294,7 @@ class ActorCritic(keras.Model):
         return rng.standard_normal((n, self.spec.action_size), dtype=np.float32)
 
     def graph_noise(self, batch: tf.Tensor) -> tf.Tensor:
-        """``draw_noise`` as TensorFlow ops, for sampling inside an exported graph."""
+        """Noise of ``draw_noise``'s kinds drawn by TensorFlow ops, for sampling inside an exported graph."""
         shape = tf.stack([batch, self.spec.action_size])
         if self.is_discrete:
             return tf.random.uniform(shape, minval=1e-7, maxval=1.0)
