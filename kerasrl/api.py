@@ -27,7 +27,6 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import gymnasium
 import keras
 import numpy as np
-import tensorflow as tf
 
 from kerasrl import distribute
 from kerasrl.callbacks import rl_callbacks, wants_episodes
@@ -39,9 +38,8 @@ from kerasrl.envs.registry import make_env
 from kerasrl.exception import TrainerConfigError, TrainerError
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
-from kerasrl.models.distributions import ClippedGaussian, MaskedMultiCategorical
 from kerasrl.settings import RunContext, TrainerSettings, read_yaml, trainer_config_from_dict
-from kerasrl.spec import BehaviorSpec, concat_vector_observations, pick_behavior
+from kerasrl.spec import BehaviorSpec, pick_behavior
 from kerasrl.trainers.controller import TrainerController
 from kerasrl.trainers.factory import create_trainer
 
@@ -251,7 +249,7 @@ class PPO:
             raise
         self.actor_critic = self.trainer.learner.actor_critic
         self.model = PolicyModel(self)
-        self._predict_fn: Optional[Any] = None
+        self._predict_fns: dict[bool, Any] = {}
 
     # -- training ------------------------------------------------------------------------
     def fit(self, total_steps: int, callbacks: Optional[Sequence[keras.callbacks.Callback]] = None,
@@ -327,46 +325,27 @@ class PPO:
         observation of the behavior). Deterministic: the most probable allowed action per branch
         (discrete) or the clipped mean (continuous); else a sample. Recurrent policies start each
         call from zero memory."""
-        inputs = self._predict_inputs(observations, action_mask)
-        if self._predict_fn is None:
-            self._predict_fn = tf.function(self._act, reduce_retracing=True)
-        n = len(next(iter(inputs.values())))
-        noise = (np.random.default_rng().random((n, self.spec.action_size), dtype=np.float32) if self.spec.is_discrete
-                 else np.random.default_rng().standard_normal((n, self.spec.action_size), dtype=np.float32))
-        if self.spec.is_discrete:
-            noise = np.maximum(noise, np.float32(1e-7))
-        return self._predict_fn(inputs, noise, tf.constant(bool(deterministic))).numpy()
-
-    def _act(self, inputs: Mapping[str, tf.Tensor], noise: tf.Tensor, deterministic: tf.Tensor) -> tf.Tensor:
-        model = self.actor_critic
-        out = model(inputs)
-        if model.is_discrete:
-            dist = MaskedMultiCategorical(out["logits"], inputs[Field.ACTION_MASK], model.branches)
-            best = tf.stack([tf.argmax(p, axis=-1, output_type=tf.int32) for p in dist.branch_probs], axis=-1)
-            return tf.where(deterministic, best, dist.sample(noise))
-        dist = model.distribution(out, inputs)
-        return ClippedGaussian.squash(tf.where(deterministic, out["mu"], dist.sample_pre(noise)), model.action_scale)
-
-    def _predict_inputs(self, observations: Any, action_mask: Optional[np.ndarray]) -> dict[str, np.ndarray]:
-        spec = self.spec
         obs = self._checked_observations(observations)
-        n = obs[0].shape[0]
-        inputs: dict[str, np.ndarray] = {}
-        if spec.vector_observation_size:
-            inputs[Field.VECTOR_OBS] = concat_vector_observations(spec, obs)
-        for j, i in enumerate(spec.visual_observation_indices):
-            inputs[Field.visual_obs(j)] = obs[i]
-        if spec.is_discrete:
-            width = spec.action_mask_size
-            mask = np.ones((n, width), np.float32) if action_mask is None else np.asarray(action_mask, np.float32)
-            if mask.shape != (n, width):
-                raise TrainerError(f"predict: action_mask has shape {mask.shape}; expected ({n}, {width}).")
-            inputs[Field.ACTION_MASK] = mask
-        if self.actor_critic.use_recurrent:
-            inputs[Field.MEMORY] = np.zeros((n, self.actor_critic.memory_size), np.float32)
-            if self.actor_critic.uses_prev_action:
-                inputs[Field.PREV_ACTION] = np.zeros((n, spec.action_size), np.int32)
-        return inputs
+        model, n = self.actor_critic, len(obs[0])
+        inputs = model.acting_inputs(obs, self._checked_mask(action_mask, n))
+        deterministic = bool(deterministic)
+        if deterministic:
+            noise = np.zeros((n, self.spec.action_size), np.float32)
+        else:
+            noise = model.draw_noise(np.random.default_rng(), n)
+        if deterministic not in self._predict_fns:
+            self._predict_fns[deterministic] = model.act_function(deterministic)
+        return self._predict_fns[deterministic](inputs, noise)[Field.ACTIONS].numpy()
+
+    def _checked_mask(self, action_mask: Optional[np.ndarray], n: int) -> Optional[np.ndarray]:
+        """``action_mask`` as float32 ``[n, Σ branches]`` (discrete; ``None``: all allowed)."""
+        if action_mask is None or not self.spec.is_discrete:
+            return None
+        mask = np.asarray(action_mask, np.float32)
+        width = self.spec.action_mask_size
+        if mask.shape != (n, width):
+            raise TrainerError(f"predict: action_mask has shape {mask.shape}; expected ({n}, {width}).")
+        return mask
 
     def _checked_observations(self, observations: Any) -> list[np.ndarray]:
         """``observations`` as float32 arrays, one per observation of the behavior, shapes and values checked."""
@@ -430,7 +409,7 @@ class PPO:
         agent = cls.__new__(cls)
         agent.behavior, agent.spec, agent.seed = meta["behavior"], spec, int(meta["seed"])
         agent.settings = TrainerSettings.from_dict(settings, "the saved model's settings")
-        agent.trainer, agent.env_manager, agent.model, agent._predict_fn = None, None, None, None
+        agent.trainer, agent.env_manager, agent.model, agent._predict_fns = None, None, None, {}
         agent._step, agent._updates = int(meta["step"]), int(meta["update_count"])
         agent.actor_critic = ActorCritic(spec, list(agent.settings.reward_signals), agent.settings.network,
                                          seed=agent.seed, name="actor_critic")

@@ -3,9 +3,10 @@ optional extra ``kerasrl[onnx]`` (tf2onnx, onnxruntime), ONNX.
 
 The SavedModel (``{behavior}.savedmodel/``) has two signatures over the same inputs:
 ``deterministic`` (the most likely action: per branch the argmax of the masked probabilities;
-for continuous actions ``clip(μ, −3, 3) / 3``) and ``stochastic`` (an action sampled inside the
-graph). Inputs, named as the model's (``kerasrl.fields.Field``): ``vector_obs`` (raw: the
-observation normalizer is inside the graph), ``visual_obs{i}``, ``action_mask`` (discrete),
+for continuous actions ``clip(μ, −s, s) / s``, ``s`` the action scale, 3 by default) and
+``stochastic`` (an action sampled inside the graph), both by ``ActorCritic.select_action``.
+Inputs, named as the model's (``kerasrl.fields.Field``): ``vector_obs`` (raw: the observation
+normalizer is inside the graph), ``visual_obs{i}``, ``action_mask`` (discrete),
 ``memory`` and ``prev_action`` (recurrent; ``prev_action`` for discrete actions with
 ``recurrent_style: mlagents``). Outputs keep ML-Agents 0.9's exported names: ``action``, ``action_probs`` (discrete:
 the masked probabilities; continuous: ``μ``), ``value_estimate`` (the first reward signal's),
@@ -29,7 +30,6 @@ from kerasrl.envs.registry import BUILTIN_ENVS, make_env
 from kerasrl.exception import TrainerError
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
-from kerasrl.models.distributions import ClippedGaussian
 from kerasrl.ppo.learner import PPOLearner
 from kerasrl.settings import load_trainer_config
 from kerasrl.spec import BehaviorSpec
@@ -79,22 +79,19 @@ class ExportedPolicy(tf.Module):
         return result
 
     def _deterministic(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        out = self.model(inputs)
-        dist = self.model.distribution(out, inputs)
-        if self.model.is_discrete:
-            action = tf.stack([tf.argmax(p, axis=-1, output_type=tf.int32) for p in dist.branch_probs], axis=-1)
-            return self._outputs(out, action, dist.probs)
-        return self._outputs(out, ClippedGaussian.squash(out["mu"], self.model.action_scale), out["mu"])
+        return self._act(inputs, deterministic=True)
 
     def _stochastic(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        out = self.model(inputs)
-        dist = self.model.distribution(out, inputs)
-        shape = tf.stack([tf.shape(inputs[self.input_names[0]])[0], self.model.spec.action_size])
-        if self.model.is_discrete:
-            uniform = tf.random.uniform(shape, minval=1e-7, maxval=1.0)
-            return self._outputs(out, dist.sample(uniform), dist.probs)
-        action = ClippedGaussian.squash(dist.sample_pre(tf.random.normal(shape)), self.model.action_scale)
-        return self._outputs(out, action, out["mu"])
+        return self._act(inputs, deterministic=False)
+
+    def _act(self, inputs: dict[str, tf.Tensor], deterministic: bool) -> dict[str, tf.Tensor]:
+        """The action by ``ActorCritic.select_action`` (sampled with noise drawn in the graph)."""
+        model = self.model
+        out = model(inputs)
+        dist = model.distribution(out, inputs)
+        noise = None if deterministic else model.graph_noise(tf.shape(inputs[self.input_names[0]])[0])
+        action, _ = model.select_action(dist, noise, deterministic)
+        return self._outputs(out, action, dist.probs if model.is_discrete else out["mu"])
 
     def description(self) -> dict[str, Any]:
         """What a user of the exported files needs to feed and read them."""

@@ -6,20 +6,27 @@ Inputs are a dict of tensors:
 ``[B / L, memory_size]`` (recurrent: the memory at the start of each sequence of length ``L``)
 and ``prev_action`` ``[B, n_branches]`` (recurrent discrete, ``recurrent_style: mlagents``). One
 value head per reward signal.
+
+Acting is defined once, here: ``acting_inputs`` builds a step's inputs from observations,
+``select_action`` turns the action distribution into the action (sampled with caller-supplied
+noise, or deterministic) and ``act`` returns it with what training stores. The policy, the
+fit-style ``predict`` and the exported SavedModel all call them; the numpy mirrors copy ``act``.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import keras
+import numpy as np
 import tensorflow as tf
 
+from kerasrl.arrays import shared_ones
 from kerasrl.fields import Field
 from kerasrl.models.distributions import MLAGENTS_ACTION_SCALE, ClippedGaussian, MaskedMultiCategorical
 from kerasrl.models.encoders import VectorEncoder, VisualEncoder, kernel_initializer
 from kerasrl.models.normalizer import Normalizer
 from kerasrl.settings import NetworkSettings
-from kerasrl.spec import BehaviorSpec
+from kerasrl.spec import BehaviorSpec, concat_vector_observations
 
 
 class ModelConfigError(ValueError):
@@ -256,8 +263,55 @@ class ActorCritic(keras.Model):
         return ClippedGaussian(out["mu"], out["log_sigma_sq"], self.action_scale,
                                sum_entropy=self.gaussian_style == "sb3")
 
-    def act(self, inputs: Mapping[str, tf.Tensor], noise: tf.Tensor) -> dict[str, tf.Tensor]:
-        """Sample actions with caller-supplied noise (uniform for discrete, standard normal for continuous).
+    def acting_inputs(self, observations: Sequence[np.ndarray], action_mask: Optional[np.ndarray] = None,
+                      memory: Optional[np.ndarray] = None,
+                      prev_action: Optional[np.ndarray] = None) -> dict[str, np.ndarray]:
+        """The inputs of one acting step from one array per observation of the spec: vector
+        observations concatenated, cameras as ``visual_obs{j}``, the action mask (discrete; all
+        actions allowed when ``None``) and, when recurrent, the memory and previous action
+        (zeros when ``None``: the start of an episode)."""
+        spec = self.spec
+        n = len(observations[0])
+        inputs: dict[str, np.ndarray] = {}
+        if spec.vector_observation_size:
+            inputs[Field.VECTOR_OBS] = concat_vector_observations(spec, observations)
+        for j, i in enumerate(spec.visual_observation_indices):
+            inputs[Field.visual_obs(j)] = observations[i]
+        if self.is_discrete:
+            inputs[Field.ACTION_MASK] = shared_ones(n, spec.action_mask_size) if action_mask is None else action_mask
+        if self.use_recurrent:
+            inputs[Field.MEMORY] = np.zeros((n, self.memory_size), np.float32) if memory is None else memory
+            if self.uses_prev_action:
+                inputs[Field.PREV_ACTION] = (np.zeros((n, len(self.branches)), np.int32) if prev_action is None
+                                             else prev_action)
+        return inputs
+
+    def draw_noise(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """The noise ``act`` samples ``n`` actions with, from ``rng``: uniform in [1e-7, 1)
+        (discrete, inverse-CDF) or standard normal (continuous), ``[n, action_size]``."""
+        if self.is_discrete:
+            return np.maximum(rng.random((n, self.spec.action_size), dtype=np.float32), np.float32(1e-7))
+        return rng.standard_normal((n, self.spec.action_size), dtype=np.float32)
+
+    def graph_noise(self, batch: tf.Tensor) -> tf.Tensor:
+        """Noise of ``draw_noise``'s kinds drawn by TensorFlow ops, for sampling inside an exported graph."""
+        shape = tf.stack([batch, self.spec.action_size])
+        if self.is_discrete:
+            return tf.random.uniform(shape, minval=1e-7, maxval=1.0)
+        return tf.random.normal(shape)
+
+    def select_action(self, dist: MaskedMultiCategorical | ClippedGaussian, noise: Optional[tf.Tensor],
+                      deterministic: bool = False) -> tuple[tf.Tensor, Optional[tf.Tensor]]:
+        """The action the environment gets and, for continuous actions, the pre-squash action
+        (where log-probs are taken). Sampled with ``noise``; ``deterministic``: per branch the
+        most probable allowed action, or ``squash(μ)`` (``noise`` is then unused)."""
+        if self.is_discrete:
+            return (dist.mode() if deterministic else dist.sample(noise)), None
+        pre = dist.mu if deterministic else dist.sample_pre(noise)
+        return ClippedGaussian.squash(pre, self.action_scale), pre
+
+    def act(self, inputs: Mapping[str, tf.Tensor], noise: tf.Tensor, deterministic: bool = False) -> dict[str, tf.Tensor]:
+        """Actions (``select_action``) with what training stores about them.
 
         Returns, named as ``Field``: ``actions`` (what the env gets), ``action_log_probs`` (per
         branch / per dimension), ``entropy``, ``{signal}_value_estimates`` and, where they
@@ -265,19 +319,22 @@ class ActorCritic(keras.Model):
         """
         out = self(inputs)
         dist = self.distribution(out, inputs)
-        result: dict[str, tf.Tensor] = {}
-        if self.is_discrete:
-            action = dist.sample(noise)
-            result[Field.ACTIONS] = action
+        action, pre = self.select_action(dist, noise, deterministic)
+        result: dict[str, tf.Tensor] = {Field.ACTIONS: action}
+        if pre is None:
             result[Field.ACTION_LOG_PROBS] = dist.branch_log_prob(action)
         else:
-            pre = dist.sample_pre(noise)
-            result[Field.ACTIONS] = ClippedGaussian.squash(pre, self.action_scale)
             result[Field.ACTIONS_PRE] = pre
             result[Field.ACTION_LOG_PROBS] = dist.dim_log_prob(pre)
         result[Field.ENTROPY] = dist.entropy()
         result.update(self._value_outputs(out))
         return result
+
+    def act_function(self, deterministic: bool = False) -> Callable[..., dict[str, tf.Tensor]]:
+        """``act(inputs, noise)`` compiled once for any batch size (a fixed input signature)."""
+        noise_spec = tf.TensorSpec([None, self.spec.action_size], tf.float32, name="noise")
+        return tf.function(lambda inputs, noise: self.act(inputs, noise, deterministic),
+                           input_signature=[self.input_signature(), noise_spec])
 
     def values(self, inputs: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         """Value estimate of every head, plus ``memory_out`` when recurrent."""

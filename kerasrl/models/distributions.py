@@ -52,6 +52,10 @@ class MaskedMultiCategorical:
             actions.append(tf.minimum(idx, self.branches[k] - 1))
         return tf.stack(actions, axis=-1)
 
+    def mode(self) -> tf.Tensor:
+        """The most probable allowed action of every branch: ``[batch, n_branches]``."""
+        return tf.stack([tf.argmax(p, axis=-1, output_type=tf.int32) for p in self.branch_probs], axis=-1)
+
     def branch_log_prob(self, actions: tf.Tensor) -> tf.Tensor:
         """Log-prob of ``actions`` ``[batch, n_branches]`` per branch: ``[batch, n_branches]``."""
         actions = tf.cast(actions, tf.int32)

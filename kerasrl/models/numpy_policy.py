@@ -308,32 +308,56 @@ class NumpyActorCritic:
         self._values(v, memory_out, out)
         return out
 
-    def act(self, inputs: Mapping[str, np.ndarray], noise: np.ndarray) -> dict[str, np.ndarray]:
-        """Same outputs as ``ActorCritic.act`` for the same inputs and noise."""
+    def act(self, inputs: Mapping[str, np.ndarray], noise: np.ndarray,
+            deterministic: bool = False) -> dict[str, np.ndarray]:
+        """Same outputs as ``ActorCritic.act`` for the same inputs, noise and ``deterministic``."""
         action_out, v, memory_out = self._step(inputs)
-        out: dict[str, np.ndarray] = {}
-        n = action_out.shape[0]
-        if self.is_discrete:
-            actions = np.empty((n, len(self.branches)), np.int32)
-            log_probs = np.empty((n, len(self.branches)), np.float32)
-            entropy = np.empty(n, np.float32)
-            sample_masked_categorical(
-                np.ascontiguousarray(action_out), np.ascontiguousarray(inputs[Field.ACTION_MASK], np.float32),
-                np.ascontiguousarray(noise, np.float32), self._branch_sizes, np.float32(EPSILON),
-                actions, log_probs, entropy,
-            )
-            out[Field.ACTIONS] = actions
-            out[Field.ACTION_LOG_PROBS] = log_probs
-            out[Field.ENTROPY] = entropy
+        if not self.is_discrete:
+            out = self._gaussian(action_out, noise, deterministic)
+        elif deterministic:
+            out = self._categorical_mode(action_out, np.asarray(inputs[Field.ACTION_MASK], np.float32))
         else:
-            mu = action_out
-            pre = mu + self.sigma * noise
-            out[Field.ACTIONS] = np.clip(pre, -self.action_scale, self.action_scale) / self.action_scale
-            out[Field.ACTIONS_PRE] = pre
-            out[Field.ACTION_LOG_PROBS] = (
-                np.float32(-0.5) * np.square(pre - mu) * self.inv_var
-                - np.float32(0.5) * _LOG_2PI - np.float32(0.5) * self.log_sigma_sq
-            ).astype(np.float32)
-            out[Field.ENTROPY] = np.full(n, self.entropy_value, np.float32)
+            out = self._categorical_sample(action_out, inputs[Field.ACTION_MASK], noise)
         self._values(v, memory_out, out)
         return out
+
+    def _categorical_sample(self, logits: np.ndarray, mask: np.ndarray, noise: np.ndarray) -> dict[str, np.ndarray]:
+        """``MaskedMultiCategorical.sample`` with its log-probs and entropy, in one kernel call."""
+        n, nb = logits.shape[0], len(self.branches)
+        actions = np.empty((n, nb), np.int32)
+        log_probs = np.empty((n, nb), np.float32)
+        entropy = np.empty(n, np.float32)
+        sample_masked_categorical(
+            np.ascontiguousarray(logits), np.ascontiguousarray(mask, np.float32),
+            np.ascontiguousarray(noise, np.float32), self._branch_sizes, np.float32(EPSILON),
+            actions, log_probs, entropy,
+        )
+        return {Field.ACTIONS: actions, Field.ACTION_LOG_PROBS: log_probs, Field.ENTROPY: entropy}
+
+    def _categorical_mode(self, logits: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+        """``MaskedMultiCategorical.mode`` (per branch the most probable allowed action), its
+        log-probs and the entropy, with ``MaskedMultiCategorical``'s arithmetic."""
+        rows = np.arange(logits.shape[0])
+        actions, log_probs, entropy = [], [], np.float32(0.0)
+        for start, size in zip(np.cumsum([0, *self.branches[:-1]]), self.branches):
+            z = logits[:, start : start + size]
+            p = np.exp(z - z.max(axis=1, keepdims=True))
+            raw = (p / p.sum(axis=1, keepdims=True) + np.float32(EPSILON)) * mask[:, start : start + size]
+            probs = raw / raw.sum(axis=1, keepdims=True)
+            log_p = np.log(probs + np.float32(EPSILON))
+            best = probs.argmax(axis=1)
+            actions.append(best)
+            log_probs.append(log_p[rows, best])
+            entropy = entropy - (probs * log_p).sum(axis=1)
+        return {Field.ACTIONS: np.stack(actions, axis=1).astype(np.int32),
+                Field.ACTION_LOG_PROBS: np.stack(log_probs, axis=1).astype(np.float32),
+                Field.ENTROPY: np.asarray(entropy, np.float32)}
+
+    def _gaussian(self, mu: np.ndarray, noise: np.ndarray, deterministic: bool) -> dict[str, np.ndarray]:
+        """``ClippedGaussian``'s action (``μ + σ·noise``, or ``μ`` when deterministic), its log-densities and entropy."""
+        pre = mu.copy() if deterministic else mu + self.sigma * noise
+        log_probs = (np.float32(-0.5) * np.square(pre - mu) * self.inv_var
+                     - np.float32(0.5) * _LOG_2PI - np.float32(0.5) * self.log_sigma_sq)
+        return {Field.ACTIONS: np.clip(pre, -self.action_scale, self.action_scale) / self.action_scale,
+                Field.ACTIONS_PRE: pre, Field.ACTION_LOG_PROBS: log_probs.astype(np.float32),
+                Field.ENTROPY: np.full(mu.shape[0], self.entropy_value, np.float32)}

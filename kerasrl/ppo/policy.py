@@ -7,14 +7,13 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from kerasrl.arrays import shared_ones
 from kerasrl.common.fast_path import choose_inference, numpy_mirror
 from kerasrl.envs.base import StepResult
 from kerasrl.envs.env_manager import ActionInfo
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.settings import INFERENCE_MODES
-from kerasrl.spec import BehaviorSpec, concat_vector_observations
+from kerasrl.spec import BehaviorSpec
 from kerasrl.timers import hierarchical_timer
 
 
@@ -89,12 +88,13 @@ class AgentTable:
 class PPOPolicy:
     """Decides actions for every agent of one behavior with one compiled call per step.
 
-    Noise comes from a seeded numpy ``Generator`` (uniform for discrete inverse-CDF sampling,
-    standard normal for continuous), so runs are reproducible. Recurrent memories and previous
-    actions are kept per agent and reset when an agent's episode ends.
+    Noise comes from a seeded numpy ``Generator`` (``ActorCritic.draw_noise``), so runs are
+    reproducible; ``deterministic`` acts without it (``ActorCritic.select_action``). Recurrent
+    memories and previous actions are kept per agent and reset when an agent's episode ends.
     """
 
-    def __init__(self, spec: BehaviorSpec, model: ActorCritic, seed: int = 0, inference: str = "auto") -> None:
+    def __init__(self, spec: BehaviorSpec, model: ActorCritic, seed: int = 0, inference: str = "auto",
+                 deterministic: bool = False) -> None:
         if inference not in INFERENCE_MODES:
             raise ValueError(f"inference must be one of {list(INFERENCE_MODES)}, got '{inference}'.")
         self.spec = spec
@@ -103,17 +103,14 @@ class PPOPolicy:
         self.inference = inference
         self.numpy_model = numpy_mirror(model)(model) if inference == "numpy" else None
         self.rng = np.random.default_rng(seed)
+        self.deterministic = deterministic
         self.use_recurrent = model.use_recurrent
         self.stream_names = list(model.stream_names)
         self._memories = AgentTable(model.memory_size, np.float32)
         self._prev_actions = AgentTable(spec.action_size, np.int32)
-        sig = model.input_signature()
-        noise_spec = tf.TensorSpec([None, spec.action_size], tf.float32, name="noise")
-        self._act_fn = _timed_first_call(
-            tf.function(lambda inputs, noise: self.model.act(inputs, noise), input_signature=[sig, noise_spec]), self
-        )
+        self._act_fn = _timed_first_call(model.act_function(deterministic), self)
         self._value_fn = _timed_first_call(
-            tf.function(lambda inputs: self.model.values(inputs), input_signature=[sig]), self
+            tf.function(lambda inputs: self.model.values(inputs), input_signature=[model.input_signature()]), self
         )
         self.trace_seconds = 0.0
 
@@ -129,34 +126,27 @@ class PPOPolicy:
                 fields.append(Field.PREV_ACTION)
         return fields
 
-    def model_inputs(self, result: StepResult, rows: Optional[np.ndarray] = None, reset_done: bool = True) -> dict[str, np.ndarray]:
-        """Model inputs for the agents of ``result`` (optionally only ``rows``)."""
+    def model_inputs(self, result: StepResult, rows: Optional[np.ndarray] = None,
+                     reset_done: bool = True) -> dict[str, np.ndarray]:
+        """Model inputs for the agents of ``result`` (optionally only ``rows``), with their
+        recurrent memories and previous actions (zeroed where an episode ended, ``reset_done``)."""
         obs = result.observations if rows is None else [o[rows] for o in result.observations]
-        ids = result.agent_ids if rows is None else result.agent_ids[rows]
-        n = len(ids)
-        inputs: dict[str, np.ndarray] = {}
-        if self.spec.vector_observation_size:
-            inputs[Field.VECTOR_OBS] = concat_vector_observations(self.spec, obs)
-        for j, i in enumerate(self.spec.visual_observation_indices):
-            inputs[Field.visual_obs(j)] = obs[i]
-        if self.spec.is_discrete:
-            masks = result.action_mask if rows is None or result.action_mask is None else result.action_mask[rows]
-            inputs[Field.ACTION_MASK] = masks if masks is not None else shared_ones(n, self.spec.action_mask_size)
-        if self.use_recurrent:
-            done = None
-            if reset_done:
-                done = result.done if rows is None else result.done[rows]
-            ids = np.asarray(ids, np.int64)
-            inputs[Field.MEMORY] = self._memories.get(ids, done)
-            if self.model.uses_prev_action:
-                inputs[Field.PREV_ACTION] = self._prev_actions.get(ids, done)
-        return inputs
+        masks = result.action_mask if rows is None or result.action_mask is None else result.action_mask[rows]
+        if not self.use_recurrent:
+            return self.model.acting_inputs(obs, masks)
+        ids = np.asarray(result.agent_ids if rows is None else result.agent_ids[rows], np.int64)
+        done = None
+        if reset_done:
+            done = result.done if rows is None else result.done[rows]
+        memory = self._memories.get(ids, done)
+        prev = self._prev_actions.get(ids, done) if self.model.uses_prev_action else None
+        return self.model.acting_inputs(obs, masks, memory, prev)
 
     def draw_noise(self, n: int) -> np.ndarray:
-        if self.spec.is_discrete:
-            u = self.rng.random((n, self.spec.action_size), dtype=np.float32)
-            return np.maximum(u, np.float32(1e-7))
-        return self.rng.standard_normal((n, self.spec.action_size), dtype=np.float32)
+        """Noise for ``n`` agents from the policy's generator (zeros, drawing nothing, when deterministic)."""
+        if self.deterministic:
+            return np.zeros((n, self.spec.action_size), np.float32)
+        return self.model.draw_noise(self.rng, n)
 
     def evaluate(self, result: StepResult) -> dict[str, Any]:
         """Run the compiled policy on every agent of ``result``; numpy outputs."""
@@ -164,7 +154,7 @@ class PPOPolicy:
         noise = self.draw_noise(len(result))
         with hierarchical_timer("policy.act"):
             if self.numpy_model is not None:
-                outputs = self.numpy_model.act(inputs, noise)
+                outputs = self.numpy_model.act(inputs, noise, self.deterministic)
             else:
                 outputs = {k: v.numpy() for k, v in self._act_fn(inputs, noise).items()}
         if self.use_recurrent:

@@ -50,12 +50,11 @@ LOSS_STAT = "Losses/Cloning Loss"
 
 
 class BCPolicy(PPOPolicy):
-    """A PPO policy that acts with its mean for continuous actions (zero noise)."""
+    """A PPO policy that samples discrete actions and acts deterministically (``squash(μ)``)
+    for continuous ones, as ML-Agents 0.9's BC model does."""
 
-    def draw_noise(self, n: int) -> np.ndarray:
-        if self.spec.is_continuous:
-            return np.zeros((n, self.spec.action_size), np.float32)
-        return super().draw_noise(n)
+    def __init__(self, spec: BehaviorSpec, model: ActorCritic, seed: int = 0, inference: str = "auto") -> None:
+        super().__init__(spec, model, seed, inference, deterministic=spec.is_continuous)
 
 
 class BCTrainer(RLTrainer):
