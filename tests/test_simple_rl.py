@@ -9,7 +9,7 @@ from kerasrl.envs.simple import MultiBranchMaskedEnvironment, Simple1DEnvironmen
 from kerasrl.trainers import TrainerController
 from kerasrl.trainers import initialize_trainers
 
-# ML-Agents 0.9's test config: only what differs from the defaults (kerasrl/settings.py).
+# ML-Agents 0.9's test config: only what differs from the defaults (kerasrl/settings/).
 CONFIG = {"default": {"batch_size": 16, "buffer_size": 64, "learning_rate": 5.0e-3, "max_steps": 2500,
                       "summary_freq": 500}}
 

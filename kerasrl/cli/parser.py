@@ -7,6 +7,92 @@ from kerasrl.envs.registry import BUILTIN_ENVS, DEFAULT_NUM_ENVS
 from kerasrl.exception import TrainerError
 
 
+def _add_environment_flags(parser: argparse.ArgumentParser) -> None:
+    """The environment, its copies and the workers (processes or Ray actors) that step them."""
+    g = parser.add_argument_group("environment")
+    g.add_argument("--env", default="CartPole-v1", help=f"Gymnasium id or one of {', '.join(BUILTIN_ENVS)}")
+    g.add_argument("--num-envs", type=int, default=None,
+                   help=f"parallel copies of a Gymnasium env (agents of one behavior; default {DEFAULT_NUM_ENVS}); "
+                        "the built-in environments have one agent")
+    g.add_argument("--workers", type=int, default=1,
+                   help="processes stepping the environment copies (default 1: in this process); the --num-envs "
+                        "copies are split evenly over them, and a built-in environment gets one copy per worker")
+    g.add_argument("--env-manager", choices=("subprocess", "ray"), default="subprocess",
+                   help="where the --workers step: worker processes on this machine (default), or Ray actors on "
+                        "this machine or a Ray cluster (pip install \"kerasrl[ray]\")")
+    g.add_argument("--ray-address", default=None,
+                   help="the Ray cluster to join (ray.init(address=...); 'auto': the one this machine is in); "
+                        "default: a local Ray started on demand")
+    g.add_argument("--ray-restart-workers", action="store_true",
+                   help="replace a Ray actor that dies and continue (its agents' unfinished trajectories are "
+                        "dropped); default: save and stop with an error naming the actor and its node")
+
+
+def _add_run_flags(parser: argparse.ArgumentParser) -> None:
+    """How long the run trains, where it writes, and how it starts, resumes or only acts."""
+    g = parser.add_argument_group("run and checkpoints")
+    g.add_argument("--steps", type=int, default=None,
+                   help="environment steps to train for (all copies counted); overrides max_steps")
+    g.add_argument("--seed", type=int, default=-1, help="random seed; -1 draws one")
+    g.add_argument("--run-id", default="ppo", help="name of the run's folder under --results-dir")
+    g.add_argument("--results-dir", default="results", help="where models and summaries go")
+    g.add_argument("--save-freq", type=int, default=100_000,
+                   help="checkpoint every n environment steps (all copies counted, from the run's start)")
+    g.add_argument("--save-every-minutes", type=float, default=10.0,
+                   help="also checkpoint after this many minutes without one (0: off)")
+    g.add_argument("--keep-checkpoints", type=int, default=5, help="checkpoints kept")
+    g.add_argument("--resume", "--load", dest="load", action="store_true", help="continue from the latest checkpoint")
+    g.add_argument("--force", action="store_true", help="start afresh in an existing run folder, deleting it first")
+    g.add_argument("--initialize-from", metavar="RUN_ID", default=None,
+                   help="start this new run from the newest checkpoint of run RUN_ID (in --results-dir), step 0")
+    g.add_argument("--train", action="store_true",
+                   help="accepted for ML-Agents' command lines: training is the default (see --inference)")
+    g.add_argument("--inference", action="store_true",
+                   help="run the trained policy of --run-id without training (for --steps steps, else until Ctrl-C)")
+    g.add_argument("--record-demo", metavar="PATH", default=None,
+                   help="with --resume and --steps N: run the trained policy of --run-id for N steps and write them "
+                        "as a demonstration file (no training)")
+
+
+def _add_speed_flags(parser: argparse.ArgumentParser) -> None:
+    """Progress output, TensorFlow's threads and the XLA cache."""
+    g = parser.add_argument_group("progress and speed")
+    g.add_argument("--progress-every", type=int, default=10000, help="print progress every n environment steps")
+    g.add_argument("--tf-threads", type=int, default=1,
+                   help="TensorFlow intra-op threads (1 is fastest for small MLPs; 0 = TensorFlow's default)")
+    g.add_argument("--xla-cache", metavar="DIR", default=None,
+                   help="keep the XLA-compiled update in DIR, so that the next run of the same command loads it "
+                        "instead of compiling (default: $KERASRL_XLA_CACHE, else ~/.cache/kerasrl/xla; 'off': no "
+                        "cache)")
+
+
+def _add_parameter_flags(parser: argparse.ArgumentParser) -> None:
+    """Curricula and samplers of the environment's reset parameters."""
+    g = parser.add_argument_group("environment parameters")
+    g.add_argument("--curriculum", metavar="DIR", default=None,
+                   help="folder of per-behavior curriculum JSON files (lessons of environment parameters)")
+    g.add_argument("--lesson", type=int, default=None,
+                   help="start every curriculum at this lesson (default: 0, or the saved lesson with --resume)")
+    g.add_argument("--sampler", metavar="FILE", default=None,
+                   help="YAML file of environment-parameter samplers with their resampling-interval")
+
+
+def _add_distribution_flags(parser: argparse.ArgumentParser) -> None:
+    """Training the learner on several devices or hosts."""
+    g = parser.add_argument_group("distribution")
+    g.add_argument("--gpus", type=int, default=None,
+                   help="train the learner on N GPUs (MirroredStrategy; 1: one GPU); acting stays on one device")
+    g.add_argument("--cpu-replicas", type=int, default=None,
+                   help="train the learner on N logical CPU devices (MirroredStrategy; for testing data parallelism "
+                        "without GPUs)")
+    g.add_argument("--worker-hosts", metavar="HOST:PORT,...", default=None,
+                   help="train on several hosts (MultiWorkerMirroredStrategy): the same list on every host, each "
+                        "with its own --task-index; each host steps its own --num-envs copies and every update "
+                        "trains on all of them (default: TF_CONFIG if set, else one host)")
+    g.add_argument("--task-index", type=int, default=None,
+                   help="this host's index in --worker-hosts (0: the chief, which writes the results)")
+
+
 def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> argparse.ArgumentParser:
     """The parser of ``kerasrl-learn`` (``config_required=False``: the config is ``--config``, as in ``examples/``)."""
     p = argparse.ArgumentParser(prog=prog, description="Train PPO with kerasrl on a built-in or Gymnasium environment.")
@@ -16,69 +102,14 @@ def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> a
                             "shipped one: cartpole_zoo, trainer_config")
     else:
         p.add_argument("--config", dest="trainer_config_path", default=None, help="trainer config YAML")
-    p.add_argument("--env", default="CartPole-v1", help=f"Gymnasium id or one of {', '.join(BUILTIN_ENVS)}")
-    p.add_argument("--num-envs", type=int, default=None,
-                   help=f"parallel copies of a Gymnasium env (agents of one behavior; default {DEFAULT_NUM_ENVS}); "
-                        "the built-in environments have one agent")
-    p.add_argument("--workers", type=int, default=1,
-                   help="processes stepping the environment copies (default 1: in this process); the --num-envs "
-                        "copies are split evenly over them, and a built-in environment gets one copy per worker")
-    p.add_argument("--env-manager", choices=("subprocess", "ray"), default="subprocess",
-                   help="where the --workers step: worker processes on this machine (default), or Ray actors on "
-                        "this machine or a Ray cluster (pip install \"kerasrl[ray]\")")
-    p.add_argument("--ray-address", default=None,
-                   help="the Ray cluster to join (ray.init(address=...); 'auto': the one this machine is in); "
-                        "default: a local Ray started on demand")
-    p.add_argument("--ray-restart-workers", action="store_true",
-                   help="replace a Ray actor that dies and continue (its agents' unfinished trajectories are "
-                        "dropped); default: save and stop with an error naming the actor and its node")
-    p.add_argument("--steps", type=int, default=None,
-                   help="environment steps to train for (all copies counted); overrides max_steps")
-    p.add_argument("--seed", type=int, default=-1, help="random seed; -1 draws one")
-    p.add_argument("--run-id", default="ppo", help="name of the run's folder under --results-dir")
-    p.add_argument("--results-dir", default="results", help="where models and summaries go")
-    p.add_argument("--save-freq", type=int, default=100_000,
-                   help="checkpoint every n environment steps (all copies counted, from the run's start)")
-    p.add_argument("--save-every-minutes", type=float, default=10.0,
-                   help="also checkpoint after this many minutes without one (0: off)")
-    p.add_argument("--keep-checkpoints", type=int, default=5, help="checkpoints kept")
-    p.add_argument("--resume", "--load", dest="load", action="store_true", help="continue from the latest checkpoint")
-    p.add_argument("--force", action="store_true", help="start afresh in an existing run folder, deleting it first")
-    p.add_argument("--initialize-from", metavar="RUN_ID", default=None,
-                   help="start this new run from the newest checkpoint of run RUN_ID (in --results-dir), step 0")
-    p.add_argument("--train", action="store_true",
-                   help="accepted for ML-Agents' command lines: training is the default (see --inference)")
-    p.add_argument("--inference", action="store_true",
-                   help="run the trained policy of --run-id without training (for --steps steps, else until Ctrl-C)")
-    p.add_argument("--record-demo", metavar="PATH", default=None,
-                   help="with --resume and --steps N: run the trained policy of --run-id for N steps and write them "
-                        "as a demonstration file (no training)")
-    p.add_argument("--progress-every", type=int, default=10000, help="print progress every n environment steps")
-    p.add_argument("--tf-threads", type=int, default=1,
-                   help="TensorFlow intra-op threads (1 is fastest for small MLPs; 0 = TensorFlow's default)")
-    p.add_argument("--xla-cache", metavar="DIR", default=None,
-                   help="keep the XLA-compiled update in DIR, so that the next run of the same command loads it "
-                        "instead of compiling (default: $KERASRL_XLA_CACHE, else ~/.cache/kerasrl/xla; 'off': no "
-                        "cache)")
-    p.add_argument("--curriculum", metavar="DIR", default=None,
-                   help="folder of per-behavior curriculum JSON files (lessons of environment parameters)")
-    p.add_argument("--lesson", type=int, default=None,
-                   help="start every curriculum at this lesson (default: 0, or the saved lesson with --resume)")
-    p.add_argument("--sampler", metavar="FILE", default=None,
-                   help="YAML file of environment-parameter samplers with their resampling-interval")
-    p.add_argument("--gpus", type=int, default=None,
-                   help="train the learner on N GPUs (MirroredStrategy; 1: one GPU); acting stays on one device")
-    p.add_argument("--cpu-replicas", type=int, default=None,
-                   help="train the learner on N logical CPU devices (MirroredStrategy; for testing data parallelism "
-                        "without GPUs)")
-    p.add_argument("--worker-hosts", metavar="HOST:PORT,...", default=None,
-                   help="train on several hosts (MultiWorkerMirroredStrategy): the same list on every host, each "
-                        "with its own --task-index; each host steps its own --num-envs copies and every update "
-                        "trains on all of them (default: TF_CONFIG if set, else one host)")
-    p.add_argument("--task-index", type=int, default=None,
-                   help="this host's index in --worker-hosts (0: the chief, which writes the results)")
+    _add_environment_flags(p)
+    _add_run_flags(p)
+    _add_speed_flags(p)
+    _add_parameter_flags(p)
+    _add_distribution_flags(p)
     p.add_argument("--debug", action="store_true", help="debug logging")
     return p
+
 
 def check_args(args: argparse.Namespace) -> None:
     for flag, value, low in (("--num-envs", args.num_envs, 1), ("--workers", getattr(args, "workers", 1), 1),

@@ -32,13 +32,8 @@ import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from kerasrl.envs.base import Environment, EnvironmentException
-from kerasrl.envs.subprocess_env_manager import (
-    WORKER_ENV_VARS,
-    SubprocessEnvManager,
-    _env_label,
-    _handle,
-    _WorkerFailure,
-)
+from kerasrl.envs.subprocess_env_manager import WORKER_ENV_VARS, SubprocessEnvManager, _WorkerFailure
+from kerasrl.envs.worker import _env_label, _handle
 from kerasrl.exception import describe
 from kerasrl.timers import get_timer_stack, get_timer_tree, merge_worker_tree, reset_timers
 

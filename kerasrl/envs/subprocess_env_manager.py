@@ -47,6 +47,8 @@ Timers: every worker times ``env.step`` / ``env.reset`` on its own timer stack a
 tree (gauges included) with a step reply every ``timer_sync_s`` seconds, then starts afresh;
 the main process merges these under ``workers`` → ``worker_root`` (``is_parallel``) of its
 root, as ML-Agents does. ``merge_worker_timers()`` and ``close()`` bring in the rest.
+
+What runs inside a worker process is in :mod:`kerasrl.envs.worker`.
 """
 from __future__ import annotations
 
@@ -69,18 +71,15 @@ import numpy as np
 from kerasrl.envs.base import BehaviorSpec, Environment, EnvironmentException, StepResult
 from kerasrl.envs.env_manager import ActionInfo, EnvManager, StepInfo
 from kerasrl.envs.gym_adapter import GymnasiumEnv
+from kerasrl.envs.worker import Packed, _worker_main
 from kerasrl.exception import describe
-from kerasrl.timers import get_timer_stack, get_timer_tree, hierarchical_timer, merge_worker_tree, reset_timers
+from kerasrl.timers import get_timer_stack, hierarchical_timer, merge_worker_tree
 
 __all__ = ["GymnasiumEnvFactory", "SubprocessEnvManager", "WORKER_ENV_VARS"]
 
 logger = logging.getLogger("kerasrl")
 
 EnvFactory = Callable[[int], Environment]
-#: One step result as sent through the pipe: agent ids, observations, rewards, terminated,
-#: truncated, action mask, previous actions.
-Packed = tuple[np.ndarray, list[np.ndarray], np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray],
-               Optional[np.ndarray]]
 
 #: Set in the environment workers start with: one thread each (see the module doc).
 WORKER_ENV_VARS: dict[str, str] = {name: "1" for name in (
@@ -125,101 +124,6 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return str(number)
-
-
-def _env_label(env: Environment) -> str:
-    return str(getattr(env, "env_name", None) or type(env).__name__)
-
-
-# ----------------------------------------------------------------------------------------------
-# The worker process
-
-
-def _pack(result: StepResult) -> Packed:
-    return (result.agent_ids, result.observations, result.rewards, result.terminated, result.truncated,
-            result.action_mask, result.previous_actions)
-
-
-def _check_results(env: Environment, results: Mapping[str, StepResult]) -> None:
-    """Shapes against the specs and NaN/inf, where they enter (as ``SimpleEnvManager._validate``)."""
-    specs = env.behavior_specs
-    for name, result in results.items():
-        spec = specs.get(name)
-        if spec is None:
-            raise EnvironmentException(f"The environment returned a step for unknown behavior '{name}'.")
-        result.validate(spec, name)
-
-
-def _handle(env: Environment, command: str, payload: Any, check: bool) -> Optional[dict[str, Packed]]:
-    """Run one command on the worker's environment; the results packed for the pipe."""
-    if command == "timers":
-        return None
-    if command == "step" and not env.global_done:
-        with hierarchical_timer("env.step"):
-            results = env.step(payload)
-    elif command in ("step", "reset"):
-        with hierarchical_timer("env.reset"):
-            results = env.reset(payload if command == "reset" else None)
-    else:
-        raise EnvironmentException(f"Unknown worker command {command!r}.")
-    if check:
-        _check_results(env, results)
-    return {name: _pack(result) for name, result in results.items()}
-
-
-def _serve(conn: Connection, env: Environment, check: bool, timer_sync_s: float) -> None:
-    """Answer commands until "close" or the end of the pipe (the main process is gone)."""
-    last_sync = time.perf_counter()
-    while True:
-        try:
-            command, payload = conn.recv()
-        except EOFError:
-            return
-        if command == "close":
-            return
-        reply = _handle(env, command, payload, check)
-        tree = None
-        now = time.perf_counter()
-        if command == "timers" or now - last_sync >= timer_sync_s:
-            tree, last_sync = get_timer_tree(), now
-            reset_timers()
-        try:
-            conn.send(("ok", reply, tree))
-        except OSError:
-            return
-
-
-def _exit_on_sigterm(signum: int, frame: Any) -> None:
-    raise SystemExit(128 + signum)  # unwinds through ``finally``: the environment is closed
-
-
-def _worker_main(conn: Connection, index: int, factory_bytes: bytes, validate: Optional[bool],
-                 timer_sync_s: float) -> None:
-    """A worker process: build the environment, report its specs, then serve commands.
-
-    An exception is sent to the main process as one line and ends the worker; nothing is
-    printed here (no tracebacks on stderr)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    env: Optional[Environment] = None
-    try:
-        env = pickle.loads(factory_bytes)(index)
-        check = (not getattr(env, "validates_results", False)) if validate is None else bool(validate)
-        ready = (_env_label(env), dict(env.behavior_specs), dict(env.reset_parameters))
-        conn.send(("ok", ready, None))
-        _serve(conn, env, check, timer_sync_s)
-    except Exception as e:  # noqa: BLE001 - reported to the main process, which raises it
-        with contextlib.suppress(Exception):
-            conn.send(("error", describe(e), None))
-    finally:
-        if env is not None:
-            with contextlib.suppress(Exception):
-                env.close()
-        conn.close()
-
-
-# ----------------------------------------------------------------------------------------------
-# The main process
 
 
 class _WorkerFailure(Exception):

@@ -18,6 +18,17 @@ from kerasrl.trainers.trainer import Trainer
 logger = logging.getLogger("kerasrl")
 
 
+def _check_arguments(save_freq: int, resampling_interval: Optional[int], save_every_seconds: Optional[float]) -> None:
+    """``TrainerController``'s arguments that must be positive, checked before anything is set."""
+    if resampling_interval is not None and (isinstance(resampling_interval, bool)
+                                            or not isinstance(resampling_interval, int) or resampling_interval < 1):
+        raise TrainerError(f"resampling_interval must be a positive integer, got {resampling_interval!r}.")
+    if int(save_freq) < 1:
+        raise TrainerError(f"save_freq must be >= 1, got {save_freq}.")
+    if save_every_seconds is not None and not save_every_seconds > 0:
+        raise TrainerError(f"save_every_seconds must be > 0, got {save_every_seconds}.")
+
+
 class TrainerController:
     """Steps the environment, feeds every trainer, updates and saves them.
 
@@ -55,18 +66,9 @@ class TrainerController:
         timers_path: Optional[str] = None,
         export: Optional[Callable[[dict[str, Trainer]], None]] = None,
     ) -> None:
-        if resampling_interval is not None and (isinstance(resampling_interval, bool)
-                                                or not isinstance(resampling_interval, int) or resampling_interval < 1):
-            raise TrainerError(f"resampling_interval must be a positive integer, got {resampling_interval!r}.")
-        self.meta_curriculum = meta_curriculum
-        self.sampler_manager = sampler_manager
-        self.resampling_interval = resampling_interval
-        #: The reset parameters of the latest reset (sampled, overlaid by the lessons).
-        self.reset_params: dict[str, float] = {}
-        #: Environment steps (every agent of every behavior) taken in this session.
-        self.env_steps = 0
-        if int(save_freq) < 1:
-            raise TrainerError(f"save_freq must be >= 1, got {save_freq}.")
+        _check_arguments(save_freq, resampling_interval, save_every_seconds)
+        self._init_parameters(meta_curriculum, sampler_manager, resampling_interval)
+        self._init_checkpoints(save_freq, save_every_seconds)
         self.trainers = trainers
         #: Called with the trainers once training ends well (the command line and ``fit`` pass
         #: ``kerasrl.export.export_trainers``); trainers themselves know nothing of export.
@@ -74,28 +76,40 @@ class TrainerController:
         self.model_path = model_path
         self.summaries_dir = summaries_dir
         self.run_id = run_id
-        self.save_freq = int(save_freq)
         self.train_model = train
         self.training_seed = training_seed
         self.fast_simulation = fast_simulation
         self.progress = progress
         self.progress_freq = int(progress_freq)
         self.inference_steps = inference_steps
-        if save_every_seconds is not None and not save_every_seconds > 0:
-            raise TrainerError(f"save_every_seconds must be > 0, got {save_every_seconds}.")
-        self.save_every_seconds = save_every_seconds
         #: The timer tree (with gauges) is written here at the end; default: ML-Agents'
         #: ``{summaries_dir}/{run_id}_timers.json``.
         self.timers_path = timers_path
-        self._saved_at: dict[str, int] = {}
-        #: Per trainer, the step of the newest checkpoint this run holds (restored or written).
-        self.saved_steps: dict[str, int] = {}
-        self._last_save_time = time.monotonic()
         self.global_step = 0
         self._last_step_infos: list[StepInfo] = []
         self.interrupted = False
         self.training_start_time = time.time()
         np.random.seed(training_seed)
+
+    def _init_parameters(self, meta_curriculum: Optional[Any], sampler_manager: Optional[Any],
+                         resampling_interval: Optional[int]) -> None:
+        """The curriculum and the sampler that choose the environment's reset parameters."""
+        self.meta_curriculum = meta_curriculum
+        self.sampler_manager = sampler_manager
+        self.resampling_interval = resampling_interval
+        #: The reset parameters of the latest reset (sampled, overlaid by the lessons).
+        self.reset_params: dict[str, float] = {}
+        #: Environment steps (every agent of every behavior) taken in this session.
+        self.env_steps = 0
+
+    def _init_checkpoints(self, save_freq: int, save_every_seconds: Optional[float]) -> None:
+        """When checkpoints are due, and which ones this run holds."""
+        self.save_freq = int(save_freq)
+        self.save_every_seconds = save_every_seconds
+        self._saved_at: dict[str, int] = {}
+        #: Per trainer, the step of the newest checkpoint this run holds (restored or written).
+        self.saved_steps: dict[str, int] = {}
+        self._last_save_time = time.monotonic()
 
     def _get_measure_vals(self) -> dict[str, float]:
         """Per behavior: its curriculum's measure (``progress``: step / max_steps), else the mean

@@ -1,0 +1,32 @@
+"""Behavioral cloning's settings: the ``pretraining`` section (BC inside PPO) and the keys of
+the stand-alone ``offline_bc`` / ``online_bc`` trainers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from kerasrl.settings.checks import _Checked, at_least, setting
+
+
+@dataclass(frozen=True, kw_only=True)
+class BehavioralCloningSettings(_Checked):
+    """The ``pretraining`` section: behavioral cloning from demonstrations inside PPO."""
+
+    demo_path: str = setting(doc="expert demonstrations (.demo file or folder)")
+    strength: float = setting(check=at_least(0.0), doc="BC learning rate relative to PPO's")
+    steps: int = setting(check=at_least(0), doc="steps over which BC decays to 0 (0: constant)")
+    batch_size: Optional[int] = setting(None, at_least(1), "demonstration rows per batch (default: PPO's)")
+    num_epoch: Optional[int] = setting(None, at_least(1), "passes per update (default: PPO's)")
+    samples_per_update: int = setting(0, at_least(0), "samples per update (0: all)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BCTrainerSettings(_Checked):
+    """The ``offline_bc`` / ``online_bc`` trainers' own keys; they take
+    ``batch_size`` and ``learning_rate`` from :class:`PPOSettings` and the network's keys from
+    :class:`NetworkSettings`. Required by those trainers (a missing one is an error naming it),
+    ignored by ``ppo``."""
+
+    batches_per_epoch: Optional[int] = setting(None, at_least(1), "mini-batches per update (BC trainers)")
+    demo_path: Optional[str] = setting(None, doc="demonstrations to imitate (offline_bc)")
+    brain_to_imitate: Optional[str] = setting(None, doc="the teacher behavior (online_bc)")

@@ -1,0 +1,133 @@
+"""Whole trainer configs: ML-Agents 0.9's YAML read into a :class:`TrainerConfig`.
+
+A config has a ``default`` section, per-behavior sections that override it shallowly (a
+behavior's ``reward_signals`` replaces the default block whole), and string aliases
+(``MyBehavior: OtherSection``).
+"""
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping, Union
+
+import yaml
+
+from kerasrl.exception import TrainerConfigError, one_line
+from kerasrl.settings.trainer import TrainerSettings, _build_settings, _convert_section
+
+logger = logging.getLogger("kerasrl")
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    """A whole trainer config: the settings of ``default`` and of every behavior section."""
+
+    sections: Mapping[str, TrainerSettings]
+    source: str = "<dict>"
+
+    @property
+    def default(self) -> TrainerSettings:
+        return self.sections["default"]
+
+    @property
+    def behavior_sections(self) -> list[str]:
+        return [name for name in self.sections if name != "default"]
+
+    def settings_for(self, behavior: str) -> TrainerSettings:
+        """The behavior's own section, else ``default``."""
+        return self.sections.get(behavior, self.sections["default"])
+
+    def check_behaviors(self, behaviors: Any) -> None:
+        """Sections that match no behavior of the environment.
+
+        A lone section that matches nothing is an error (a misspelled behavior name), and so
+        is, beside sections that do match, one whose name is close to a behavior without a
+        section. Otherwise unmatched sections are taken for a config shared across
+        environments (as ML-Agents' own): a warning names them.
+        """
+        names = list(behaviors)
+        unmatched = [s for s in self.behavior_sections if s not in names]
+        if not unmatched:
+            return
+        listed = f"(behaviors: {', '.join(names)})"
+        if len(self.behavior_sections) == 1:
+            close = difflib.get_close_matches(unmatched[0], names, n=1, cutoff=0.6)
+            hint = f": did you mean {close[0]}?" if close else "."
+            raise TrainerConfigError(f"Section {unmatched[0]} of {self.source} matches no behavior {listed}{hint}")
+        if len(unmatched) < len(self.behavior_sections):
+            without_section = [n for n in names if n not in self.sections]
+            for section in unmatched:
+                close = difflib.get_close_matches(section, without_section, n=1, cutoff=0.75)
+                if close:
+                    raise TrainerConfigError(
+                        f"Section {section} of {self.source} matches no behavior {listed}: did you mean {close[0]}?")
+        logger.warning("Sections %s of %s match no behavior of this environment %s: ignored, as in a config shared "
+                       "across environments.", ", ".join(unmatched), self.source, listed)
+
+
+def _resolve(config: Mapping[str, Any], name: str, source: str) -> Mapping[str, Any]:
+    """A section's mapping, following string aliases (loops and missing targets are errors)."""
+    seen = [name]
+    section = config[name]
+    while isinstance(section, str):
+        if section not in config:
+            raise TrainerConfigError(f"Section {seen[-1]} of {source} aliases {section!r}, which is not a section.")
+        if section in seen:
+            raise TrainerConfigError(f"Sections of {source} alias in a loop: {' -> '.join(seen + [section])}.")
+        seen.append(section)
+        section = config[section]
+    if section is None:
+        return {}
+    if not isinstance(section, Mapping):
+        raise TrainerConfigError(
+            f"Section {seen[-1]} of {source} must be a mapping of parameters or the name of another section, "
+            f"got {section!r}.")
+    return section
+
+
+def trainer_config_from_dict(config: Mapping[str, Any], source: str = "the trainer config") -> TrainerConfig:
+    """Every section of ``config`` as settings: ``default`` over the built-in defaults, each
+    behavior section over ``default`` (shallowly)."""
+    if not isinstance(config, Mapping):
+        raise TrainerConfigError(f"{source} must hold a mapping of sections, got {type(config).__name__}.")
+    bad = [k for k in config if not isinstance(k, str)]
+    if bad:
+        raise TrainerConfigError(f"Section names of {source} must be strings, got {bad[0]!r}.")
+    default_values = _convert_section(f"section default of {source}", _resolve(config, "default", source)) \
+        if "default" in config else {}
+    sections = {"default": _build_settings(default_values, f"section default of {source}")}
+    for name in config:
+        if name == "default":
+            continue
+        where = f"section {name} of {source}"
+        values = {**default_values, **_convert_section(where, _resolve(config, name, source))}
+        sections[name] = _build_settings(values, where)
+    return TrainerConfig(sections, source)
+
+
+def read_yaml(path: Union[str, os.PathLike[str]]) -> Any:
+    """A YAML file's content; a missing, unreadable or malformed file raises ``TrainerConfigError``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return yaml.safe_load(f)
+    except (OSError, UnicodeDecodeError) as e:
+        raise TrainerConfigError(f"Config file {path} could not be read: {e}") from e
+    except yaml.YAMLError as e:
+        raise TrainerConfigError(f"Config file {path} is not valid YAML: {one_line(e)}") from e
+
+
+def load_trainer_config(
+    config: Union[str, os.PathLike[str], Mapping[str, Any], TrainerConfig, None] = None,
+) -> TrainerConfig:
+    """A :class:`TrainerConfig` from a YAML path, a dict in ML-Agents' form, or one already
+    built; ``None`` gives the defaults."""
+    if isinstance(config, TrainerConfig):
+        return config
+    if config is None:
+        return trainer_config_from_dict({}, "the default trainer config")
+    if isinstance(config, Mapping):
+        return trainer_config_from_dict(config)
+    data = read_yaml(config)
+    return trainer_config_from_dict({} if data is None else data, f"config file {os.fspath(config)}")

@@ -1,0 +1,119 @@
+"""Everything one behavior's trainer is configured with (:class:`TrainerSettings`), and the
+conversion of one flat config section into it.
+
+Every flat key of a section belongs to one typed group: the trainer itself (``trainer``,
+``max_steps``, ``time_horizon``, ...), the network, the PPO hyper-parameters, the stand-alone
+BC trainers' keys, the reward signals or ``pretraining``; :data:`KEY_GROUPS` maps each key to
+its group.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+from kerasrl.exception import TrainerConfigError
+from kerasrl.settings.behavioral_cloning import BCTrainerSettings, BehavioralCloningSettings
+from kerasrl.settings.checks import _build, _Checked, _closest, _convert, _fields, _mapping, at_least, one_of, setting
+from kerasrl.settings.hyperparameters import PPOSettings
+from kerasrl.settings.network import NetworkSettings
+from kerasrl.settings.reward_signals import RewardSignalSettings, _default_reward_signals, _reward_signals
+
+TRAINER_TYPES = ("ppo", "offline_bc", "online_bc")
+#: Trainer types of ML-Agents 0.9 that kerasrl does not provide yet.
+UNAVAILABLE_TRAINER_TYPES: tuple[str, ...] = ()
+#: Keys the stand-alone BC trainers need beyond those with defaults.
+BC_TRAINER_REQUIRED_KEYS = {"offline_bc": ("batches_per_epoch", "demo_path"),
+                            "online_bc": ("batches_per_epoch", "brain_to_imitate")}
+INFERENCE_MODES = ("auto", "tf", "numpy")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainerSettings(_Checked):
+    """Everything one behavior's trainer is configured with."""
+
+    trainer: str = setting("ppo", one_of(*TRAINER_TYPES, *UNAVAILABLE_TRAINER_TYPES), "trainer type")
+    max_steps: int = setting(50_000, at_least(1), "steps to train for (every agent's step counted)")
+    time_horizon: int = setting(64, at_least(1), "steps after which a trajectory is cut and bootstrapped")
+    summary_freq: int = setting(1000, at_least(1), "steps (every agent's) between summaries")
+    inference: str = setting("auto", one_of(*INFERENCE_MODES), "act in numpy (vector policies, MLP or LSTM) or tf")
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    hyperparameters: PPOSettings = field(default_factory=PPOSettings)
+    behavioral_cloning: BCTrainerSettings = field(default_factory=BCTrainerSettings)
+    reward_signals: Mapping[str, RewardSignalSettings] = field(default_factory=_default_reward_signals)
+    pretraining: Optional[BehavioralCloningSettings] = None
+
+    def _check(self) -> None:
+        if not self.reward_signals:
+            raise TrainerConfigError("No reward signals were defined. At least one must be used.")
+        for key in BC_TRAINER_REQUIRED_KEYS.get(self.trainer, ()):
+            if getattr(self.behavioral_cloning, key) is None:
+                raise TrainerConfigError(f"The hyper-parameter {key} could not be found for the {self.trainer} trainer.")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The flat ML-Agents form (``from_dict`` of it gives these settings back)."""
+        flat: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "behavioral_cloning":  # only the BC trainers' keys that are set
+                flat.update({k: v for k, v in dataclasses.asdict(value).items() if v is not None})
+            elif f.name in _GROUPS:
+                flat.update(dataclasses.asdict(value))
+            elif f.name == "reward_signals":
+                flat[f.name] = {n: dataclasses.asdict(s) for n, s in value.items()}
+            elif f.name == "pretraining":
+                if value is not None:
+                    flat[f.name] = dataclasses.asdict(value)
+            else:
+                flat[f.name] = value
+        return flat
+
+    @classmethod
+    def from_dict(cls, section: Mapping[str, Any], name: str = "the trainer settings") -> "TrainerSettings":
+        """Settings from one flat section (keys not given take their defaults)."""
+        return _build_settings(_convert_section(name, section), name)
+
+
+_GROUPS: dict[str, type] = {"network": NetworkSettings, "hyperparameters": PPOSettings,
+                            "behavioral_cloning": BCTrainerSettings}
+_TOP_LEVEL = tuple(f.name for f in dataclasses.fields(TrainerSettings)
+                   if f.name not in _GROUPS and f.name not in ("reward_signals", "pretraining"))
+#: Flat YAML key → the group holding it ("" for the trainer itself).
+KEY_GROUPS: dict[str, str] = {
+    **{k: "" for k in _TOP_LEVEL},
+    **{f.name: group for group, cls in _GROUPS.items() for f in dataclasses.fields(cls)},
+    "reward_signals": "", "pretraining": "",
+}
+
+
+def _convert_section(where: str, section: Mapping[str, Any]) -> dict[str, Any]:
+    """One raw section's values, converted and checked (each error names the key and section)."""
+    top = _fields(TrainerSettings)
+    group_fields = {group: _fields(cls) for group, cls in _GROUPS.items()}
+    out: dict[str, Any] = {}
+    for key, value in section.items():
+        group = KEY_GROUPS.get(key)
+        if group is None:
+            raise TrainerConfigError(f"Unknown parameter {key} in {where}{_closest(key, KEY_GROUPS)}")
+        if key == "reward_signals":
+            out[key] = _reward_signals(where, value)
+        elif key == "pretraining":
+            raw = _mapping(where, key, value)
+            out[key] = _build(BehavioralCloningSettings, where, raw, "pretraining") if raw else None
+        else:
+            f, hint = (group_fields[group] if group else top)[key]
+            out[key] = _convert(where, f, hint, value)
+    if out.get("trainer") in UNAVAILABLE_TRAINER_TYPES:
+        raise TrainerConfigError(
+            f"trainer in {where} is {out['trainer']!r}, which this version of kerasrl does not provide "
+            f"(available: {', '.join(TRAINER_TYPES)}).")
+    return out
+
+
+def _build_settings(values: Mapping[str, Any], where: str) -> TrainerSettings:
+    """Settings from converted flat values; a check that spans several keys names the section."""
+    try:
+        groups = {g: cls(**{k: v for k, v in values.items() if KEY_GROUPS[k] == g}) for g, cls in _GROUPS.items()}
+        return TrainerSettings(**{k: v for k, v in values.items() if KEY_GROUPS[k] == ""}, **groups)
+    except TrainerConfigError as e:
+        raise TrainerConfigError(f"In {where}: {e}") from None
