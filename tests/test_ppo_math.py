@@ -16,7 +16,7 @@ def discount_rewards(r, gamma, value_next):
     """Reference: ``out[t] = r[t] + γ · out[t+1]`` with ``out[T] = value_next`` (float64 recurrence, float32 out)."""
     out, running = np.zeros(len(r)), float(value_next)
     for t in range(len(r) - 1, -1, -1):
-        running = r[t] + gamma * running
+        running = float(r[t]) + gamma * running
         out[t] = running
     return out.astype(np.float32)
 
