@@ -31,7 +31,7 @@ def bench_export() -> list[float]:
 
     env = SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=2, seed=0))
     context = kerasrl.RunContext.in_results_dir(tempfile.mkdtemp(), "r", seed=0)
-    trainer = kerasrl.create_trainers({"default": {"hidden_units": 64}}, env.external_brains, context)["CartPole-v1"]
+    trainer = kerasrl.create_trainers({"default": {"hidden_units": 64}}, env.behavior_specs, context)["CartPole-v1"]
     times = []
     for _ in range(2):
         start = time.perf_counter()

@@ -131,7 +131,7 @@ def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1"
     manager = make_manager(env_id, num_envs, seed, workers, make_kwargs or {}, env_manager)
     context = RunContext(run_id=f"bench{seed}", summaries_dir=os.path.join(workdir, "s"),
                          model_path=os.path.join(workdir, "m"), keep_checkpoints=1, seed=seed, max_steps=steps)
-    trainers = create_trainers(config, manager.external_brains, context)
+    trainers = create_trainers(config, manager.behavior_specs, context)
     trainer = trainers[env_id]
     setup = time.perf_counter() - t0
     exported = [0.0]

@@ -25,7 +25,7 @@ def train(section: dict[str, Any], env_id: str, steps: int, seed: int, workdir: 
     manager = SimpleEnvManager(GymnasiumEnv(env_id, num_envs=num_envs, seed=seed))
     context = RunContext(run_id=os.path.basename(workdir), summaries_dir=os.path.join(workdir, "s"),
                          model_path=os.path.join(workdir, "m"), keep_checkpoints=1, seed=seed, max_steps=steps)
-    trainer = create_trainers(config, manager.external_brains, context)[env_id]
+    trainer = create_trainers(config, manager.behavior_specs, context)[env_id]
     reached: list[Optional[int]] = [None]
     seen = [0]
 

@@ -7,7 +7,7 @@ that needs it is first used (``import kerasrl`` stays fast)::
 
     env = kerasrl.SimpleEnvManager(kerasrl.GymnasiumEnv("CartPole-v1", num_envs=8, seed=0))
     context = kerasrl.RunContext.in_results_dir("results", "cartpole", seed=0)
-    trainers = kerasrl.create_trainers("kerasrl/configs/cartpole_zoo.yaml", env.external_brains, context)
+    trainers = kerasrl.create_trainers("kerasrl/configs/cartpole_zoo.yaml", env.behavior_specs, context)
     kerasrl.TrainerController(trainers, context.model_path, context.summaries_dir, "cartpole",
                               save_freq=50_000).start_learning(env)
 """

@@ -230,7 +230,7 @@ class PPO:
         self.seed = int(seed) if seed is not None else random.randrange(10000)
         self.env_manager = as_env_manager(env, num_envs, self.seed)
         try:
-            specs = self.env_manager.external_brains
+            specs = self.env_manager.behavior_specs
             self.behavior = pick_behavior(specs, behavior, TrainerError)
             self.spec = specs[self.behavior]
             self.settings = behavior_settings(config, self.behavior, hyperparameters)

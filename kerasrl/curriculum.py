@@ -20,6 +20,7 @@ import math
 import os
 from typing import Any, Mapping, Optional
 
+from kerasrl.compat import mlagents_names
 from kerasrl.exception import TrainerError
 
 logger = logging.getLogger("kerasrl")
@@ -46,7 +47,7 @@ class Curriculum:
 
     def __init__(self, location: str, default_reset_parameters: Optional[Mapping[str, float]] = None) -> None:
         self.location = location
-        self.brain_name = os.path.basename(location).split(".")[0]
+        self.behavior_name = os.path.basename(location).split(".")[0]
         data = self._read(location)
         for key in REQUIRED_KEYS:
             if key not in data:
@@ -124,7 +125,7 @@ class Curriculum:
         if self.lesson_num < self.max_lesson_num and measure_val > self.thresholds[self.lesson_num]:
             self.lesson_num += 1
             config = ", ".join(f"{k} -> {v}" for k, v in self.get_config().items())
-            logger.info("%s lesson changed. Now in lesson %d: %s", self.brain_name, self.lesson_num, config)
+            logger.info("%s lesson changed. Now in lesson %d: %s", self.behavior_name, self.lesson_num, config)
             return True
         return False
 
@@ -134,6 +135,7 @@ class Curriculum:
         return {name: values[lesson] for name, values in self.parameters.items()}
 
 
+@mlagents_names()
 class MetaCurriculum:
     """One :class:`Curriculum` per ``*.json`` file of ``folder``, keyed by behavior name."""
 
@@ -143,33 +145,33 @@ class MetaCurriculum:
         files = sorted(f for f in os.listdir(folder) if f.endswith(".json"))
         if not files:
             raise MetaCurriculumError(f"The curriculum folder {folder} holds no .json curriculum file.")
-        self.brains_to_curriculums: dict[str, Curriculum] = {}
+        self.curricula: dict[str, Curriculum] = {}
         used: dict[str, str] = {}
         for name in files:
             curriculum = Curriculum(os.path.join(folder, name), default_reset_parameters)
             for param in curriculum.parameters:
                 if param in used:
                     logger.warning("Two curricula (%s and %s) set the parameter %s; %s wins.",
-                                   used[param], curriculum.brain_name, param, curriculum.brain_name)
-                used[param] = curriculum.brain_name
-            self.brains_to_curriculums[curriculum.brain_name] = curriculum
+                                   used[param], curriculum.behavior_name, param, curriculum.behavior_name)
+                used[param] = curriculum.behavior_name
+            self.curricula[curriculum.behavior_name] = curriculum
 
     def check_behaviors(self, behaviors: Any) -> None:
         """Every curriculum must be for one of ``behaviors`` (the environment's behavior names)."""
-        for name, curriculum in self.brains_to_curriculums.items():
+        for name, curriculum in self.curricula.items():
             if name not in behaviors:
                 raise MetaCurriculumError(f"The curriculum {curriculum.location} is for behavior {name!r}, which the "
                                           f"environment does not have (its behaviors: {sorted(behaviors)}).")
 
     @property
     def lesson_nums(self) -> dict[str, int]:
-        return {name: c.lesson_num for name, c in self.brains_to_curriculums.items()}
+        return {name: c.lesson_num for name, c in self.curricula.items()}
 
     @lesson_nums.setter
     def lesson_nums(self, lesson_nums: Mapping[str, int]) -> None:
         for name, lesson in lesson_nums.items():
-            if name in self.brains_to_curriculums:
-                self.brains_to_curriculums[name].lesson_num = lesson
+            if name in self.curricula:
+                self.curricula[name].lesson_num = lesson
 
     def increment_lessons(self, measure_vals: Mapping[str, float],
                           reward_buff_sizes: Optional[Mapping[str, int]] = None) -> dict[str, bool]:
@@ -177,7 +179,7 @@ class MetaCurriculum:
         behavior finished at least ``min_lesson_length`` episodes. Returns {behavior: advanced}."""
         changed: dict[str, bool] = {}
         for name, value in measure_vals.items():
-            curriculum = self.brains_to_curriculums.get(name)
+            curriculum = self.curricula.get(name)
             if curriculum is None:
                 continue
             if reward_buff_sizes is not None and reward_buff_sizes.get(name, 0) < curriculum.min_lesson_length:
@@ -186,24 +188,24 @@ class MetaCurriculum:
         return changed
 
     def set_all_curriculums_to_lesson_num(self, lesson_num: int) -> None:
-        for curriculum in self.brains_to_curriculums.values():
+        for curriculum in self.curricula.values():
             curriculum.lesson_num = lesson_num
 
     def get_config(self) -> dict[str, float]:
         """Every curriculum's current parameters, merged."""
         config: dict[str, float] = {}
-        for curriculum in self.brains_to_curriculums.values():
+        for curriculum in self.curricula.values():
             config.update(curriculum.get_config())
         return config
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps: each behavior's lesson and smoothed measure."""
         return {name: {"lesson": c.lesson_num, "smoothing_value": c.smoothing_value}
-                for name, c in self.brains_to_curriculums.items()}
+                for name, c in self.curricula.items()}
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         for name, entry in state.items():
-            curriculum = self.brains_to_curriculums.get(name)
+            curriculum = self.curricula.get(name)
             if curriculum is not None:
                 curriculum.lesson_num = int(entry["lesson"])
                 curriculum.smoothing_value = float(entry.get("smoothing_value", 0.0))

@@ -124,7 +124,7 @@ def record(env: Any, policy: PolicyLike, num_steps: int, path: Union[str, os.Pat
     path = os.fspath(path)
     manager, owned = _as_manager(env, seed)
     try:
-        specs = dict(manager.external_brains)
+        specs = dict(manager.behavior_specs)
         name = pick_behavior(specs, behavior, DemoError)
         spec = specs[name]
         acting = policy if hasattr(policy, "get_action") else _CallablePolicy(policy, spec, name)
@@ -143,9 +143,9 @@ def _run(manager: EnvManager, name: str, spec: BehaviorSpec, num_steps: int) -> 
     manager.reset()
     while recorder.rows < num_steps:
         for info in manager.step():
-            curr = (info.previous_all_brain_info or {}).get(name)
-            nxt = info.current_all_brain_info.get(name)
-            action_info = (info.brain_name_to_action_info or {}).get(name)
+            curr = (info.previous or {}).get(name)
+            nxt = info.current.get(name)
+            action_info = (info.action_infos or {}).get(name)
             if curr is None or nxt is None or action_info is None or len(curr) == 0:
                 continue
             recorder.add(curr, nxt, np.asarray(action_info.action))

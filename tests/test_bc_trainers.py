@@ -41,7 +41,7 @@ def train(config, env, tmp_path, seed=1, progress=None):
     manager = env if isinstance(env, SimpleEnvManager) else SimpleEnvManager(env)
     context = RunContext(summaries_dir=str(tmp_path / "s"), model_path=str(tmp_path / "m"), seed=seed,
                          keep_checkpoints=1)
-    trainers = create_trainers(config, manager.external_brains, context)
+    trainers = create_trainers(config, manager.behavior_specs, context)
     tc = TrainerController(trainers, context.model_path, context.summaries_dir, "id", save_freq=99999,
                            training_seed=seed, progress=progress, progress_freq=1 if progress else 0)
     tc.start_learning(manager)
@@ -134,7 +134,7 @@ def test_online_bc_without_the_teachers_actions_is_an_error(tmp_path):
 def first_step_at_099(config, discrete, tmp_path, seed=1337):
     """The trainer step at which the last 5 episodes all returned more than 0.99 (None: never)."""
     manager = SimpleEnvManager(Simple1DEnvironment(discrete, seed=seed))
-    trainers = initialize_trainers(config, manager.external_brains, str(tmp_path / "s"), "id", str(tmp_path / "m"),
+    trainers = initialize_trainers(config, manager.behavior_specs, str(tmp_path / "s"), "id", str(tmp_path / "m"),
                                    1, True, False, seed)
     hit = []
 

@@ -23,7 +23,7 @@ def restore(case: str, tmp_path: Path, max_steps=None):
     shutil.copytree(DATA / case, model_path)
     config = json.loads((DATA / case / "config.json").read_text())
     env = SimpleEnvManager(Simple1DEnvironment(use_discrete=CASES[case], seed=0))
-    trainers = initialize_trainers(config, env.external_brains, str(tmp_path / "summaries"), "v0_1", str(model_path),
+    trainers = initialize_trainers(config, env.behavior_specs, str(tmp_path / "summaries"), "v0_1", str(model_path),
                                    keep_checkpoints=2, train_model=True, load_model=True, seed=0, max_steps=max_steps)
     return trainers["Simple1D"], env
 

@@ -193,7 +193,7 @@ def test_initialize_from_starts_a_new_run_from_another_runs_weights(tmp_path, ca
 
     def weights(context):
         env = SimpleEnvManager(Simple1DEnvironment(use_discrete=True, seed=0))
-        trainer = create_trainers(str(cfg), env.external_brains, context)["Simple1D"]
+        trainer = create_trainers(str(cfg), env.behavior_specs, context)["Simple1D"]
         return trainer, [w.numpy() for w in trainer.learner.actor_critic.weights]
 
     trained, expected = weights(RunContext.in_results_dir(str(tmp_path), "first", load_model=True, seed=9))

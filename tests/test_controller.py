@@ -35,7 +35,7 @@ class InterruptingManager(SimpleEnvManager):
 
 def build(tmp_path, interrupt_at=-1, load=False, config=CONFIG, seed=5):
     manager = InterruptingManager(Simple1DEnvironment(use_discrete=True, seed=seed), interrupt_at)
-    trainers = initialize_trainers(config, manager.external_brains, str(tmp_path / "summaries"), "run",
+    trainers = initialize_trainers(config, manager.behavior_specs, str(tmp_path / "summaries"), "run",
                                    str(tmp_path / "models"), keep_checkpoints=2, train_model=True,
                                    load_model=load, seed=seed)
     tc = TrainerController(trainers, str(tmp_path / "models"), str(tmp_path / "summaries"), "run-0",
@@ -128,7 +128,7 @@ def test_flush_on_update_cuts_every_trajectory_for_the_update(tmp_path, flush):
     config = {"default": dict(CONFIG["default"], flush_on_update=flush, time_horizon=1000, max_steps=600,
                               buffer_size=100, hidden_units=8)}
     manager = SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=4, seed=0))
-    trainers = initialize_trainers(config, manager.external_brains, str(tmp_path / "s"), "run", str(tmp_path / "m"),
+    trainers = initialize_trainers(config, manager.behavior_specs, str(tmp_path / "s"), "run", str(tmp_path / "m"),
                                    keep_checkpoints=1, train_model=True, load_model=False, seed=0)
     trainer = trainers["CartPole-v1"]
     seen = []
@@ -163,7 +163,7 @@ def test_environment_reset_forgets_recurrent_memories(tmp_path):
     tc, manager = build(tmp_path, config=config)
     trainer = tc.trainers["Simple1D"]
     manager.set_policy("Simple1D", trainer.policy)
-    first = manager.reset()[0].current_all_brain_info["Simple1D"]
+    first = manager.reset()[0].current["Simple1D"]
     trainer.policy.get_action(first)
     assert trainer.policy._memories and np.abs(trainer.policy._memories[0]).sum() > 0
     trainer.end_episode()

@@ -23,7 +23,7 @@ def write(folder, name="Ball.json", **changes):
 
 def test_reward_measure_advances_one_lesson_per_threshold(tmp_path):
     c = Curriculum(write(tmp_path))
-    assert c.brain_name == "Ball" and c.max_lesson_num == 2 and c.get_config() == {"length": 0.5, "masspole": 0.1}
+    assert c.behavior_name == "Ball" and c.max_lesson_num == 2 and c.get_config() == {"length": 0.5, "masspole": 0.1}
     assert not c.increment_lesson(10.0)  # strictly above the threshold
     assert not c.increment_lesson(float("nan"))
     assert c.increment_lesson(10.5) and c.lesson_num == 1 and c.get_config() == {"length": 0.7, "masspole": 0.2}

@@ -294,7 +294,7 @@ try:
     run_training(Simple1DEnvironment(use_discrete=True, seed=1), folder / "bad",
                  config=simple_config(max_steps=200, batch_size=8 * N + 1, reward_signals=signals))
 except (TrainerError, UnityTrainerException) as e:
-    assert f"Brain Simple1D: reward signal curiosity: batch_size {8 * N + 1} cannot be split over {N} replicas" in str(e), e
+    assert f"Behavior Simple1D: reward signal curiosity: batch_size {8 * N + 1} cannot be split over {N} replicas" in str(e), e
 else:
     raise AssertionError("a batch_size that the replicas cannot share was accepted")
 print("END_TO_END_OK")

@@ -320,29 +320,29 @@ class TowardGoalPolicy:
 def test_simple_env_manager_step_infos() -> None:
     env = Simple1DEnvironment(True, seed=9)
     manager = SimpleEnvManager(env)
-    assert manager.external_brains == {"Simple1D": env.behavior_specs["Simple1D"]}
+    assert manager.behavior_specs == {"Simple1D": env.behavior_specs["Simple1D"]}
     assert manager.reset_parameters == {}
     policy = TowardGoalPolicy()
     manager.set_policy("Simple1D", policy)
     [first] = manager.reset()
-    assert first.previous_all_brain_info is None and first.brain_name_to_action_info is None
-    reset_result = first.current_all_brain_info["Simple1D"]
-    prev_current = first.current_all_brain_info
+    assert first.previous is None and first.action_infos is None
+    reset_result = first.current["Simple1D"]
+    prev_current = first.current
     returns, ret, after_done = [], 0.0, False
     for _ in range(4 * MIN_STEPS):
         [info] = manager.step()
-        assert info.previous_all_brain_info is prev_current
+        assert info.previous is prev_current
         assert policy.seen[-1] is prev_current["Simple1D"]
-        action_info = info.brain_name_to_action_info["Simple1D"]
+        action_info = info.action_infos["Simple1D"]
         assert action_info.action.shape == (1, 1)
-        cur = info.current_all_brain_info["Simple1D"]
+        cur = info.current["Simple1D"]
         if not after_done:  # like the trainer, skip the transition that follows a done step
             ret += float(cur.rewards[0])
         after_done = bool(cur.done[0])
         if after_done:
             returns.append(ret)
             ret = 0.0
-        prev_current = info.current_all_brain_info
+        prev_current = info.current
     assert policy.seen[0] is reset_result
     assert len(returns) >= 3
     assert returns[0] == pytest.approx(OPTIMAL_RETURN, abs=1e-6)
@@ -375,8 +375,8 @@ def test_simple_env_manager_needs_policy_and_resets_on_global_done() -> None:
     assert GlobalDoneEnv.resets == 1
     [info] = manager.step()  # global_done: the manager resets instead of stepping
     assert GlobalDoneEnv.resets == 2
-    assert info.current_all_brain_info["Simple1D"].rewards[0] == 0.0
-    assert info.brain_name_to_action_info is not None
+    assert info.current["Simple1D"].rewards[0] == 0.0
+    assert info.action_infos is not None
 
 
 def test_simple_env_manager_catches_nan_and_bad_shapes_where_they_enter() -> None:

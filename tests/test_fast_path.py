@@ -134,12 +134,12 @@ def test_a_training_run_compiles_its_update_once_ahead(tmp_path):
     config = {"hidden_units": 8, "num_layers": 1, "batch_size": 16, "buffer_size": 32, "time_horizon": 16,
               "use_recurrent": True, "memory_size": 8, "sequence_length": 4, "num_epoch": 2, "summary_freq": 10**6,
               "jit_compile": True}
-    trainer = next(iter(create_trainers(load_trainer_config({"default": config}), manager.external_brains,
+    trainer = next(iter(create_trainers(load_trainer_config({"default": config}), manager.behavior_specs,
                                         context).values()))
     started = []
     original = trainer.learner.start_warm_up
     trainer.learner.start_warm_up = lambda rows: started.append(rows) or original(rows)
-    TrainerController({trainer.brain_name: trainer}, context.model_path, context.summaries_dir, "t", save_freq=10**6,
+    TrainerController({trainer.behavior_name: trainer}, context.model_path, context.summaries_dir, "t", save_freq=10**6,
                       training_seed=3).start_learning(manager)
     assert trainer.learner.use_xla and trainer.update_count >= 3
     assert started == [trainer.expected_update_rows(1)] == [36 + 4]

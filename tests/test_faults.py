@@ -34,7 +34,7 @@ class BrokenEnv(Simple1DEnvironment):
 
 def train(env, tmp_path, save_freq=10**6, **controller_kwargs):
     manager = SimpleEnvManager(env)
-    trainers = initialize_trainers(CONFIG, manager.external_brains, str(tmp_path / "s"), "run",
+    trainers = initialize_trainers(CONFIG, manager.behavior_specs, str(tmp_path / "s"), "run",
                                    str(tmp_path / "m"), keep_checkpoints=2, train_model=True, load_model=False,
                                    seed=0)
     tc = TrainerController(trainers, str(tmp_path / "m"), str(tmp_path / "s"), "run", save_freq=save_freq,

@@ -225,9 +225,9 @@ def test_multi_host_refuses_what_it_cannot_share():
     check_settings("B", settings())
     curiosity = {"extrinsic": {"strength": 1.0, "gamma": 0.99}, "curiosity": {"strength": 0.01, "gamma": 0.99,
                                                                                "encoding_size": 16}}
-    with pytest.raises(TrainerConfigError, match="Brain B: reward_signals: curiosity is not supported on several"):
+    with pytest.raises(TrainerConfigError, match="Behavior B: reward_signals: curiosity is not supported on several"):
         check_settings("B", settings(reward_signals=curiosity))
-    with pytest.raises(TrainerConfigError, match=r"Brain B: pretraining \(behavioral cloning\) is not supported on"):
+    with pytest.raises(TrainerConfigError, match=r"Behavior B: pretraining \(behavioral cloning\) is not supported on"):
         check_settings("B", settings(pretraining={"demo_path": "x.demo", "strength": 0.5, "steps": 100}))
 
 
@@ -285,7 +285,7 @@ def _mirrored_run(tmp_path, hosts):
     from kerasrl.trainers.multi_host import MultiHostPPOTrainer
 
     manager = SimpleEnvManager(Simple1DEnvironment(use_discrete=True, seed=1))
-    name, spec = next(iter(manager.external_brains.items()))
+    name, spec = next(iter(manager.behavior_specs.items()))
     context = RunContext.in_results_dir(str(tmp_path), "t", seed=3, max_steps=200)
     settings = load_trainer_config({"default": {"hidden_units": 8, "num_layers": 1, "batch_size": 16, "buffer_size": 31,
                                                 "summary_freq": 1000, "jit_compile": False, "normalize": True}})
@@ -318,7 +318,7 @@ def test_a_lost_worker_is_a_one_line_error_after_the_chief_saves(tmp_path):
         tc.start_learning(manager)
     message = str(info.value)
     assert "\n" not in message
-    assert message.startswith("Brain Simple1D: worker 0 of 2 lost the other workers during an update (a collective "
+    assert message.startswith("Behavior Simple1D: worker 0 of 2 lost the other workers during an update (a collective "
                               "failed with UnavailableError: Collective ops is aborted by: cluster check alive failed, "
                               "/job:worker/replica:0/task:1 is down: a worker stopped, or the network failed); "
                               "the model was saved at step 64."), message

@@ -17,7 +17,7 @@ SMALL = {"hidden_units": 16, "num_layers": 1, "batch_size": 16, "buffer_size": 3
 def run(tmp_path, env, max_steps=120, **overrides):
     manager = SimpleEnvManager(env)
     context = RunContext.in_results_dir(str(tmp_path), "t", seed=3, max_steps=max_steps)
-    trainers = create_trainers(load_trainer_config({"default": {**SMALL, **overrides}}), manager.external_brains,
+    trainers = create_trainers(load_trainer_config({"default": {**SMALL, **overrides}}), manager.behavior_specs,
                                context)
     tc = TrainerController(trainers, context.model_path, context.summaries_dir, "t", save_freq=10**6, training_seed=3)
     return tc, manager, next(iter(trainers.values()))
@@ -106,7 +106,7 @@ def test_an_mlagents_0_9_config_trains_the_behavior_its_section_names(tmp_path, 
     config = Path(__file__).parent / "data" / "mlagents_0_9_trainer_config.yaml"
     manager = SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=4, seed=0, behavior_name="BasicLearning"))
     context = RunContext.in_results_dir(str(tmp_path), "basic", seed=0, max_steps=600)
-    trainer = create_trainers(str(config), manager.external_brains, context)["BasicLearning"]
+    trainer = create_trainers(str(config), manager.behavior_specs, context)["BasicLearning"]
     settings = trainer.settings
     assert (settings.hyperparameters.batch_size, settings.network.hidden_units, settings.time_horizon) == (32, 20, 3)
     assert settings.reward_signals["extrinsic"].gamma == 0.9
@@ -162,10 +162,10 @@ def test_sb3_recurrent_style_checkpoint_restores_and_resumes(tmp_path):
     manager = SimpleEnvManager(MultiBranchMaskedEnvironment(seed=2))
     context = RunContext.in_results_dir(str(tmp_path), "t", seed=3, max_steps=200, load_model=True)
     restored = next(iter(create_trainers(load_trainer_config({"default": {**SMALL, **keys}}),
-                                         manager.external_brains, context).values()))
+                                         manager.behavior_specs, context).values()))
     assert restored.get_step == trainer.get_step
     for v in restored.learner.actor_critic.weights:
         np.testing.assert_array_equal(v.numpy(), saved[v.path], err_msg=v.path)
-    TrainerController({restored.brain_name: restored}, context.model_path, context.summaries_dir, "t",
+    TrainerController({restored.behavior_name: restored}, context.model_path, context.summaries_dir, "t",
                       save_freq=10**6, training_seed=3).start_learning(manager)
     assert restored.get_step > trainer.get_step

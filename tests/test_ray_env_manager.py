@@ -56,12 +56,12 @@ def test_steps_equal_the_subprocess_manager_and_close_stops_the_actors():
     factory = GymnasiumEnvFactory("CartPole-v1", 2, seed=3, vectorization_mode="sync")
     sub, rm = SubprocessEnvManager(factory, 2), RayEnvManager(factory, 2)
     try:
-        assert rm.external_brains == sub.external_brains and len(rm.nodes) == 2
+        assert rm.behavior_specs == sub.behavior_specs and len(rm.nodes) == 2
         for manager in (sub, rm):
             manager.set_policy("CartPole-v1", ObsPolicy())
         pairs = [(sub.reset()[0], rm.reset()[0])] + [(sub.step()[0], rm.step()[0]) for _ in range(150)]
         for a, b in pairs:
-            ra, rb = a.current_all_brain_info["CartPole-v1"], b.current_all_brain_info["CartPole-v1"]
+            ra, rb = a.current["CartPole-v1"], b.current["CartPole-v1"]
             np.testing.assert_array_equal(ra.agent_ids, rb.agent_ids)
             np.testing.assert_array_equal(ra.observations[0], rb.observations[0])
             np.testing.assert_array_equal(ra.done, rb.done)
@@ -115,10 +115,10 @@ def test_a_killed_actor_is_an_error_unless_restarts_are_allowed():
 
     manager = RayEnvManager(CountingFactory(), 2, restart_workers=True)
     manager.set_policy("Count", ZeroPolicy())
-    first = manager.reset()[0].current_all_brain_info["Count"]
+    first = manager.reset()[0].current["Count"]
     manager.step()
     _kill(manager.actors[1])
-    after = manager.step()[0].current_all_brain_info["Count"]
+    after = manager.step()[0].current["Count"]
     assert manager.restarts == 1
     assert after.observations[0][:, 0].tolist() == [2.0, 0.0]  # worker 1's environment started afresh
     assert after.agent_ids.tolist() == [first.agent_ids[0], 2]  # with a new agent id: no trajectory spans it

@@ -161,10 +161,10 @@ class ShowLengthFactory:
 def test_parameters_reach_cartpole_in_subprocess_workers():
     manager = SubprocessEnvManager(ShowLengthFactory(), 2)
     try:
-        first = manager.reset()[0].current_all_brain_info
+        first = manager.reset()[0].current
         (name,) = first
         assert np.allclose(first[name].observations[0][:, 4], 0.5)
-        info = manager.reset({"length": 0.75})[0].current_all_brain_info
+        info = manager.reset({"length": 0.75})[0].current
         assert np.allclose(info[name].observations[0][:, 4], 0.75)  # both workers' CartPoles
         with pytest.raises(EnvironmentException, match="'nope' cannot be set on Gymnasium env"):
             manager.reset({"nope": 1.0})

@@ -49,7 +49,7 @@ def test_update_matches_stable_baselines3(tmp_path):
     torch.set_num_threads(1)
     config = config_path("cartpole_zoo")
     manager = SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=8, seed=0))
-    trainer = next(iter(initialize_trainers(config, manager.external_brains, str(tmp_path), "p", str(tmp_path),
+    trainer = next(iter(initialize_trainers(config, manager.behavior_specs, str(tmp_path), "p", str(tmp_path),
                                             1, True, False, 0).values()))
     learner = trainer.learner
     weights = {v.path.split("/", 1)[1]: v for v in learner.actor_critic.trainable_variables}
@@ -167,7 +167,7 @@ def continuous_update(tmp_path, **overrides):
     n = n_envs * n_steps
     config = {"default": {**read_yaml(config_path("pendulum_sb3"))["default"], **overrides}}
     manager = SimpleEnvManager(GymnasiumEnv("Pendulum-v1", num_envs=n_envs, seed=0))
-    trainer = next(iter(initialize_trainers(config, manager.external_brains, str(tmp_path), "p",
+    trainer = next(iter(initialize_trainers(config, manager.behavior_specs, str(tmp_path), "p",
                                             str(tmp_path), 1, True, False, 0).values()))
     learner = trainer.learner
     ac = learner.actor_critic
@@ -397,7 +397,7 @@ def test_recurrent_update_matches_sb3_contrib_recurrent_ppo(tmp_path):
             "recurrent_style": "sb3", "normalize_advantages": "minibatch"}
     config = {"default": {**read_yaml(config_path("cartpole_zoo"))["default"], **keys}}
     manager = SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=n_envs, seed=0))
-    trainer = next(iter(initialize_trainers(config, manager.external_brains, str(tmp_path), "p", str(tmp_path),
+    trainer = next(iter(initialize_trainers(config, manager.behavior_specs, str(tmp_path), "p", str(tmp_path),
                                             1, True, False, 0).values()))
     learner = trainer.learner
     ac = learner.actor_critic

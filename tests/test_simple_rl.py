@@ -17,7 +17,7 @@ CONFIG = {"default": {"batch_size": 16, "buffer_size": 64, "learning_rate": 5.0e
 def run_training(env, tmp_path, config=CONFIG, seed=1337):
     manager = SimpleEnvManager(env)
     trainers = initialize_trainers(
-        config, manager.external_brains, summaries_dir=str(tmp_path / "summaries"), run_id="id",
+        config, manager.behavior_specs, summaries_dir=str(tmp_path / "summaries"), run_id="id",
         model_path=str(tmp_path / "models"), keep_checkpoints=1, train_model=True, load_model=False,
         seed=seed, meta_curriculum=None, multi_gpu=False,
     )

@@ -109,7 +109,7 @@ def test_steps_equal_simple_env_manager_over_the_same_seeded_envs():
     inproc = SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=4, seed=3, vectorization_mode="sync"))
     workers = SubprocessEnvManager(GymnasiumEnvFactory("CartPole-v1", 2, seed=3, vectorization_mode="sync"), 2)
     try:
-        assert workers.external_brains == inproc.external_brains
+        assert workers.behavior_specs == inproc.behavior_specs
         assert workers.worker_pids != [None, None] and len(set(workers.worker_pids)) == 2
         for manager in (inproc, workers):
             manager.set_policy("CartPole-v1", ObsPolicy())
@@ -117,15 +117,15 @@ def test_steps_equal_simple_env_manager_over_the_same_seeded_envs():
         pairs += [(inproc.step()[0], workers.step()[0]) for _ in range(300)]
         dones = 0
         for a, b in pairs:
-            ra, rb = a.current_all_brain_info["CartPole-v1"], b.current_all_brain_info["CartPole-v1"]
+            ra, rb = a.current["CartPole-v1"], b.current["CartPole-v1"]
             np.testing.assert_array_equal(ra.agent_ids, rb.agent_ids)  # 0..3, as in one process
             np.testing.assert_array_equal(ra.observations[0], rb.observations[0])
             for name in ("rewards", "terminated", "truncated"):
                 np.testing.assert_array_equal(getattr(ra, name), getattr(rb, name))
-            if a.brain_name_to_action_info is not None:
-                np.testing.assert_array_equal(a.brain_name_to_action_info["CartPole-v1"].action,
-                                              b.brain_name_to_action_info["CartPole-v1"].action)
-                assert b.previous_all_brain_info is not None
+            if a.action_infos is not None:
+                np.testing.assert_array_equal(a.action_infos["CartPole-v1"].action,
+                                              b.action_infos["CartPole-v1"].action)
+                assert b.previous is not None
             dones += int(ra.done.sum())
         assert dones >= 8  # episodes ended and the copies were reset along the way
     finally:
@@ -143,7 +143,7 @@ def _ppo_run(manager: Any, tmp_path: Any, steps: int) -> tuple[int, list[float],
     config = load_trainer_config({"default": {**zoo, "summary_freq": 10**9, "num_epoch": 4, "jit_compile": False}})
     context = RunContext(run_id="t", summaries_dir=str(tmp_path / "s"), model_path=str(tmp_path / "m"),
                          keep_checkpoints=1, seed=5, max_steps=steps)
-    trainers = create_trainers(config, manager.external_brains, context)
+    trainers = create_trainers(config, manager.behavior_specs, context)
     tc = TrainerController(trainers, str(tmp_path / "m"), str(tmp_path / "s"), "t", save_freq=10**9, training_seed=5)
     tc.start_learning(manager)
     trainer = trainers["CartPole-v1"]
@@ -251,10 +251,10 @@ def test_close_is_idempotent_and_merges_worker_timers_and_gauges():
     reset_timers()
     manager = SubprocessEnvManager(CountingFactory(), 2, timer_sync_s=3600)
     manager.set_policy("Count", ZeroPolicy())
-    first = manager.reset()[0].current_all_brain_info["Count"]
+    first = manager.reset()[0].current["Count"]
     np.testing.assert_array_equal(first.agent_ids, [0, 1])  # local id 7 in each worker, made unique
     for _ in range(5):
-        result = manager.step()[0].current_all_brain_info["Count"]
+        result = manager.step()[0].current["Count"]
     np.testing.assert_array_equal(result.agent_ids, [0, 1])
     np.testing.assert_array_equal(result.observations[0][:, 0], [5, 5])
     manager.close()
@@ -284,9 +284,9 @@ def test_a_step_interrupted_by_ctrl_c_needs_a_reset_and_close_still_works(monkey
         manager.step()  # the workers stepped, but their answers were never read
     with pytest.raises(EnvironmentException, match=r"call reset\(\) first"):
         manager.step()
-    first = manager.reset()[0].current_all_brain_info["Count"]  # reads the stale answers, then resets
+    first = manager.reset()[0].current["Count"]  # reads the stale answers, then resets
     np.testing.assert_array_equal(first.observations[0][:, 0], [0, 0])
-    assert manager.step()[0].current_all_brain_info["Count"].observations[0][0, 0] == 1
+    assert manager.step()[0].current["Count"].observations[0][0, 0] == 1
     manager.close()
     assert_no_workers_alive()
 

@@ -67,13 +67,13 @@ def test_pretraining_with_a_missing_demo_names_the_file(tmp_path):
         init(cfg, tmp_path)
 
 
-def test_multi_gpu_is_refused_not_dropped(tmp_path):
-    with pytest.raises(TrainerError, match="multi_gpu"):
+def test_multi_gpu_without_a_gpu_is_an_error_not_dropped(tmp_path):
+    with pytest.raises(TrainerError, match="multi_gpu=True trains the learners on every visible GPU"):
         init({"default": SMALL}, tmp_path, multi_gpu=True)
 
 
 def test_meta_curriculum_sets_the_reward_buffer_length(tmp_path):
-    curriculum = SimpleNamespace(brains_to_curriculums={"Brain": SimpleNamespace(min_lesson_length=7)})
+    curriculum = SimpleNamespace(curricula={"Brain": SimpleNamespace(min_lesson_length=7)})
     t = init({"default": SMALL}, tmp_path, meta_curriculum=curriculum)["Brain"]
     assert t.reward_buffer.maxlen == 7
 

@@ -42,8 +42,8 @@ def train_visual(encoder, tmp_path, seed=SEED, bright=1.0, overrides=None, size=
     config = {"default": dict(CONFIG["default"], vis_encode_type=encoder, **(overrides or {}))}
     context = RunContext.in_results_dir(str(tmp_path), "visual", keep_checkpoints=1, seed=seed)
     # The reward buffer keeps the last LAST_EPISODES returns (without a curriculum, one).
-    caps = {name: LAST_EPISODES for name in manager.external_brains}
-    trainers = create_trainers(load_trainer_config(config), manager.external_brains, context, caps)
+    caps = {name: LAST_EPISODES for name in manager.behavior_specs}
+    trainers = create_trainers(load_trainer_config(config), manager.behavior_specs, context, caps)
     tc = TrainerController(trainers, context.model_path, context.summaries_dir, "visual", save_freq=10**9,
                            train=True, training_seed=seed)
     tc.start_learning(manager)

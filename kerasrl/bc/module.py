@@ -38,7 +38,7 @@ class BCModule:
         self.n_sequences = max(min(self.batch_size, self.n_rows) // seq_len, 1)
         per_update = settings.samples_per_update
         self.max_batches = max(per_update // (self.n_sequences * seq_len), 1) if per_update > 0 else None
-        where = f"Brain {behavior}: pretraining: " if behavior else "pretraining: "
+        where = f"Behavior {behavior}: pretraining: " if behavior else "pretraining: "
         self.learner.check_batch_size(self.n_sequences * seq_len, where)
         self.update_count = 0
 

@@ -75,7 +75,7 @@ class EnvParameters:
 
     def reward_buff_caps(self) -> dict[str, int]:
         """Each curriculum's behavior keeps the returns of its last ``min_lesson_length`` episodes."""
-        curricula = self.meta_curriculum.brains_to_curriculums if self.meta_curriculum is not None else {}
+        curricula = self.meta_curriculum.curricula if self.meta_curriculum is not None else {}
         return {name: c.min_lesson_length for name, c in curricula.items()}
 
     def controller_kwargs(self, args: argparse.Namespace, model_path: str, seed: int) -> dict[str, Any]:
@@ -123,8 +123,8 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
     env_params = env_params or EnvParameters()
     try:
         if env_params.meta_curriculum is not None:
-            env_params.meta_curriculum.check_behaviors(manager.external_brains)
-        trainers = create_trainers(config, manager.external_brains, context, env_params.reward_buff_caps())
+            env_params.meta_curriculum.check_behaviors(manager.behavior_specs)
+        trainers = create_trainers(config, manager.behavior_specs, context, env_params.reward_buff_caps())
         return context, manager, trainers, n_agents
     except BaseException:
         manager.close()

@@ -6,6 +6,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Protocol
 
 import numpy as np
 
+from kerasrl.compat import mlagents_names
 from kerasrl.envs.base import BehaviorSpec, Environment, EnvironmentException, StepResult
 from kerasrl.timers import hierarchical_timer
 
@@ -26,22 +27,24 @@ class Policy(Protocol):
     def get_action(self, step_result: StepResult) -> ActionInfo: ...
 
 
+@mlagents_names(settable=False)
 class StepInfo(NamedTuple):
     """One environment step: the results before it, after it, and the actions taken in between."""
 
-    previous_all_brain_info: Optional[dict[str, StepResult]]
-    current_all_brain_info: dict[str, StepResult]
-    brain_name_to_action_info: Optional[dict[str, ActionInfo]]
+    previous: Optional[dict[str, StepResult]]
+    current: dict[str, StepResult]
+    action_infos: Optional[dict[str, ActionInfo]]
 
 
+@mlagents_names(settable=False)
 class EnvManager(abc.ABC):
     """Steps one or more environments with registered policies."""
 
     def __init__(self) -> None:
         self.policies: dict[str, Policy] = {}
 
-    def set_policy(self, brain_name: str, policy: Policy) -> None:
-        self.policies[brain_name] = policy
+    def set_policy(self, behavior_name: str, policy: Policy) -> None:
+        self.policies[behavior_name] = policy
 
     def decide_actions(self, current: Mapping[str, StepResult]) -> dict[str, ActionInfo]:
         """One call of each behavior's policy, for all of its agents in ``current``."""
@@ -63,12 +66,8 @@ class EnvManager(abc.ABC):
 
     @property
     @abc.abstractmethod
-    def external_brains(self) -> dict[str, BehaviorSpec]:
-        """Behavior name → spec."""
-
-    @property
     def behavior_specs(self) -> dict[str, BehaviorSpec]:
-        return self.external_brains
+        """Behavior name → spec."""
 
     @property
     def reset_parameters(self) -> dict[str, float]:
@@ -90,7 +89,7 @@ class SimpleEnvManager(EnvManager):
         self.previous_step: StepInfo = StepInfo(None, {}, None)
 
     def step(self) -> list[StepInfo]:
-        current = self.previous_step.current_all_brain_info
+        current = self.previous_step.current
         with hierarchical_timer("SimpleEnvManager._take_step"):
             action_infos = self.decide_actions(current)
         if self.env.global_done:
@@ -120,7 +119,7 @@ class SimpleEnvManager(EnvManager):
         return [self.previous_step]
 
     @property
-    def external_brains(self) -> dict[str, BehaviorSpec]:
+    def behavior_specs(self) -> dict[str, BehaviorSpec]:
         return dict(self.env.behavior_specs)
 
     @property

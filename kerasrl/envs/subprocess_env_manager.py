@@ -411,7 +411,7 @@ class SubprocessEnvManager(EnvManager):
         self._check_open()
         if self._awaiting:
             raise EnvironmentException("A step was interrupted before every worker answered; call reset() first.")
-        current = self.previous_step.current_all_brain_info
+        current = self.previous_step.current
         with hierarchical_timer("SubprocessEnvManager._take_step"):
             action_infos = self.decide_actions(current)
         with hierarchical_timer("SubprocessEnvManager.step_workers"):
@@ -435,7 +435,7 @@ class SubprocessEnvManager(EnvManager):
         self._checked("timers", [None] * self.num_workers, self.step_timeout_s)
 
     @property
-    def external_brains(self) -> dict[str, BehaviorSpec]:
+    def behavior_specs(self) -> dict[str, BehaviorSpec]:
         return dict(self._specs)
 
     @property

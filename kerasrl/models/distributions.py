@@ -38,10 +38,6 @@ class MaskedMultiCategorical:
     def probs(self) -> tf.Tensor:
         return tf.concat(self.branch_probs, axis=-1)
 
-    @property
-    def all_log_probs(self) -> tf.Tensor:
-        return tf.concat(self.branch_log_probs, axis=-1)
-
     def sample(self, uniform: tf.Tensor) -> tf.Tensor:
         """Inverse-CDF sampling from ``uniform`` noise in (0, 1), shape ``[batch, n_branches]``."""
         actions = []

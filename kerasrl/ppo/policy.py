@@ -149,7 +149,9 @@ class PPOPolicy:
         return self.model.draw_noise(self.rng, n)
 
     def evaluate(self, result: StepResult) -> dict[str, Any]:
-        """Run the compiled policy on every agent of ``result``; numpy outputs."""
+        """Run the compiled policy on every agent of ``result``; numpy outputs. The vector
+        observations it acted on come back too (``Field.VECTOR_OBS``), so that the agent
+        processor stores them without concatenating them again."""
         inputs = self.model_inputs(result)
         noise = self.draw_noise(len(result))
         with hierarchical_timer("policy.act"):
@@ -157,6 +159,8 @@ class PPOPolicy:
                 outputs = self.numpy_model.act(inputs, noise, self.deterministic)
             else:
                 outputs = {k: v.numpy() for k, v in self._act_fn(inputs, noise).items()}
+        if Field.VECTOR_OBS in inputs:
+            outputs[Field.VECTOR_OBS] = inputs[Field.VECTOR_OBS]
         if self.use_recurrent:
             outputs[Field.MEMORY] = inputs[Field.MEMORY]
             ids = np.asarray(result.agent_ids, np.int64)

@@ -142,13 +142,6 @@ class ModelRewardSignal(RewardSignal):
         """The update-buffer fields ``train_step`` reads."""
         return [*self.batch_fields, Field.MASKS]
 
-    def _tensors(self, batch: Mapping[str, np.ndarray], fields: list[str], prefix: str = "") -> dict[str, tf.Tensor]:
-        missing = [k for k in fields if k not in batch]
-        if missing:
-            raise UnityTrainerException(f"The {self.short_name} reward signal needs the fields {missing}, "
-                                        f"which the experience lacks.")
-        return {prefix + k: tf.convert_to_tensor(np.asarray(batch[k], field_dtype(k, self.spec))) for k in fields}
-
     # -- rewards ---------------------------------------------------------------------------
     def rewards(self, batch: Mapping[str, tf.Tensor]) -> tf.Tensor:
         """Unscaled reward of every row (compiled)."""

@@ -42,14 +42,13 @@ from kerasrl.settings.trainer import (
     INFERENCE_MODES,
     KEY_GROUPS,
     TRAINER_TYPES,
-    UNAVAILABLE_TRAINER_TYPES,
     TrainerSettings,
 )
 
 __all__ = [
     "ACTIVATIONS", "ADAM_EPSILON_STYLES", "ADVANTAGE_NORMALIZATIONS", "BC_TRAINER_REQUIRED_KEYS", "CONV_STYLES",
     "GAUSSIAN_STYLES", "INFERENCE_MODES", "INITIALIZERS", "KEY_GROUPS", "RECURRENT_STYLES", "REWARD_SIGNAL_SETTINGS",
-    "TRAINER_TYPES", "UNAVAILABLE_TRAINER_TYPES", "VIS_ENCODE_TYPES",
+    "TRAINER_TYPES", "VIS_ENCODE_TYPES",
     "BCTrainerSettings", "BehavioralCloningSettings", "Check", "CuriositySettings", "GAILSettings", "NetworkSettings",
     "PPOSettings", "RewardSignalSettings", "RunContext", "TrainerConfig", "TrainerSettings",
     "at_least", "load_trainer_config", "one_of", "positive", "read_yaml", "setting", "trainer_config_from_dict",

@@ -21,7 +21,6 @@ from kerasrl.settings.reward_signals import RewardSignalSettings, _default_rewar
 
 TRAINER_TYPES = ("ppo", "offline_bc", "online_bc")
 #: Trainer types of ML-Agents 0.9 that kerasrl does not provide yet.
-UNAVAILABLE_TRAINER_TYPES: tuple[str, ...] = ()
 #: Keys the stand-alone BC trainers need beyond those with defaults.
 BC_TRAINER_REQUIRED_KEYS = {"offline_bc": ("batches_per_epoch", "demo_path"),
                             "online_bc": ("batches_per_epoch", "brain_to_imitate")}
@@ -32,7 +31,7 @@ INFERENCE_MODES = ("auto", "tf", "numpy")
 class TrainerSettings(_Checked):
     """Everything one behavior's trainer is configured with."""
 
-    trainer: str = setting("ppo", one_of(*TRAINER_TYPES, *UNAVAILABLE_TRAINER_TYPES), "trainer type")
+    trainer: str = setting("ppo", one_of(*TRAINER_TYPES), "trainer type")
     max_steps: int = setting(50_000, at_least(1), "steps to train for (every agent's step counted)")
     time_horizon: int = setting(64, at_least(1), "steps after which a trajectory is cut and bootstrapped")
     summary_freq: int = setting(1000, at_least(1), "steps (every agent's) between summaries")
@@ -103,10 +102,6 @@ def _convert_section(where: str, section: Mapping[str, Any]) -> dict[str, Any]:
         else:
             f, hint = (group_fields[group] if group else top)[key]
             out[key] = _convert(where, f, hint, value)
-    if out.get("trainer") in UNAVAILABLE_TRAINER_TYPES:
-        raise TrainerConfigError(
-            f"trainer in {where} is {out['trainer']!r}, which this version of kerasrl does not provide "
-            f"(available: {', '.join(TRAINER_TYPES)}).")
     return out
 
 

@@ -60,18 +60,18 @@ class BCPolicy(PPOPolicy):
 class BCTrainer(RLTrainer):
     """What both BC trainers share: the policy, its learner, measuring it, checkpoints."""
 
-    def __init__(self, brain_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
+    def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
-        super().__init__(brain_name, spec, settings, context, reward_buff_cap)
+        super().__init__(behavior_name, spec, settings, context, reward_buff_cap)
         self.seed = context.seed
-        self.model_path = context.behavior_model_path(brain_name)
+        self.model_path = context.behavior_model_path(behavior_name)
         network = dataclasses.replace(settings.network, separate_value_network=False)
         tf.random.set_seed(self.seed)
         try:
             with learner_strategy().scope():  # only the learner enters the strategy; acting stays on one device
                 model = ActorCritic(spec, list(self.reward_signals), network, seed=self.seed, name="actor_critic")
         except ModelConfigError as e:
-            raise UnityTrainerException(f"Brain {brain_name}: {e}") from e
+            raise UnityTrainerException(f"Behavior {behavior_name}: {e}") from e
         self.model = model
         self.sequence_length = model.sequence_length
         hp = settings.hyperparameters
@@ -79,7 +79,7 @@ class BCTrainer(RLTrainer):
         self.batch_size = hp.batch_size
         self.batches_per_epoch = int(settings.behavioral_cloning.batches_per_epoch or 1)
         self.n_sequences = max(self.batch_size // self.sequence_length, 1)
-        self.learner.check_batch_size(self.n_sequences * self.sequence_length, f"Brain {brain_name}: batch_size: ")
+        self.learner.check_batch_size(self.n_sequences * self.sequence_length, f"Behavior {behavior_name}: batch_size: ")
         self._policy = BCPolicy(spec, model, seed=self.seed, inference=settings.inference)
         self.processor = self.make_processor(self._policy.experience_fields)
         self.update_count = 0
@@ -99,7 +99,7 @@ class BCTrainer(RLTrainer):
     def load_model(self) -> None:
         self.step, self.update_count = self.saver.restore()
         self._policy.refresh()
-        logger.info("Restored %s at step %d", self.brain_name, self.step)
+        logger.info("Restored %s at step %d", self.behavior_name, self.step)
 
     @property
     def trained_model(self) -> ActorCritic:
@@ -127,7 +127,7 @@ class BCTrainer(RLTrainer):
             try:
                 loss = self.learner.update(data, rows, self.settings.hyperparameters.learning_rate, seed)
             except FloatingPointError as e:
-                raise UnityTrainerException(f"Brain {self.brain_name}: {e}") from e
+                raise UnityTrainerException(f"Behavior {self.behavior_name}: {e}") from e
         self.update_count += 1
         self.stats[LOSS_STAT].append(loss)
         self._policy.refresh()
@@ -136,14 +136,14 @@ class BCTrainer(RLTrainer):
 class OfflineBCTrainer(BCTrainer):
     """Imitates the demonstration at ``demo_path``."""
 
-    def __init__(self, brain_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
+    def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
-        super().__init__(brain_name, spec, settings, context, reward_buff_cap)
+        super().__init__(behavior_name, spec, settings, context, reward_buff_cap)
         path = settings.behavioral_cloning.demo_path
         try:
-            _, demo = load_demo(path, spec, brain_name)
+            _, demo = load_demo(path, spec, behavior_name)
         except DemoError as e:
-            raise DemoError(f"The provided demonstration is not compatible with the brain being used for performance "
+            raise DemoError(f"The provided demonstration is not compatible with the behavior being used for performance "
                             f"evaluation: {e}") from e
         arrays = imitation_batch(spec, demo, self.model)
         self.n_rows = len(arrays[Field.MASKS])
@@ -159,12 +159,12 @@ class OfflineBCTrainer(BCTrainer):
 class OnlineBCTrainer(BCTrainer):
     """Imitates the behavior ``brain_to_imitate`` of the same environment as it acts."""
 
-    def __init__(self, brain_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
+    def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
-        super().__init__(brain_name, spec, settings, context, reward_buff_cap)
+        super().__init__(behavior_name, spec, settings, context, reward_buff_cap)
         self.teacher = str(settings.behavioral_cloning.brain_to_imitate)
-        if self.teacher == brain_name:
-            raise UnityTrainerException(f"Brain {brain_name} cannot imitate itself (brain_to_imitate).")
+        if self.teacher == behavior_name:
+            raise UnityTrainerException(f"Behavior {behavior_name} cannot imitate itself (brain_to_imitate).")
         self.teacher_buffer = Buffer()
         self.teacher_queue = TrajectoryQueue(self.teacher)
         self.teacher_processor = AgentProcessor(spec, {}, [Field.ACTIONS], self.stats, self.teacher_queue,
@@ -176,12 +176,12 @@ class OnlineBCTrainer(BCTrainer):
         """The teacher's action in every row of ``curr`` (rows absent from ``nxt`` get zeros)."""
         if nxt.previous_actions is None:
             raise UnityTrainerException(
-                f"online_bc for {self.brain_name} needs the environment to report the actions of behavior "
+                f"online_bc for {self.behavior_name} needs the environment to report the actions of behavior "
                 f"{self.teacher} (StepResult.previous_actions).")
         taken = np.asarray(nxt.previous_actions).reshape(len(nxt), -1)
         if taken.shape[1] != self.spec.action_size:
             raise UnityTrainerException(
-                f"Behavior {self.teacher} reported actions of width {taken.shape[1]}; {self.brain_name} has "
+                f"Behavior {self.teacher} reported actions of width {taken.shape[1]}; {self.behavior_name} has "
                 f"{describe_spec(self.spec)}.")
         if curr.agent_ids.tobytes() == nxt.agent_ids.tobytes():
             return taken

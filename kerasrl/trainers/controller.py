@@ -114,7 +114,7 @@ class TrainerController:
     def _get_measure_vals(self) -> dict[str, float]:
         """Per behavior: its curriculum's measure (``progress``: step / max_steps), else the mean
         of the trainer's reward buffer (NaN before any episode ends)."""
-        curricula = self.meta_curriculum.brains_to_curriculums if self.meta_curriculum is not None else {}
+        curricula = self.meta_curriculum.curricula if self.meta_curriculum is not None else {}
         values = {}
         for name, trainer in self.trainers.items():
             curriculum = curricula.get(name)
@@ -190,8 +190,8 @@ class TrainerController:
         self._last_step_infos = new_step_infos
         with hierarchical_timer("process_step"):
             for step_info in new_step_infos:
-                previous, current = step_info.previous_all_brain_info or {}, step_info.current_all_brain_info
-                infos = step_info.brain_name_to_action_info or {}
+                previous, current = step_info.previous or {}, step_info.current
+                infos = step_info.action_infos or {}
                 for name, trainer in self.trainers.items():
                     action_info = infos.get(name)
                     trainer.add_step(previous, current, action_info.outputs if action_info is not None else None)
@@ -211,7 +211,7 @@ class TrainerController:
         (an env with 8 copies takes 8 steps per step of all of them)."""
         count = 0
         for info in step_infos:
-            action_info = (info.brain_name_to_action_info or {}).get(behavior)
+            action_info = (info.action_infos or {}).get(behavior)
             count += len(action_info.action) if action_info is not None else 0
         return count
 

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Union
 
-from kerasrl.distribute import cluster
+import tensorflow as tf
+
+from kerasrl.distribute import cluster, get_strategy
 from kerasrl.exception import TrainerError
 from kerasrl.settings import RunContext, TrainerConfig, TrainerSettings, load_trainer_config
 from kerasrl.spec import BehaviorSpec
@@ -28,7 +30,7 @@ def create_trainer(behavior: str, spec: BehaviorSpec, settings: TrainerSettings,
     if settings.trainer in ("offline_bc", "online_bc"):
         cls = OfflineBCTrainer if settings.trainer == "offline_bc" else OnlineBCTrainer
         return cls(behavior, spec, settings, context, reward_buff_cap)
-    raise TrainerError(f"The trainer config contains an unknown trainer type for brain {behavior}")
+    raise TrainerError(f"The trainer config contains an unknown trainer type for behavior {behavior}.")
 
 
 def create_trainers(config: ConfigLike, behavior_specs: Mapping[str, BehaviorSpec], context: RunContext,
@@ -50,7 +52,7 @@ def create_trainers(config: ConfigLike, behavior_specs: Mapping[str, BehaviorSpe
 
 def initialize_trainers(
     trainer_config: ConfigLike,
-    external_brains: Mapping[str, BehaviorSpec],
+    behavior_specs: Mapping[str, BehaviorSpec],
     summaries_dir: str,
     run_id: str,
     model_path: str,
@@ -64,12 +66,16 @@ def initialize_trainers(
 ) -> dict[str, Trainer]:
     """ML-Agents 0.9's signature over :func:`create_trainers`. ``max_steps`` overrides every
     section's (as ``--steps`` does). A meta-curriculum sets each behavior's reward-buffer
-    length to its ``min_lesson_length``."""
+    length to its ``min_lesson_length``. ``multi_gpu``: the learners train on every visible GPU
+    (``kerasrl.distribute.get_strategy(gpus=N)``; ``--gpus N`` on the command line)."""
     if multi_gpu:
-        raise TrainerError("multi_gpu is not available in this version of kerasrl; it trains on one device.")
+        gpus = len(tf.config.list_physical_devices("GPU"))
+        if gpus == 0:
+            raise TrainerError("multi_gpu=True trains the learners on every visible GPU, and TensorFlow sees none.")
+        get_strategy(gpus=gpus)
     context = RunContext(run_id=run_id, summaries_dir=summaries_dir, model_path=model_path,
                          keep_checkpoints=keep_checkpoints, train_model=train_model, load_model=load_model,
                          seed=seed, max_steps=max_steps)
-    curricula = getattr(meta_curriculum, "brains_to_curriculums", {}) if meta_curriculum is not None else {}
+    curricula = getattr(meta_curriculum, "curricula", {}) if meta_curriculum is not None else {}
     caps = {name: curriculum.min_lesson_length for name, curriculum in curricula.items()}
-    return create_trainers(trainer_config, external_brains, context, caps)
+    return create_trainers(trainer_config, behavior_specs, context, caps)

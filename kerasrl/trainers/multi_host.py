@@ -36,18 +36,18 @@ from kerasrl.trainers.ppo_trainer import PPOTrainer, normalized_advantages
 logger = logging.getLogger("kerasrl.trainers")
 
 
-def check_settings(brain_name: str, settings: TrainerSettings) -> None:
+def check_settings(behavior_name: str, settings: TrainerSettings) -> None:
     """What a multi-host run cannot do yet, as one-line errors naming the key: reward signals
     other than ``extrinsic`` (their models train on per-host data) and ``pretraining`` (BC)."""
     if settings.trainer != "ppo":
-        raise TrainerConfigError(f"Brain {brain_name}: trainer: {settings.trainer} cannot train on several hosts "
+        raise TrainerConfigError(f"Behavior {behavior_name}: trainer: {settings.trainer} cannot train on several hosts "
                                  "(--worker-hosts); only ppo can.")
     others = sorted(set(settings.reward_signals) - {"extrinsic"})
     if others:
-        raise TrainerConfigError(f"Brain {brain_name}: reward_signals: {others[0]} is not supported on several hosts "
+        raise TrainerConfigError(f"Behavior {behavior_name}: reward_signals: {others[0]} is not supported on several hosts "
                                  "(--worker-hosts); train with the extrinsic reward only, or on one host.")
     if settings.pretraining is not None:
-        raise TrainerConfigError(f"Brain {brain_name}: pretraining (behavioral cloning) is not supported on several "
+        raise TrainerConfigError(f"Behavior {behavior_name}: pretraining (behavioral cloning) is not supported on several "
                                  "hosts (--worker-hosts); train on one host.")
 
 
@@ -62,16 +62,16 @@ def weights_digest(model: Any) -> str:
 class MultiHostPPOTrainer(PPOTrainer):
     """A :class:`PPOTrainer` whose updates train on the rollouts of every host of ``cluster``."""
 
-    def __init__(self, brain_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
+    def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1, *, cluster: Cluster) -> None:
-        check_settings(brain_name, settings)
+        check_settings(behavior_name, settings)
         self.cluster = cluster
         self._pending_obs: list[np.ndarray] = []
         #: Rows of every update so far: all hosts', and this host's.
         self.rows_trained = 0
         self.local_rows_trained = 0
         hp = dataclasses.replace(settings.hyperparameters, flush_on_update=True)
-        super().__init__(brain_name, spec, dataclasses.replace(settings, hyperparameters=hp), context, reward_buff_cap)
+        super().__init__(behavior_name, spec, dataclasses.replace(settings, hyperparameters=hp), context, reward_buff_cap)
         self._policy.rng = np.random.default_rng([self.seed, cluster.task_index])  # each host its own action noise
         if self.processor.rollout is not None:  # a rollout counts the agent steps of every host
             self.processor.rollout.scale = cluster.hosts
@@ -121,7 +121,7 @@ class MultiHostPPOTrainer(PPOTrainer):
             self._policy.refresh_normalizer()
         rows = int(counts[:, 0].sum())
         if rows == 0:
-            raise TrainerError(f"Brain {self.brain_name}: no host collected any experience in a rollout.")
+            raise TrainerError(f"Behavior {self.behavior_name}: no host collected any experience in a rollout.")
         self.rows_trained += rows
         self.local_rows_trained += len(local[0][Field.ADVANTAGES])
         logger.info("%s: update %d on %d rows (per worker: %s)", self.cluster, self.update_count + 1, rows,
@@ -140,7 +140,7 @@ class MultiHostPPOTrainer(PPOTrainer):
     def _lost_workers(self, error: tf.errors.OpError, saved: str) -> None:
         where = (f"the model was saved at step {self.step}" if saved
                  else "the newest checkpoint holds the last good state")
-        raise TrainerError(f"Brain {self.brain_name}: {self.cluster} lost the other workers during an update (a "
+        raise TrainerError(f"Behavior {self.behavior_name}: {self.cluster} lost the other workers during an update (a "
                            f"collective failed with {_cause(error)}: a worker stopped, or the network failed); "
                            f"{where}.") from error
 
@@ -179,7 +179,7 @@ class MultiHostPPOTrainer(PPOTrainer):
 
     def summary_line(self) -> str:
         """What this host trained, and a digest of its weights (equal on every host)."""
-        return (f"{self.cluster}: {self.brain_name}: {self.update_count} updates on {self.rows_trained} rows "
+        return (f"{self.cluster}: {self.behavior_name}: {self.update_count} updates on {self.rows_trained} rows "
                 f"({self.local_rows_trained} from this host), step {self.step}, "
                 f"weights {weights_digest(self.learner.actor_critic)}")
 

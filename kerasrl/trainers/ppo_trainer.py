@@ -49,22 +49,22 @@ class PPOTrainer(RLTrainer):
     learner's weights; this trainer owns the step counter, the trajectories and the statistics.
     """
 
-    def __init__(self, brain_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
+    def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
-        super().__init__(brain_name, spec, settings, context, reward_buff_cap)
+        super().__init__(behavior_name, spec, settings, context, reward_buff_cap)
         self.seed = context.seed
         self.hyperparameters = settings.hyperparameters
-        self.model_path = context.behavior_model_path(brain_name)
+        self.model_path = context.behavior_model_path(behavior_name)
         try:
             with learner_strategy().scope():  # only the learner enters the strategy; acting stays on one device
                 self.learner = PPOLearner.for_behavior(spec, list(self.reward_signals), settings, self.seed,
                                                        self.max_steps)
         except ModelConfigError as e:
-            raise UnityTrainerException(f"Brain {brain_name}: {e}") from e
+            raise UnityTrainerException(f"Behavior {behavior_name}: {e}") from e
         except TrainerError as e:  # a batch_size that the replicas cannot share
             if isinstance(e, UnityTrainerException):
                 raise
-            raise UnityTrainerException(f"Brain {brain_name}: {e}") from e
+            raise UnityTrainerException(f"Behavior {behavior_name}: {e}") from e
         model = self.learner.actor_critic
         self.sequence_length = model.sequence_length
         self._policy = PPOPolicy(spec, model, seed=self.seed, inference=settings.inference)
@@ -86,7 +86,7 @@ class PPOTrainer(RLTrainer):
         if settings.pretraining is not None:
             hp = self.hyperparameters
             self.bc_module = BCModule(model, spec, settings.pretraining, hp.learning_rate, hp.batch_size, hp.num_epoch,
-                                      seed=self.seed, behavior=brain_name)
+                                      seed=self.seed, behavior=behavior_name)
         bc_state = {} if self.bc_module is None else {"bc_optimizer": self.bc_module.optimizer}
         signal_states = {f"reward_signal_{name}": signal.checkpoint_state()
                          for name, signal in self.reward_signals.items() if signal.checkpoint_state() is not None}
@@ -96,7 +96,7 @@ class PPOTrainer(RLTrainer):
         if context.load_model:
             self.load_model()
         elif context.initialize_from is not None:
-            self.initialize_from(os.path.join(context.initialize_from, brain_name))
+            self.initialize_from(os.path.join(context.initialize_from, behavior_name))
         #: Compile the update ahead at the first step of training (``PPOLearner.start_warm_up``),
         #: not before: by then every restore of the optimizer's state (checkpoints, callbacks) is done.
         self._warm_up_pending = context.train_model
@@ -123,7 +123,7 @@ class PPOTrainer(RLTrainer):
         self.step, self.update_count = self.saver.restore()
         self.learner.set_schedules(self.step)
         self._policy.refresh()
-        logger.info("Restored %s at step %d", self.brain_name, self.step)
+        logger.info("Restored %s at step %d", self.behavior_name, self.step)
 
     def initialize_from(self, model_path: str) -> None:
         """Start from another run's newest intact checkpoint (weights, normalizer, optimizer)
@@ -134,7 +134,7 @@ class PPOTrainer(RLTrainer):
         self.step, self.update_count = 0, 0
         learner.set_schedules(0)
         self._policy.refresh()
-        logger.info("Initialized %s from %s", self.brain_name, model_path)
+        logger.info("Initialized %s from %s", self.behavior_name, model_path)
 
     @property
     def trained_model(self) -> ActorCritic:
@@ -145,7 +145,7 @@ class PPOTrainer(RLTrainer):
                  outputs: Optional[dict[str, Any]]) -> None:
         """Also start compiling the update ahead, at the first step of training."""
         if self._warm_up_pending:
-            nxt = current.get(self.brain_name)
+            nxt = current.get(self.behavior_name)
             self.learner.start_warm_up(self.expected_update_rows(0 if nxt is None else len(nxt)))
             self._warm_up_pending = False
         super().add_step(previous, current, outputs)
@@ -224,12 +224,12 @@ class PPOTrainer(RLTrainer):
             self.processor.deferred.finish(self.training_buffer.update_buffer, self.hyperparameters.lambd)
         batch = self.learning_batch()
         if not np.isfinite(batch[Field.ADVANTAGES]).all():
-            raise UnityTrainerException(f"Brain {self.brain_name}: non-finite advantages in the update buffer.")
+            raise UnityTrainerException(f"Behavior {self.behavior_name}: non-finite advantages in the update buffer.")
         with hierarchical_timer("ppo.update"):
             metrics = self.learner.update(batch, self.step, seed=self.seed * 100003 + self.update_count)
         self.update_count += 1
         if not np.isfinite(metrics["loss"]) and self.nonfinite_loss == "raise":
-            raise UnityTrainerException(f"Brain {self.brain_name}: the PPO loss became {metrics['loss']}.")
+            raise UnityTrainerException(f"Behavior {self.behavior_name}: the PPO loss became {metrics['loss']}.")
         self.stats["Losses/Value Loss"].append(metrics["value_loss"])
         self.stats["Losses/Policy Loss"].append(abs(metrics["policy_loss"]))
         self.stats["Policy/Learning Rate"].append(metrics["learning_rate"])

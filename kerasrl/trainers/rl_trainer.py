@@ -23,15 +23,15 @@ class RLTrainer(Trainer):
     with the policy outputs that are stored as experience.
     """
 
-    def __init__(self, brain_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
+    def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
-        super().__init__(brain_name, spec, settings, context, reward_buff_cap)
+        super().__init__(behavior_name, spec, settings, context, reward_buff_cap)
         strategy = learner_strategy()
         sequence_length = settings.network.sequence_length if settings.network.use_recurrent else 1
         for name in settings.reward_signals:
             if name != "extrinsic":  # the model signals' mini-batches are PPO's batch_size, split as PPO's
                 check_batch_size(settings.hyperparameters.batch_size, sequence_length, replicas(strategy),
-                                 where=f"Brain {brain_name}: reward signal {name}: ")
+                                 where=f"Behavior {behavior_name}: reward signal {name}: ")
         with strategy.scope():  # the signals' models and optimizers (acting and rewards stay on one device)
             self.reward_signals: dict[str, RewardSignal] = {
                 name: create_reward_signal(name, signal, spec, settings.network, seed=context.seed,
@@ -40,7 +40,7 @@ class RLTrainer(Trainer):
             }
         self.training_buffer = Buffer()
         #: The trajectories that the agent processor closed, until ``process_trajectories`` takes them.
-        self.trajectory_queue = TrajectoryQueue(brain_name)
+        self.trajectory_queue = TrajectoryQueue(behavior_name)
         self.processor: AgentProcessor
 
     def make_processor(self, experience_fields: list[str],
@@ -71,7 +71,7 @@ class RLTrainer(Trainer):
 
     def add_step(self, previous: Mapping[str, StepResult], current: Mapping[str, StepResult],
                  outputs: Optional[dict[str, Any]]) -> None:
-        self.processor.add_step(previous.get(self.brain_name), current.get(self.brain_name), outputs)
+        self.processor.add_step(previous.get(self.behavior_name), current.get(self.behavior_name), outputs)
 
     def process_trajectories(self) -> None:
         for trajectory in self.trajectory_queue.take_all():

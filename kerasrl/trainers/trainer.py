@@ -12,6 +12,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from kerasrl.compat import mlagents_names
 from kerasrl.envs.base import StepResult
 from kerasrl.exception import UnityTrainerException
 from kerasrl.settings import RunContext, TrainerSettings
@@ -22,21 +23,22 @@ from kerasrl.trainers.stats import CsvStats, StatsWriter
 logger = logging.getLogger("kerasrl.trainers")
 
 
+@mlagents_names()
 class Trainer:
     """Base of every trainer; subclasses implement the experience and update hooks."""
 
-    def __init__(self, brain_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
+    def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
-        self.brain_name = brain_name
+        self.behavior_name = behavior_name
         self.spec = spec
         self.settings = settings
         self.context = context
         self.is_training = context.train_model
         self.run_id = context.run_id
         self.max_steps = context.max_steps_for(settings)
-        self.summary_path = context.summary_path(brain_name)
+        self.summary_path = context.summary_path(behavior_name)
         self.stats_writer = StatsWriter(self.summary_path)
-        self.metrics = CsvStats(context.metrics_path(brain_name))
+        self.metrics = CsvStats(context.metrics_path(behavior_name))
         self.stats: defaultdict[str, list[float]] = defaultdict(list)
         self._reward_buffer: deque[float] = deque(maxlen=max(int(reward_buff_cap), 1))
         self.step = 0
@@ -50,7 +52,7 @@ class Trainer:
             pad = "\t" * depth
             return "".join(f"\n{pad}{k}:\t{fmt(v, depth + 1)}" for k, v in d.items())
 
-        return f"Hyperparameters for the {type(self).__name__} of brain {self.brain_name}: {fmt(self.parameters, 1)}"
+        return f"Hyperparameters for the {type(self).__name__} of behavior {self.behavior_name}: {fmt(self.parameters, 1)}"
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -60,7 +62,7 @@ class Trainer:
     def behavior_record(self) -> dict[str, Any]:
         """What rebuilds this behavior's policy without the environment (``kerasrl export``):
         its spec, trainer type, settings and seed; checkpoints keep it beside them."""
-        return {"behavior": self.brain_name, "trainer": type(self).__name__, "spec": self.spec.to_dict(),
+        return {"behavior": self.behavior_name, "trainer": type(self).__name__, "spec": self.spec.to_dict(),
                 "settings": self.parameters, "seed": int(self.context.seed)}
 
     @property
@@ -146,9 +148,9 @@ class Trainer:
             mean, std = float(np.mean(rewards)), float(np.std(rewards))
             logger.info(
                 " %s: %s: Step: %d. Time Elapsed: %.3f s Mean Reward: %.3f. Std of Reward: %.3f. %s",
-                self.run_id, self.brain_name, step, delta_train_start, mean, std, status,
+                self.run_id, self.behavior_name, step, delta_train_start, mean, std, status,
             )
-            set_gauge(f"{self.brain_name}.mean_reward", mean)
+            set_gauge(f"{self.behavior_name}.mean_reward", mean)
         else:
             logger.info(" %s: %s: Step: %d. No episode was completed since last summary. %s",
-                        self.run_id, self.brain_name, step, status)
+                        self.run_id, self.behavior_name, step, status)
