@@ -21,7 +21,7 @@ from kerasrl.envs.gym_adapter import GymnasiumEnv
 from kerasrl.fields import Field
 from kerasrl.spec import BehaviorSpec, pick_behavior
 from kerasrl.trainers.agent_processor import AgentProcessor
-from kerasrl.trainers.trajectory import TrajectoryQueue
+from kerasrl.trainers.trajectory import TrajectoryQueue, append_episode
 
 __all__ = ["record"]
 
@@ -80,12 +80,8 @@ class _Recorder:
     def _take(self) -> None:
         """Number the closed episodes and append them to the update buffer."""
         for trajectory in self.queue.take_all():
-            steps = trajectory.steps
-            n = len(steps[Field.ACTIONS]) if Field.ACTIONS in steps else 0
-            if n:
-                steps[Field.EPISODE_ID].set(np.full(n, self.episodes, np.int64))
+            if append_episode(self.buffer, trajectory, self.episodes):
                 self.episodes += 1
-                self.buffer.append_agent_buffer(steps, training_length=1, agent_id=trajectory.agent_id)
 
     def finish(self, num_steps: int) -> AgentBuffer:
         """Close every unfinished episode; the first ``num_steps`` rows."""

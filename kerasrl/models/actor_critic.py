@@ -88,6 +88,24 @@ class _Stream(keras.layers.Layer):
         return tf.reshape(out, [-1, self.lstm_units]), tf.concat([c, h], axis=-1)
 
 
+def _check_network(spec: BehaviorSpec, stream_names: Sequence[str], network: NetworkSettings) -> None:
+    """A network that cannot be built for ``spec`` is a ``ModelConfigError`` that says why."""
+    if not stream_names:
+        raise ModelConfigError("ActorCritic needs at least one reward signal (value head).")
+    vis_encode_type = network.vis_encode_type
+    for shape in spec.visual_observation_shapes:
+        need = VisualEncoder.MIN_SIZE[vis_encode_type]
+        if shape[0] < need or shape[1] < need:
+            raise ModelConfigError(
+                f"Visual observation {shape} is too small for vis_encode_type '{vis_encode_type}' "
+                f"(needs at least {need}×{need})."
+            )
+    sb3_lstm = network.use_recurrent and network.recurrent_style == "sb3"
+    if sb3_lstm and (spec.visual_observation_shapes or not spec.vector_observation_size):
+        raise ModelConfigError("recurrent_style sb3 takes vector observations only; use recurrent_style mlagents "
+                               "with visual observations.")
+
+
 class ActorCritic(keras.Model):
     """PPO actor-critic for one behavior.
 
@@ -115,17 +133,9 @@ class ActorCritic(keras.Model):
     ) -> None:
         super().__init__(**kwargs)
         network = NetworkSettings() if network is None else network
+        _check_network(spec, stream_names, network)
         self.network = network
-        if not stream_names:
-            raise ModelConfigError("ActorCritic needs at least one reward signal (value head).")
         vis_encode_type = network.vis_encode_type
-        for shape in spec.visual_observation_shapes:
-            need = VisualEncoder.MIN_SIZE[vis_encode_type]
-            if shape[0] < need or shape[1] < need:
-                raise ModelConfigError(
-                    f"Visual observation {shape} is too small for vis_encode_type '{vis_encode_type}' "
-                    f"(needs at least {need}×{need})."
-                )
         self.initializer = network.initializer
         self.activation = network.activation
         self.spec = spec
@@ -139,9 +149,6 @@ class ActorCritic(keras.Model):
         self.vis_encode_type = vis_encode_type
         #: The LSTM runs on the observations, before the hidden layers (``recurrent_style: sb3``).
         self.lstm_first = self.use_recurrent and network.recurrent_style == "sb3"
-        if self.lstm_first and (spec.visual_observation_shapes or not spec.vector_observation_size):
-            raise ModelConfigError("recurrent_style sb3 takes vector observations only; use recurrent_style mlagents "
-                                   "with visual observations.")
         #: The previous action's one-hot is an input (recurrent discrete policies, ML-Agents' layout).
         self.uses_prev_action = self.use_recurrent and spec.is_discrete and not self.lstm_first
         self.seed = seed

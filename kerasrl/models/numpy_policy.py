@@ -115,6 +115,23 @@ class NumpyActorCritic:
     def supports(model: ActorCritic) -> bool:
         return model.num_visual == 0 and model.vector_size > 0
 
+    def _fuse(self, body: list[list[np.ndarray]], value_body: Optional[list[list[np.ndarray]]],
+              action: tuple[np.ndarray, np.ndarray], value: tuple[np.ndarray, np.ndarray]) -> None:
+        """``self.layers`` and ``self.head``: the policy and value streams as one stack of layers
+        (side by side where they share their input, block-diagonal after)."""
+        if value_body is None:
+            self.layers = body
+            self.head = (np.concatenate([action[0], value[0]], axis=1), np.concatenate([action[1], value[1]]))
+            return
+        # The streams share their input (the observations), unless the LSTM comes first:
+        # then the first layer's inputs are the streams' LSTM outputs, side by side.
+        first = 0 if self.lstm_first else 1
+        self.layers = [] if first == 0 else [(np.concatenate([body[0][0], value_body[0][0]], axis=1),
+                                              np.concatenate([body[0][1], value_body[0][1]]))]
+        self.layers += [(_block_diag(p[0], v[0]), np.concatenate([p[1], v[1]]))
+                        for p, v in zip(body[first:], value_body[first:])]
+        self.head = (_block_diag(action[0], value[0]), np.concatenate([action[1], value[1]]))
+
     def refresh_normalizer(self) -> None:
         """Re-read the observation normalizer's statistics (after it saw new observations)."""
         normalizer = self.model.normalizer
@@ -159,20 +176,8 @@ class NumpyActorCritic:
             action_kernel, action_bias = dense(m.mu)
             self._refresh_gaussian(values)
         self.n_actions = action_kernel.shape[1]
-        if m.value_body is None:
-            self.layers = body
-            self.head = (np.concatenate([action_kernel, value_kernel], axis=1),
-                         np.concatenate([action_bias, value_bias]))
-        else:
-            value_body = [dense(layer) for layer in m.value_body.vector.dense]
-            # The streams share their input (the observations), unless the LSTM comes first:
-            # then the first layer's inputs are the streams' LSTM outputs, side by side.
-            first = 0 if self.lstm_first else 1
-            self.layers = [] if first == 0 else [(np.concatenate([body[0][0], value_body[0][0]], axis=1),
-                                                  np.concatenate([body[0][1], value_body[0][1]]))]
-            self.layers += [(_block_diag(p[0], v[0]), np.concatenate([p[1], v[1]]))
-                            for p, v in zip(body[first:], value_body[first:])]
-            self.head = (_block_diag(action_kernel, value_kernel), np.concatenate([action_bias, value_bias]))
+        value_body = None if m.value_body is None else [dense(layer) for layer in m.value_body.vector.dense]
+        self._fuse(body, value_body, (action_kernel, action_bias), (value_kernel, value_bias))
         if self.use_recurrent:
             streams = [m.body] if m.value_body is None else [m.body, m.value_body]
             cells = [dense(s.lstm) for s in streams]

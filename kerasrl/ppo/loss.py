@@ -19,7 +19,7 @@ single-device update on the whole batch.
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import tensorflow as tf
 
@@ -57,25 +57,10 @@ def ppo_loss(
 
     actions = batch[Field.ACTIONS] if model.is_discrete else batch[Field.ACTIONS_PRE]
     log_prob, entropy, values = model.evaluate_actions(batch, actions, sequence_length=sequence_length)
-
-    value_losses = []
-    for name in stream_names:
-        v = values[name]
-        v_old = batch[Field.value_estimates(name)]
-        ret = batch[Field.returns(name)]
-        if clip_value_loss:
-            v_clipped = v_old + tf.clip_by_value(v - v_old, -epsilon, epsilon)
-            value_losses.append(mean(tf.maximum(tf.square(ret - v), tf.square(ret - v_clipped))))
-        else:
-            value_losses.append(mean(tf.square(ret - v)))
-    value_loss = tf.add_n(value_losses) / float(len(value_losses))
-
+    value_loss = _value_loss(values, batch, stream_names, epsilon, clip_value_loss, mean)
     advantages = batch[Field.ADVANTAGES]
     if minibatch_advantages:
-        local = tf.maximum(tf.reduce_sum(mask), 2.0)
-        adv_mean = tf.reduce_sum(advantages * mask) / local
-        adv_std = tf.sqrt(tf.reduce_sum(tf.square(advantages - adv_mean) * mask) / (local - 1.0))
-        advantages = (advantages - adv_mean) / (adv_std + 1e-8)
+        advantages = _normalized(advantages, mask)
     old_log_prob = tf.reduce_sum(batch[Field.ACTION_LOG_PROBS], axis=-1)
     ratio = tf.exp(log_prob - old_log_prob)
     surrogate = tf.minimum(ratio * advantages, tf.clip_by_value(ratio, 1.0 - epsilon, 1.0 + epsilon) * advantages)
@@ -88,3 +73,27 @@ def ppo_loss(
     clipped = tf.cast(tf.abs(tf.exp(log_ratio) - 1.0) > epsilon, tf.float32)
     return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": mean_entropy,
                   "approx_kl": approx_kl, "clip_fraction": mean(clipped)}
+
+
+def _value_loss(values: Mapping[str, tf.Tensor], batch: Mapping[str, tf.Tensor], stream_names: Sequence[str],
+                epsilon: tf.Tensor, clip: bool, mean: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
+    """The mean over value heads of each head's (clipped) squared error against its returns."""
+    value_losses = []
+    for name in stream_names:
+        v = values[name]
+        v_old = batch[Field.value_estimates(name)]
+        ret = batch[Field.returns(name)]
+        if clip:
+            v_clipped = v_old + tf.clip_by_value(v - v_old, -epsilon, epsilon)
+            value_losses.append(mean(tf.maximum(tf.square(ret - v), tf.square(ret - v_clipped))))
+        else:
+            value_losses.append(mean(tf.square(ret - v)))
+    return tf.add_n(value_losses) / float(len(value_losses))
+
+
+def _normalized(advantages: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """Advantages normalised over this replica's real rows (mean 0, unbiased std 1, + 1e-8)."""
+    local = tf.maximum(tf.reduce_sum(mask), 2.0)
+    adv_mean = tf.reduce_sum(advantages * mask) / local
+    adv_std = tf.sqrt(tf.reduce_sum(tf.square(advantages - adv_mean) * mask) / (local - 1.0))
+    return (advantages - adv_mean) / (adv_std + 1e-8)

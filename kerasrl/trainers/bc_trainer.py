@@ -42,7 +42,7 @@ from kerasrl.timers import hierarchical_timer
 from kerasrl.trainers.agent_processor import AgentProcessor
 from kerasrl.trainers.checkpoint import CheckpointSaver
 from kerasrl.trainers.rl_trainer import RLTrainer
-from kerasrl.trainers.trajectory import TrajectoryQueue
+from kerasrl.trainers.trajectory import TrajectoryQueue, append_episode
 
 logger = logging.getLogger("kerasrl.trainers")
 
@@ -212,13 +212,9 @@ class OnlineBCTrainer(BCTrainer):
         """The teacher's closed trajectories join the imitation buffer (its newest ``buffer_size`` rows)."""
         super().process_trajectories()
         for trajectory in self.teacher_queue.take_all():
-            steps = trajectory.steps
-            n = len(steps[Field.ACTIONS]) if Field.ACTIONS in steps else 0
-            if not n:
+            if not append_episode(self.teacher_buffer, trajectory, self.trajectories):
                 continue
-            steps[Field.EPISODE_ID].set(np.full(n, self.trajectories, np.int64))
             self.trajectories += 1
-            self.teacher_buffer.append_agent_buffer(steps, training_length=1, agent_id=trajectory.agent_id)
             if len(self.teacher_buffer.update_buffer[Field.ACTIONS]) > self.max_rows:
                 self.teacher_buffer.truncate_update_buffer(self.max_rows)
 

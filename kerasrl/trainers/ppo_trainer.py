@@ -55,16 +55,7 @@ class PPOTrainer(RLTrainer):
         self.seed = context.seed
         self.hyperparameters = settings.hyperparameters
         self.model_path = context.behavior_model_path(behavior_name)
-        try:
-            with learner_strategy().scope():  # only the learner enters the strategy; acting stays on one device
-                self.learner = PPOLearner.for_behavior(spec, list(self.reward_signals), settings, self.seed,
-                                                       self.max_steps)
-        except ModelConfigError as e:
-            raise UnityTrainerException(f"Behavior {behavior_name}: {e}") from e
-        except TrainerError as e:  # a batch_size that the replicas cannot share
-            if isinstance(e, UnityTrainerException):
-                raise
-            raise UnityTrainerException(f"Behavior {behavior_name}: {e}") from e
+        self.learner = self._make_learner()
         model = self.learner.actor_critic
         self.sequence_length = model.sequence_length
         self._policy = PPOPolicy(spec, model, seed=self.seed, inference=settings.inference)
@@ -82,17 +73,12 @@ class PPOTrainer(RLTrainer):
         if self.hyperparameters.flush_on_update:
             self.processor.rollout = Rollout(self.hyperparameters.buffer_size)
         #: Behavioral cloning from ``pretraining``'s demonstration after every PPO update.
-        self.bc_module = None
+        self.bc_module: Optional[BCModule] = None
         if settings.pretraining is not None:
             hp = self.hyperparameters
             self.bc_module = BCModule(model, spec, settings.pretraining, hp.learning_rate, hp.batch_size, hp.num_epoch,
                                       seed=self.seed, behavior=behavior_name)
-        bc_state = {} if self.bc_module is None else {"bc_optimizer": self.bc_module.optimizer}
-        signal_states = {f"reward_signal_{name}": signal.checkpoint_state()
-                         for name, signal in self.reward_signals.items() if signal.checkpoint_state() is not None}
-        self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, self.behavior_record(), model=model,
-                                     optimizer=self.learner.optimizer, learner=self.learner, **bc_state,
-                                     **signal_states)
+        self.saver = self._make_saver()
         if context.load_model:
             self.load_model()
         elif context.initialize_from is not None:
@@ -100,6 +86,29 @@ class PPOTrainer(RLTrainer):
         #: Compile the update ahead at the first step of training (``PPOLearner.start_warm_up``),
         #: not before: by then every restore of the optimizer's state (checkpoints, callbacks) is done.
         self._warm_up_pending = context.train_model
+
+    def _make_learner(self) -> PPOLearner:
+        """The learner, built under the learners' strategy (acting stays on one device); a bad
+        network or a batch_size that the replicas cannot share is an error naming the behavior."""
+        try:
+            with learner_strategy().scope():
+                return PPOLearner.for_behavior(self.spec, list(self.reward_signals), self.settings, self.seed,
+                                               self.max_steps)
+        except ModelConfigError as e:
+            raise UnityTrainerException(f"Behavior {self.behavior_name}: {e}") from e
+        except TrainerError as e:
+            if isinstance(e, UnityTrainerException):
+                raise
+            raise UnityTrainerException(f"Behavior {self.behavior_name}: {e}") from e
+
+    def _make_saver(self) -> CheckpointSaver:
+        """Checkpoints of the model, the optimizers (PPO's, BC's) and the reward signals' state."""
+        bc_state = {} if self.bc_module is None else {"bc_optimizer": self.bc_module.optimizer}
+        signal_states = {f"reward_signal_{name}": signal.checkpoint_state()
+                         for name, signal in self.reward_signals.items() if signal.checkpoint_state() is not None}
+        return CheckpointSaver(self.model_path, self.context.keep_checkpoints, self.behavior_record(),
+                               model=self.learner.actor_critic, optimizer=self.learner.optimizer, learner=self.learner,
+                               **bc_state, **signal_states)
 
     def expected_update_rows(self, agents: int) -> int:
         """Rows of a large update buffer, the size the update is compiled for ahead of time:

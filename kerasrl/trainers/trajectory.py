@@ -5,7 +5,10 @@ from __future__ import annotations
 import queue
 from dataclasses import dataclass, field
 
-from kerasrl.buffer import AgentBuffer
+import numpy as np
+
+from kerasrl.buffer import AgentBuffer, Buffer
+from kerasrl.fields import Field
 
 
 @dataclass
@@ -50,3 +53,16 @@ class TrajectoryQueue:
 
     def __len__(self) -> int:
         return self._queue.qsize()
+
+
+def append_episode(buffer: Buffer, trajectory: Trajectory, number: int) -> bool:
+    """Append ``trajectory``'s steps to ``buffer``'s update buffer as one numbered run
+    (``Field.EPISODE_ID`` = ``number``, which recurrent BC cuts its sequences at); False, and
+    nothing appended, when it holds no step."""
+    steps = trajectory.steps
+    n = len(steps[Field.ACTIONS]) if Field.ACTIONS in steps else 0
+    if not n:
+        return False
+    steps[Field.EPISODE_ID].set(np.full(n, number, np.int64))
+    buffer.append_agent_buffer(steps, training_length=1, agent_id=trajectory.agent_id)
+    return True
