@@ -116,6 +116,26 @@ def test_kerasrl_export_run_dir_rebuilds_the_end_of_training_export(tmp_path, ca
     assert tool(["export", str(tmp_path / "nothing")]) == 2
     assert "is not a kerasrl run folder" in capsys.readouterr().err
 
+    # The export needs what the run saved beside its checkpoints, not the environment: it works
+    # when the recorded command line names an environment that cannot be made...
+    record = json.loads((folder / "behavior.json").read_text())
+    assert record["spec"] == {"observation_shapes": [[1]], "action_type": "discrete", "action_shape": [3, 2]}
+    assert record["settings"]["hidden_units"] == 8 and record["seed"] == 1
+    config = tmp_path / "x" / "configuration.yaml"
+    config.write_text(config.read_text().replace("MultiBranchMasked", "NoSuchEnv-v0", 1))
+    shutil.rmtree(first)
+    assert tool(["export", str(tmp_path / "x"), "--no-onnx"]) == 0 and first.is_dir()
+    # ...and a run folder written before checkpoints kept it falls back to that command line.
+    (folder / "behavior.json").unlink()
+    assert tool(["export", str(tmp_path / "x"), "--no-onnx"]) == 2
+    assert "NoSuchEnv-v0" in capsys.readouterr().err
+    config.write_text(config.read_text().replace("NoSuchEnv-v0", "MultiBranchMasked", 1))
+    shutil.rmtree(first)
+    assert tool(["export", str(tmp_path / "x"), "--no-onnx"]) == 0
+    for key, value in before(**feed).items():
+        np.testing.assert_allclose(tf.saved_model.load(str(first)).signatures[signature](**feed)[key].numpy(),
+                                   value.numpy(), atol=1e-6)
+
 
 def test_without_tf2onnx_the_savedmodel_is_written_and_asking_for_onnx_is_a_clear_error(tmp_path, monkeypatch):
     import builtins
