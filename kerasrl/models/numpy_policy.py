@@ -148,7 +148,9 @@ class NumpyActorCritic:
 
         self.refresh_normalizer()
         self.lstm_first = m.lstm_first
-        body = [dense(layer) for layer in m.body.vector.dense]
+        vector = m.body.vector
+        assert vector is not None  # supports(): vector observations
+        body: list[Sequence[np.ndarray]] = [dense(layer) for layer in vector.dense]
         heads = [dense(m.value_heads[name]) for name in self.stream_names]
         value_kernel = np.concatenate([k for k, _ in heads], axis=1)
         value_bias = np.concatenate([b for _, b in heads])
@@ -164,7 +166,9 @@ class NumpyActorCritic:
             self.head = (np.concatenate([action_kernel, value_kernel], axis=1),
                          np.concatenate([action_bias, value_bias]))
         else:
-            value_body = [dense(layer) for layer in m.value_body.vector.dense]
+            value_vector = m.value_body.vector
+            assert value_vector is not None  # the value stream encodes the same observations
+            value_body = [dense(layer) for layer in value_vector.dense]
             # The streams share their input (the observations), unless the LSTM comes first:
             # then the first layer's inputs are the streams' LSTM outputs, side by side.
             first = 0 if self.lstm_first else 1
