@@ -36,6 +36,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from buffer_reference import RefAgentBuffer, RefBuffer  # noqa: E402
+
 from kerasrl.buffer import AgentBuffer, Buffer  # noqa: E402
 
 N_AGENTS = 64
@@ -285,9 +286,9 @@ def main() -> int:
             b.shuffle(length, rng=np.random.default_rng(1))
 
         phase(f"shuffle({length})",
-              (shuffle, lambda: buf),
-              (shuffle, lambda: ref),
-              (lambda a, length=length: floor_shuffle(a, length, 1), lambda: dict(arrays)), True)
+              (shuffle, lambda buf=buf: buf),
+              (shuffle, lambda ref=ref: ref),
+              (lambda a, length=length: floor_shuffle(a, length, 1), lambda arrays=arrays: dict(arrays)), True)
 
     def mini_batches(b: Any) -> list:
         return [b.make_mini_batch(i, i + MINI_BATCH)
@@ -355,7 +356,7 @@ def report(rows: list[tuple[str, float, float, float, bool]]) -> int:
     print()
     checks = [(f"in-memory workload {r_tot / k_tot:.1f}x faster than the reference "
                f"(target >= 50x)", r_tot / k_tot >= 50)]
-    for name, k, r, f, in_memory in rows:
+    for name, k, _r, f, in_memory in rows:
         if in_memory:
             checks.append((f"{name}: {k / f:.2f}x its floor (target <= 3x)", k / f <= 3.0))
         elif name.startswith(("save", "load")):

@@ -99,11 +99,11 @@ def main_acting(args: argparse.Namespace) -> int:
         rng = np.random.default_rng(0)
         results = [StepResult(np.arange(n), [rng.normal(size=(n, 4)).astype(np.float32)], np.zeros(n, np.float32),
                               np.zeros(n, bool), np.zeros(n, bool)) for _ in range(8)]
-        step = {mode: (lambda p=p: [p.get_action(r) for r in results]) for mode, p in policies.items()}
+        step = {mode: (lambda p=p, results=results: [p.get_action(r) for r in results]) for mode, p in policies.items()}
         mirror, policy = policies["numpy"].numpy_model, policies["numpy"]
         inputs, noise = policy.model_inputs(results[0]), policy.draw_noise(n)
 
-        def act() -> None:
+        def act(mirror: Any = mirror, inputs: Any = inputs, noise: Any = noise) -> None:
             with hierarchical_timer("policy.act"):
                 mirror.act(inputs, noise)
 

@@ -90,7 +90,7 @@ def throughput(args: argparse.Namespace, strategies_by_count: dict[int, Any]) ->
         learners = {k: make_learner(kind, s, args.batch, args.epochs, args.image) for k, s in strategies_by_count.items()}
         batch = synthetic_batch(learners[1] if 1 in learners else next(iter(learners.values())), args.batch)
         times: dict[int, list[float]] = {k: [] for k in learners}
-        for k, learner in learners.items():  # trace and compile once, not timed
+        for learner in learners.values():  # trace and compile once, not timed
             learner.fused_update(batch, args.epochs, args.batch, seed=0)
         for r in range(args.rounds):
             for k, learner in learners.items():

@@ -115,11 +115,11 @@ def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1"
                 reward_signals: Optional[dict[str, Any]] = None, task: Any = None,
                 jit_compile: Optional[bool] = True) -> dict[str, Any]:
     import numpy as np
-
     from bench_tasks import TASKS
+
+    from kerasrl.export import export_trainers
     from kerasrl.settings import RunContext
     from kerasrl.timers import get_timer_tree, reset_timers
-    from kerasrl.export import export_trainers
     from kerasrl.trainers import TrainerController, create_trainers
 
     task = TASKS["cartpole"] if task is None else task
@@ -194,11 +194,10 @@ def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1"
 def run_sb3(steps: int, seed: int, task: Any = None) -> dict[str, Any]:
     import numpy as np
     import torch
+    from bench_tasks import TASKS
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
-
-    from bench_tasks import TASKS
 
     task = TASKS["cartpole"] if task is None else task
     model_class: Any = PPO

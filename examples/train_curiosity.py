@@ -39,7 +39,6 @@ CURIOSITY = {"strength": 1.0, "gamma": 0.99, "encoding_size": 64, "learning_rate
 
 def run(variant: str, seed: int, steps: int, workdir: str) -> dict[str, Any]:
     import numpy as np
-
     from _harness import train
 
     signals = {"extrinsic": EXTRINSIC, **({"curiosity": CURIOSITY} if variant == "curiosity" else {})}

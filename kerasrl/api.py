@@ -42,6 +42,7 @@ from kerasrl.settings import RunContext, TrainerSettings, read_yaml, trainer_con
 from kerasrl.spec import BehaviorSpec, pick_behavior
 from kerasrl.trainers.controller import TrainerController
 from kerasrl.trainers.factory import create_trainer
+from kerasrl.trainers.ppo_trainer import PPOTrainer
 
 FORMAT = "kerasrl.ppo/1"
 #: The losses every epoch's logs hold (from the learner's update), besides the reward signals'.
@@ -106,7 +107,7 @@ class PolicyModel(keras.Model):
     def __init__(self, agent: "PPO") -> None:
         super().__init__(name="kerasrl_ppo")
         self._agent = agent
-        self.learner = agent.trainer.learner
+        self.learner = agent._active_trainer().learner
         self.counters = self.add_weight(name="counters", shape=(2,), initializer="zeros", trainable=False,
                                         dtype="int64")
         self.optimizer = self.learner.optimizer
@@ -119,7 +120,7 @@ class PolicyModel(keras.Model):
         self._agent.save(filepath, overwrite=overwrite)
 
     def save_weights(self, filepath: str, overwrite: bool = True, **kwargs: Any) -> None:
-        trainer = self._agent.trainer
+        trainer = self._agent._active_trainer()
         self.counters.assign([trainer.step, trainer.update_count])
         tmp = f"{filepath}.tmp{os.getpid()}.weights.h5"
         super().save_weights(tmp, overwrite=True)
@@ -131,7 +132,7 @@ class PolicyModel(keras.Model):
 
     def set_weights(self, weights: Any) -> None:
         """New weights (``EarlyStopping(restore_best_weights=True)``); the trainer keeps its step."""
-        trainer = self._agent.trainer
+        trainer = self._agent._active_trainer()
         super().set_weights(weights)
         self._agent._sync_from_weights(trainer.step, trainer.update_count)
 
@@ -141,25 +142,27 @@ class _FitController(TrainerController):
     """``TrainerController`` whose loop also drives the callbacks: an epoch ends at each policy
     update; training stops at ``target_step`` or when a callback sets ``model.stop_training``."""
 
-    def __init__(self, agent: "PPO", callbacks: keras.callbacks.CallbackList, target_step: int, first_epoch: int):
+    def __init__(self, agent: "PPO", trainer: PPOTrainer, model: PolicyModel, callbacks: keras.callbacks.CallbackList,
+                 target_step: int, first_epoch: int):
         context = agent.context
-        super().__init__({agent.behavior: agent.trainer}, context.model_path, context.summaries_dir, context.run_id,
+        super().__init__({agent.behavior: trainer}, context.model_path, context.summaries_dir, context.run_id,
                          save_freq=2**62, training_seed=agent.seed)
         self.agent, self.callbacks, self.target_step = agent, callbacks, target_step
+        #: The agent's trainer and callback model (``fit`` checked that it has them).
+        self.trainer, self.model = trainer, model
         self.epoch = first_epoch
         self.rl = rl_callbacks(callbacks.callbacks)
         self.episodes = wants_episodes(self.rl)
         self.logs: dict[str, float] = {}
         self._epoch_open = False
-        self._epoch_start = (time.perf_counter(), agent.trainer.step)
+        self._epoch_start = (time.perf_counter(), trainer.step)
 
     def _should_continue(self) -> bool:
-        model = self.agent.model
-        return (not model.stop_training and self.agent.trainer.step < self.target_step
+        return (not self.model.stop_training and self.trainer.step < self.target_step
                 and super()._should_continue())
 
     def _begin_epoch(self) -> None:
-        trainer = self.agent.trainer
+        trainer = self.trainer
         self._epoch_open = True
         self._epoch_start = (time.perf_counter(), trainer.step)
         self.callbacks.on_epoch_begin(self.epoch)
@@ -168,7 +171,7 @@ class _FitController(TrainerController):
             c.on_rollout_begin({"step": trainer.step})
 
     def advance(self, env: Any) -> int:
-        trainer = self.agent.trainer
+        trainer = self.trainer
         if not self._epoch_open:
             self._begin_epoch()
         updates, episodes = trainer.update_count, trainer.episodes_completed
@@ -180,7 +183,7 @@ class _FitController(TrainerController):
         return n
 
     def _episode_ends(self, count: int) -> None:
-        trainer = self.agent.trainer
+        trainer = self.trainer
         returns = list(trainer.recent_returns)[-count:]
         lengths = list(trainer.processor.recent_lengths)[-count:]
         for r, length in zip(returns, lengths):
@@ -189,7 +192,7 @@ class _FitController(TrainerController):
 
     def _end_epoch(self) -> None:
         self.logs = self.agent._epoch_logs(*self._epoch_start)
-        self.agent.model.counters.assign([self.agent.trainer.step, self.agent.trainer.update_count])
+        self.model.counters.assign([self.trainer.step, self.trainer.update_count])
         self.callbacks.on_train_batch_end(0, self.logs)
         for c in self.rl:
             c.on_rollout_end({"step": self.logs["step"], "episodes": self.logs["episodes"], "fps": self.logs["fps"]})
@@ -199,7 +202,7 @@ class _FitController(TrainerController):
 
     def _save_models(self) -> None:
         """Checkpoint in the run folder, never weights that a non-finite loss produced."""
-        if math.isfinite(self.agent.trainer.last_update_metrics.get("loss", 0.0)):
+        if math.isfinite(self.trainer.last_update_metrics.get("loss", 0.0)):
             super()._save_models()
 
     def _finish(self, env_manager: Any, failed: bool) -> None:
@@ -219,6 +222,10 @@ class PPO:
     must be split before TensorFlow starts). Summaries and checkpoints go to ``run_dir``
     (default: a new temporary folder).
     """
+
+    #: The step and update count of a model loaded without an environment (it has no trainer to hold them).
+    _step: int
+    _updates: int
 
     def __init__(self, env: Any, config: ConfigArg = None, behavior: Optional[str] = None, seed: Optional[int] = None,
                  gpus: Optional[int] = None, cpu_replicas: Optional[int] = None, *, num_envs: Optional[int] = None,
@@ -242,13 +249,18 @@ class PPO:
             self.context = RunContext.in_results_dir(os.path.dirname(os.path.abspath(self.run_dir)),
                                                      os.path.basename(os.path.abspath(self.run_dir)), seed=self.seed,
                                                      keep_checkpoints=2)
-            self.trainer = create_trainer(self.behavior, self.spec, self.settings, self.context)
+            trainer = create_trainer(self.behavior, self.spec, self.settings, self.context)
+            if not isinstance(trainer, PPOTrainer):
+                raise TrainerError(f"kerasrl.PPO trains with PPO; the config's trainer for {self.behavior} is "
+                                   f"{self.settings.trainer}.")
+            #: ``None``, as ``model``, for a model that ``load`` read without an environment.
+            self.trainer: Optional[PPOTrainer] = trainer
         except BaseException:
             if self.env_manager is not env:  # made here: nothing else will close it
                 self.env_manager.close()
             raise
-        self.actor_critic = self.trainer.learner.actor_critic
-        self.model = PolicyModel(self)
+        self.actor_critic = trainer.learner.actor_critic
+        self.model: Optional[PolicyModel] = PolicyModel(self)
         self._predict_fns: dict[bool, Any] = {}
 
     # -- training ------------------------------------------------------------------------
@@ -260,7 +272,7 @@ class PPO:
         ``episode_reward_mean``, ``episode_length_mean`` (last 100 episodes), ``fps``, the update's
         losses (``loss``, ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``,
         ``clip_fraction``), ``learning_rate``, each reward signal's losses, ``step`` and ``episodes``."""
-        if self.trainer is None:
+        if self.trainer is None or self.model is None:
             raise TrainerError("This model was loaded without an environment: kerasrl.load(path, env=...) to train it.")
         if isinstance(total_steps, bool) or not isinstance(total_steps, (int, np.integer)) or total_steps < 1:
             raise TrainerError(f"total_steps must be a whole number >= 1, got {total_steps!r}.")
@@ -275,7 +287,7 @@ class PPO:
             isinstance(c, keras.callbacks.TerminateOnNaN) for c in cbs.callbacks) else "raise"
         cbs.on_train_begin()
         first_epoch = self.model._initial_epoch or self.trainer.update_count
-        controller = _FitController(self, cbs, target, first_epoch)
+        controller = _FitController(self, self.trainer, self.model, cbs, target, first_epoch)
         try:
             controller.start_learning(self.env_manager)
         finally:
@@ -285,8 +297,14 @@ class PPO:
         cbs.on_train_end(controller.logs)
         return self.model.history
 
+    def _active_trainer(self) -> PPOTrainer:
+        """The trainer (a model loaded without an environment has none: it cannot train)."""
+        if self.trainer is None:
+            raise TrainerError("This model was loaded without an environment: kerasrl.load(path, env=...) to train it.")
+        return self.trainer
+
     def _epoch_logs(self, start_time: float, start_step: int) -> dict[str, float]:
-        trainer = self.trainer
+        trainer = self._active_trainer()
         metrics = trainer.last_update_metrics
         returns, lengths = trainer.recent_returns, trainer.processor.recent_lengths
         logs = {

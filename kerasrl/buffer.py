@@ -128,7 +128,9 @@ class _VersionedDict(dict):
         for key, value in dict(*args, **kwargs).items():
             self[key] = value
 
-    def __ior__(self, other: Any) -> "_VersionedDict":
+    # typeshed's dict.__or__ is overloaded, and mypy accepts an __ior__ beside it only with the same overloads;
+    # like dict's own, this one takes any mapping or iterable of pairs.
+    def __ior__(self, other: Any) -> "_VersionedDict":  # type: ignore[misc]
         self.update(other)
         return self
 

@@ -30,6 +30,7 @@ from kerasrl.envs.registry import BUILTIN_ENVS, make_env
 from kerasrl.exception import TrainerError
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
+from kerasrl.models.distributions import MaskedMultiCategorical
 from kerasrl.ppo.learner import PPOLearner
 from kerasrl.settings import load_trainer_config
 from kerasrl.spec import BehaviorSpec
@@ -91,7 +92,7 @@ class ExportedPolicy(tf.Module):
         dist = model.distribution(out, inputs)
         noise = None if deterministic else model.graph_noise(tf.shape(inputs[self.input_names[0]])[0])
         action, _ = model.select_action(dist, noise, deterministic)
-        return self._outputs(out, action, dist.probs if model.is_discrete else out["mu"])
+        return self._outputs(out, action, dist.probs if isinstance(dist, MaskedMultiCategorical) else out["mu"])
 
     def description(self) -> dict[str, Any]:
         """What a user of the exported files needs to feed and read them."""

@@ -96,7 +96,7 @@ class BehaviorSpec:
 
     @cached_property
     def visual_observation_shapes(self) -> list[tuple[int, int, int]]:
-        return [s for s in self.observation_shapes if len(s) == 3]  # type: ignore[misc]
+        return [s for s in self.observation_shapes if len(s) == 3]
 
     @cached_property
     def visual_observation_indices(self) -> list[int]:

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from kerasrl import demos, recording
-from kerasrl.trainers.bc_trainer import OfflineBCTrainer, OnlineBCTrainer
 from kerasrl.cli import main
 from kerasrl.envs import Environment, SimpleEnvManager, StepResult
 from kerasrl.envs.env_manager import ActionInfo
@@ -14,6 +13,7 @@ from kerasrl.exception import TrainerError
 from kerasrl.fields import Field
 from kerasrl.settings import RunContext
 from kerasrl.trainers import TrainerController, create_trainers, initialize_trainers
+from kerasrl.trainers.bc_trainer import OfflineBCTrainer, OnlineBCTrainer
 
 
 def expert(discrete):
@@ -176,7 +176,8 @@ def test_cli_records_a_demo_from_a_trained_run(tmp_path, capsys):
 
 
 def test_ppo_with_pretraining_checkpoints_the_bc_optimizer(expert_demos, tmp_path):
-    config = {"default": {"batch_size": 16, "buffer_size": 32, "hidden_units": 16, "num_layers": 1, "max_steps": 80, "time_horizon": 8,
+    config = {"default": {"batch_size": 16, "buffer_size": 32, "hidden_units": 16, "num_layers": 1, "max_steps": 80,
+                          "time_horizon": 8,
                           "pretraining": {"demo_path": expert_demos[True], "strength": 0.5, "steps": 1000}}}
     trainer = train(config, Simple1DEnvironment(True, seed=1), tmp_path)["Simple1D"]
     assert trainer.bc_module is not None and trainer.bc_module.update_count > 0

@@ -3,16 +3,17 @@ from __future__ import annotations
 
 import os
 import tempfile
+from functools import partial
 from typing import Any, Callable
 
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
+from buffer_reference import RefAgentBuffer, RefBuffer, RefField
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from buffer_reference import RefAgentBuffer, RefBuffer, RefField
 from kerasrl.buffer import AgentBuffer, AgentBufferField, Buffer, BufferException
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -109,11 +110,11 @@ def test_field_matches_reference(program, batch_size, training_length, sequentia
     f, r = AgentBufferField(name="x"), RefField(name="x")
     for kind, value, pv in program:
         if kind == "append":
-            same_outcome(lambda: f.append(value, pv), lambda: r.append(value, pv))
+            same_outcome(partial(f.append, value, pv), partial(r.append, value, pv))
         elif kind == "extend":
-            same_outcome(lambda: f.extend(value), lambda: r.extend(value))
+            same_outcome(partial(f.extend, value), partial(r.extend, value))
         elif kind == "set":
-            same_outcome(lambda: f.set(value), lambda: r.set(value))
+            same_outcome(partial(f.set, value), partial(r.set, value))
         elif kind == "pad":
             f.padding_value = r.padding_value = value
         else:

@@ -7,8 +7,7 @@ import pytest
 
 from kerasrl.envs import SimpleEnvManager
 from kerasrl.envs.simple import Simple1DEnvironment
-from kerasrl.trainers import TrainerController
-from kerasrl.trainers import initialize_trainers
+from kerasrl.trainers import TrainerController, initialize_trainers
 
 CONFIG = {"default": {"batch_size": 16, "buffer_size": 64, "hidden_units": 16, "learning_rate": 5.0e-3,
                       "max_steps": 300, "memory_size": 8, "normalize": True, "num_epoch": 2, "num_layers": 1,

@@ -5,8 +5,8 @@ import logging
 import numpy as np
 import pytest
 
-from kerasrl.envs.base import BehaviorSpec
 from kerasrl.common.fast_path import XLA_FASTER, policy_kind
+from kerasrl.envs.base import BehaviorSpec
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.ppo.learner import PPOLearner
 from kerasrl.ppo.policy import PPOPolicy

@@ -4,10 +4,10 @@ import pytest
 import tensorflow as tf
 
 from kerasrl.envs.base import BehaviorSpec
+from kerasrl.exception import TrainerConfigError
 from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
 from kerasrl.ppo.learner import PPOLearner
 from kerasrl.ppo.loss import ppo_loss
-from kerasrl.exception import TrainerConfigError
 from kerasrl.settings import NetworkSettings, PPOSettings
 
 DISCRETE = BehaviorSpec(((4,),), "discrete", (3, 2))
@@ -54,8 +54,8 @@ def test_fused_and_minibatch_drivers_agree(spec, recurrent):
     assert a.latest_weights is not None and b.latest_weights is None
     for w, v in zip(a.latest_weights, a.actor_critic.trainable_variables):
         np.testing.assert_array_equal(w, v.numpy())
-    changed = any(not np.allclose(w.numpy(), w0) for w, w0 in zip(a.actor_critic.trainable_weights,
-                                                                    [x.numpy() for x in make_learner(spec, recurrent).actor_critic.trainable_weights]))
+    initial = [x.numpy() for x in make_learner(spec, recurrent).actor_critic.trainable_weights]
+    changed = any(not np.allclose(w.numpy(), w0) for w, w0 in zip(a.actor_critic.trainable_weights, initial))
     assert changed
 
 

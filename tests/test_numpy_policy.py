@@ -55,8 +55,9 @@ def test_numpy_forward_equals_tf(kind):
     if spec.is_discrete:
         assert agree.mean() > 0.99  # a draw exactly at a CDF boundary may round differently
         np.testing.assert_allclose(np_out["action_log_probs"][agree], tf_out["action_log_probs"][agree], rtol=1e-4, atol=1e-4)
-        masked = np.concatenate([inputs["action_mask"][:, sum(spec.discrete_branches[:k]):][np.arange(n), np_out["actions"][:, k]][:, None]
-                                 for k in range(spec.action_size)], axis=1)
+        masked = np.concatenate(
+            [inputs["action_mask"][:, sum(spec.discrete_branches[:k]):][np.arange(n), np_out["actions"][:, k]][:, None]
+             for k in range(spec.action_size)], axis=1)
         assert (masked == 1).all()
     else:
         np.testing.assert_allclose(np_out["actions"], tf_out["actions"], rtol=1e-4, atol=1e-5)
@@ -65,7 +66,8 @@ def test_numpy_forward_equals_tf(kind):
     np.testing.assert_allclose(np_out["entropy"], tf_out["entropy"], rtol=1e-4, atol=1e-5)
     for name in ("extrinsic", "gail"):
         np.testing.assert_allclose(np_out[f"{name}_value_estimates"], tf_out[f"{name}_value_estimates"], rtol=1e-4, atol=1e-4)
-        np.testing.assert_allclose(mirror.values(inputs)[f"{name}_value_estimates"], tf_out[f"{name}_value_estimates"], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(mirror.values(inputs)[f"{name}_value_estimates"], tf_out[f"{name}_value_estimates"],
+                                   rtol=1e-4, atol=1e-4)
 
 
 def test_policy_chooses_numpy_where_a_mirror_exists_and_tf_otherwise():

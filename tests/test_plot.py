@@ -1,8 +1,8 @@
 """``kerasrl plot``: learning curves of several runs from their metrics CSVs to one PNG."""
 import pytest
 
-from kerasrl.plot import read_curves
 from kerasrl.cli.tools import main
+from kerasrl.plot import read_curves
 
 
 def write_run(folder, rows):

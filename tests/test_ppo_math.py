@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from kerasrl.common.gae import gae_and_returns
 from kerasrl.models.distributions import EPSILON, ClippedGaussian, MaskedMultiCategorical
 from kerasrl.models.normalizer import Normalizer
-from kerasrl.common.gae import gae_and_returns
 from kerasrl.ppo.schedules import BETA_END, LR_END, linear_decay, ppo_schedules
 from kerasrl.settings import PPOSettings
 

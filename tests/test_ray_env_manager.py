@@ -11,12 +11,11 @@ import time
 
 import numpy as np
 import pytest
+from test_subprocess_env_manager import CountingFactory, ObsPolicy, ZeroPolicy, _ppo_run
 
 from kerasrl.envs import EnvironmentException, GymnasiumEnvFactory, SubprocessEnvManager
 from kerasrl.envs.ray_env_manager import RayEnvManager
 from kerasrl.timers import reset_timers
-
-from test_subprocess_env_manager import CountingFactory, ObsPolicy, ZeroPolicy, _ppo_run
 
 ray = pytest.importorskip("ray", reason='Ray is an optional extra: pip install "kerasrl[ray]"')
 

@@ -64,8 +64,10 @@ def config(signals: dict) -> dict:
 
 @pytest.mark.parametrize("signals, message", [
     ({"extrinsic": {"strength": 1.0, "gamma": 0.99}, "novelty": {"strength": 1.0}}, "Unknown reward signal type novelty"),
-    ({"curiosity": {"strength": 0.1, "gamma": 0.9, "encoding_size": 8, "lr": 1e-3}}, "Unknown parameter lr for reward signal curiosity"),
-    ({"curiosity": {"strength": 0.1, "gamma": 0.9}}, "The hyper-parameter encoding_size could not be found for reward signal curiosity"),
+    ({"curiosity": {"strength": 0.1, "gamma": 0.9, "encoding_size": 8, "lr": 1e-3}},
+     "Unknown parameter lr for reward signal curiosity"),
+    ({"curiosity": {"strength": 0.1, "gamma": 0.9}},
+     "The hyper-parameter encoding_size could not be found for reward signal curiosity"),
     ({"gail": {"strength": 0.1, "gamma": 0.9}}, "The hyper-parameter demo_path could not be found for reward signal gail"),
     ({"gail": {"strength": 0.1, "gamma": 0.9, "demo_path": "x", "use_vail": "maybe"}}, "use_vail"),
 ])
@@ -97,7 +99,8 @@ def test_defaults_and_factory():
 def test_gail_refuses_a_demo_of_another_spec():
     spec, other = make_spec(True, False), make_spec(False, False)
     demo = (other, as_buffer(make_rows(other, 10, np.random.default_rng(0))))
-    with pytest.raises(TrainerConfigError, match=r"demo_path in-memory is for observations \[\(3,\)\], continuous actions \(2,\), but the behavior has .*discrete"):
+    message = r"demo_path in-memory is for observations \[\(3,\)\], continuous actions \(2,\), but the behavior has .*discrete"
+    with pytest.raises(TrainerConfigError, match=message):
         make_signal("gail", spec, NetworkSettings(), demo=demo)
 
 

@@ -5,8 +5,7 @@ import pytest
 
 from kerasrl.envs import EnvironmentException, GymnasiumEnv, Simple1DEnvironment, SimpleEnvManager
 from kerasrl.envs.subprocess_env_manager import SubprocessEnvManager
-from kerasrl.samplers import (GaussianSampler, SamplerException, SamplerFactory, SamplerManager,
-                              load_sampler_file)
+from kerasrl.samplers import GaussianSampler, SamplerException, SamplerFactory, SamplerManager, load_sampler_file
 from kerasrl.trainers import TrainerController
 
 CONFIG = {

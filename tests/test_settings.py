@@ -12,8 +12,17 @@ import yaml
 from kerasrl.configs import config_path
 from kerasrl.exception import TrainerConfigError
 from kerasrl.settings import (
-    KEY_GROUPS, BehavioralCloningSettings, CuriositySettings, GAILSettings, NetworkSettings, PPOSettings,
-    RewardSignalSettings, RunContext, TrainerConfig, TrainerSettings, load_trainer_config,
+    KEY_GROUPS,
+    BehavioralCloningSettings,
+    CuriositySettings,
+    GAILSettings,
+    NetworkSettings,
+    PPOSettings,
+    RewardSignalSettings,
+    RunContext,
+    TrainerConfig,
+    TrainerSettings,
+    load_trainer_config,
     trainer_config_from_dict,
 )
 

@@ -6,8 +6,7 @@ import pytest
 
 from kerasrl.envs import SimpleEnvManager
 from kerasrl.envs.simple import MultiBranchMaskedEnvironment, Simple1DEnvironment
-from kerasrl.trainers import TrainerController
-from kerasrl.trainers import initialize_trainers
+from kerasrl.trainers import TrainerController, initialize_trainers
 
 # ML-Agents 0.9's test config: only what differs from the defaults (kerasrl/settings/).
 CONFIG = {"default": {"batch_size": 16, "buffer_size": 64, "learning_rate": 5.0e-3, "max_steps": 2500,

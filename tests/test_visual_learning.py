@@ -14,10 +14,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kerasrl.exception import TrainerConfigError
-
 from kerasrl.envs import SimpleEnvManager
 from kerasrl.envs.simple import VisualSimple1DEnvironment
+from kerasrl.exception import TrainerConfigError
 from kerasrl.models.encoders import VIS_ENCODE_TYPES, VisualEncoder
 from kerasrl.settings import RunContext, load_trainer_config
 from kerasrl.trainers import TrainerController, create_trainers

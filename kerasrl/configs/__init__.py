@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from importlib.resources import files
-from typing import Optional
+from typing import Optional, overload
 
 from kerasrl.exception import TrainerConfigError
 
@@ -55,6 +55,14 @@ def config_path(name: str) -> str:
             f"unknown sample config {name!r}: available configs are {', '.join(available)}"
         )
     return str(files(__name__) / f"{stem}{_SUFFIX}")
+
+
+@overload
+def config_source(path_or_name: str) -> str: ...
+
+
+@overload
+def config_source(path_or_name: None) -> None: ...
 
 
 def config_source(path_or_name: Optional[str]) -> Optional[str]:

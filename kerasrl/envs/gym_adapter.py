@@ -53,7 +53,7 @@ _BOX, _ONE_HOT = 0, 1
 def _observation_parts(space: spaces.Space, name: str) -> list[tuple[Optional[str], int, tuple[int, ...], Any]]:
     """How to turn each part of an observation into a float32 array: (dict key, kind, kerasrl shape, extra)."""
     if isinstance(space, spaces.Dict):
-        parts = []
+        parts: list[tuple[Optional[str], int, tuple[int, ...], Any]] = []
         for key, sub in space.spaces.items():
             if isinstance(sub, spaces.Dict):
                 raise EnvironmentException(f"Gymnasium env '{name}': nested Dict observation spaces are not supported.")
@@ -64,6 +64,7 @@ def _observation_parts(space: spaces.Space, name: str) -> list[tuple[Optional[st
         return parts
     if isinstance(space, spaces.Box):
         shape = tuple(int(d) for d in space.shape)
+        out: tuple[int, ...]
         if len(shape) == 3:
             out = shape
         elif len(shape) == 2 and space.dtype == np.uint8:
@@ -329,7 +330,7 @@ class GymnasiumEnv(Environment):
             terminated[prev] = False
             truncated[prev] = False
         done = terminated | truncated
-        any_done = np.count_nonzero(done) > 0
+        any_done = int(np.count_nonzero(done)) > 0
         if any_done and self._same_step_mode:
             self._insert_final_obs(obs, done, info)
         self._prev_done = done

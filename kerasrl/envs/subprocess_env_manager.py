@@ -237,8 +237,10 @@ class SubprocessEnvManager(EnvManager):
         ctx = multiprocessing.get_context(mp_context)
         for i in range(self.num_workers):
             conn, child_conn = ctx.Pipe()
-            proc = ctx.Process(target=_worker_main, name=f"kerasrl-env-worker-{i}",
-                               args=(child_conn, i, factory_bytes, validate, timer_sync_s))
+            # typeshed: get_context(str) -> BaseContext, which lacks Process (every concrete context has it)
+            proc = ctx.Process(  # type: ignore[attr-defined]
+                target=_worker_main, name=f"kerasrl-env-worker-{i}",
+                args=(child_conn, i, factory_bytes, validate, timer_sync_s))
             self._conns.append(conn)
             self._procs.append(proc)
             try:

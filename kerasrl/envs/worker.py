@@ -15,7 +15,7 @@ import pickle
 import signal
 import time
 from multiprocessing.connection import Connection
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
@@ -101,7 +101,8 @@ def _worker_main(conn: Connection, index: int, factory_bytes: bytes, validate: O
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     env: Optional[Environment] = None
     try:
-        env = pickle.loads(factory_bytes)(index)
+        factory: Callable[[int], Environment] = pickle.loads(factory_bytes)
+        env = factory(index)
         check = (not getattr(env, "validates_results", False)) if validate is None else bool(validate)
         ready = (_env_label(env), dict(env.behavior_specs), dict(env.reset_parameters))
         conn.send(("ok", ready, None))

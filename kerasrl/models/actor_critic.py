@@ -67,6 +67,7 @@ class _Stream(keras.layers.Layer):
     def call(self, vector: tf.Tensor | None = None, visual: Sequence[tf.Tensor] = (), extra: tf.Tensor | None = None,
              memory: tf.Tensor | None = None, sequence_length: int = 1) -> tuple[tf.Tensor, tf.Tensor | None]:
         if self.lstm_first:
+            assert self.vector is not None  # lstm_first: vector observations only
             out, mem_out = self._recur(vector, memory, sequence_length)
             return self.vector(out), mem_out
         parts = [enc(v) for enc, v in zip(self.visual, visual)]
@@ -82,6 +83,7 @@ class _Stream(keras.layers.Layer):
     def _recur(self, x: tf.Tensor, memory: tf.Tensor, sequence_length: int) -> tuple[tf.Tensor, tf.Tensor]:
         """The LSTM over sequences of ``sequence_length`` rows of ``x`` from ``memory`` (``[c, h]``):
         its outputs, one row per row of ``x``, and the memory after each sequence."""
+        assert self.lstm is not None  # called only with lstm_units
         seq = tf.reshape(x, [-1, sequence_length, x.shape[-1]])
         c0, h0 = memory[:, : self.lstm_units], memory[:, self.lstm_units:]
         out, h, c = self.lstm(seq, initial_state=[h0, c0])
@@ -312,7 +314,7 @@ class ActorCritic(keras.Model):
         """The action the environment gets and, for continuous actions, the pre-squash action
         (where log-probs are taken). Sampled with ``noise``; ``deterministic``: per branch the
         most probable allowed action, or ``squash(μ)`` (``noise`` is then unused)."""
-        if self.is_discrete:
+        if isinstance(dist, MaskedMultiCategorical):  # self.is_discrete
             return (dist.mode() if deterministic else dist.sample(noise)), None
         pre = dist.mu if deterministic else dist.sample_pre(noise)
         return ClippedGaussian.squash(pre, self.action_scale), pre
@@ -328,7 +330,7 @@ class ActorCritic(keras.Model):
         dist = self.distribution(out, inputs)
         action, pre = self.select_action(dist, noise, deterministic)
         result: dict[str, tf.Tensor] = {Field.ACTIONS: action}
-        if pre is None:
+        if isinstance(dist, MaskedMultiCategorical):  # pre is None
             result[Field.ACTION_LOG_PROBS] = dist.branch_log_prob(action)
         else:
             result[Field.ACTIONS_PRE] = pre

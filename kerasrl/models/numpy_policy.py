@@ -165,7 +165,9 @@ class NumpyActorCritic:
 
         self.refresh_normalizer()
         self.lstm_first = m.lstm_first
-        body = [dense(layer) for layer in m.body.vector.dense]
+        vector = m.body.vector
+        assert vector is not None  # supports(): vector observations
+        body: list[Sequence[np.ndarray]] = [dense(layer) for layer in vector.dense]
         heads = [dense(m.value_heads[name]) for name in self.stream_names]
         value_kernel = np.concatenate([k for k, _ in heads], axis=1)
         value_bias = np.concatenate([b for _, b in heads])
@@ -176,7 +178,11 @@ class NumpyActorCritic:
             action_kernel, action_bias = dense(m.mu)
             self._refresh_gaussian(values)
         self.n_actions = action_kernel.shape[1]
-        value_body = None if m.value_body is None else [dense(layer) for layer in m.value_body.vector.dense]
+        value_body = None
+        if m.value_body is not None:
+            value_vector = m.value_body.vector
+            assert value_vector is not None  # the value stream encodes the same observations
+            value_body = [dense(layer) for layer in value_vector.dense]
         self._fuse(body, value_body, (action_kernel, action_bias), (value_kernel, value_bias))
         if self.use_recurrent:
             streams = [m.body] if m.value_body is None else [m.body, m.value_body]

@@ -68,10 +68,12 @@ class NumpyVisualActorCritic(NumpyActorCritic):
 
         self.refresh_normalizer()
         self.streams = [self._stream(s, weights) for s in (m.body, m.value_body) if s is not None]
+        self.action_head: tuple[np.ndarray, Optional[np.ndarray]]
         if self.is_discrete:
             self.action_head = (np.concatenate([weights(layer)[0] for layer in m.branch_logits], axis=1), None)
         else:
-            self.action_head = tuple(weights(m.mu))
+            mu_kernel, mu_bias = weights(m.mu)
+            self.action_head = (mu_kernel, mu_bias)
             self._refresh_gaussian(values)
         heads = [weights(m.value_heads[name]) for name in self.stream_names]
         self.value_head = (np.concatenate([k for k, _ in heads], axis=1), np.concatenate([b for _, b in heads]))

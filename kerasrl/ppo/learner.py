@@ -383,6 +383,7 @@ class PPOLearner(keras.Model):
         """The fused update's first call for a shape, which compiles it (or loads it from the XLA
         cache, ``kerasrl.xla_cache``). A cached entry that fails to load is discarded and the
         update traced and compiled afresh (a new trace: TensorFlow remembers the failure)."""
+        assert self._fused is not None  # fused_update built it
         with xla_cache.compiling():
             try:
                 return self._fused(inputs, schedules)

@@ -184,8 +184,8 @@ class PPOPolicy:
         if self.numpy_model is not None:
             out = self.numpy_model.values(inputs)
             return {name: out[Field.value_estimates(name)] for name in self.stream_names}
-        out = self._value_fn(inputs)
-        return {name: out[Field.value_estimates(name)].numpy() for name in self.stream_names}
+        tf_out = self._value_fn(inputs)
+        return {name: tf_out[Field.value_estimates(name)].numpy() for name in self.stream_names}
 
     def refresh(self, weights: Optional[Sequence[np.ndarray]] = None) -> None:
         """Pick up the learner's new weights (the numpy mirror re-reads them, or takes

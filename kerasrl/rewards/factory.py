@@ -24,12 +24,16 @@ def create_reward_signal(name: str, settings: RewardSignalSettings, spec: Option
                          jit_compile: bool = False) -> RewardSignal:
     """The signal ``name`` (``extrinsic``, ``curiosity`` or ``gail``) for a behavior of ``spec``.
 
-    ``jit_compile``: XLA for the signal's update (PPO's setting). Settings of the wrong kind for ``name`` (built by hand) are an error naming both.
+    ``jit_compile``: XLA for the signal's update (PPO's setting). Settings of the wrong kind for ``name``
+    (built by hand) are an error naming both.
     """
-    cls = REWARD_SIGNALS.get(name)
-    if isinstance(cls, str):
-        module, _, attr = cls.partition(":")
+    entry = REWARD_SIGNALS.get(name)
+    cls: Optional[type[RewardSignal]]
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
         cls = getattr(importlib.import_module(module), attr)
+    else:
+        cls = entry
     if cls is None:
         raise TrainerConfigError(f"Unknown reward signal type {name} (known: {', '.join(REWARD_SIGNALS)}).")
     expected = REWARD_SIGNAL_SETTINGS[name]

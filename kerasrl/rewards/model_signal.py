@@ -93,6 +93,8 @@ class ModelRewardSignal(RewardSignal):
     per_step = False
     use_terminal_states = False
     loss_names: tuple[str, ...] = ()
+    #: Never ``None`` here: ``__init__`` refuses a signal without the behavior spec.
+    spec: BehaviorSpec
 
     def __init__(self, settings: RewardSignalSettings, spec: Optional[BehaviorSpec] = None,
                  network: Optional[NetworkSettings] = None, seed: int = 0, jit_compile: bool = False) -> None:
