@@ -45,7 +45,7 @@ setup(
         # setuptools and cython: tests/test_packaging.py builds the sdist from setup.py.
         "test": ["pytest>=8,<10", "hypothesis>=6.100,<7", "setuptools>=68", "cython>=3.0,<4"],
         # The lint and type gates of .ci/run (configured in pyproject.toml).
-        "dev": ["ruff>=0.15,<0.18", "mypy>=1.15,<3", "types-PyYAML>=6.0,<7"],
+        "dev": ["ruff>=0.15,<0.18", "mypy>=2.0,<3", "types-PyYAML>=6.0,<7"],
         # NVIDIA's CUDA and cuDNN wheels for tensorflow (Linux x86_64): several GB.
         "gpu": ["tensorflow[and-cuda]>=2.16,<2.22"],
         # tf2onnx 1.16 pins a protobuf that TensorFlow 2.21 rejects; 1.17 works with Keras 3.

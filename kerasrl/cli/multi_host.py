@@ -41,7 +41,7 @@ def check_multi_host_args(args: argparse.Namespace) -> bool:
                            "and its own --task-index.")
     several = len([h for h in hosts.split(",") if h.strip()]) > 1 if hosts is not None else tf_config() is not None
     if not several:  # one host named: a plain run (a malformed entry is still an error)
-        if hosts is not None:
+        if hosts is not None and index is not None:
             set_cluster(hosts.split(","), index)
         return False
     for key, why in MULTI_HOST_CONFLICTS.items():
@@ -49,7 +49,7 @@ def check_multi_host_args(args: argparse.Namespace) -> bool:
         if value not in (None, False):
             flag = "--resume" if key == "load" else "--" + key.replace("_", "-")
             raise TrainerError(f"{flag} cannot be combined with a multi-host run (--worker-hosts or TF_CONFIG): {why}.")
-    if hosts is not None:
+    if hosts is not None and index is not None:
         set_cluster(hosts.split(","), index)
     return True
 

@@ -14,12 +14,13 @@ from kerasrl.timers import hierarchical_timer
 class ActionInfo(NamedTuple):
     """What a policy decided for one behavior's agents (rows in the step result's agent order).
 
-    ``outputs`` is the dict the trainer stores as experience (actions, log-probs, values, ...).
+    ``value``: each reward signal's value estimates; ``outputs`` is the dict the trainer stores
+    as experience (actions, log-probs, values, ...).
     """
 
     action: np.ndarray
     memory: Optional[np.ndarray]
-    value: Optional[np.ndarray]
+    value: Optional[dict[str, np.ndarray]]
     outputs: Optional[dict[str, Any]]
 
 

@@ -115,7 +115,7 @@ class NumpyActorCritic:
     def supports(model: ActorCritic) -> bool:
         return model.num_visual == 0 and model.vector_size > 0
 
-    def _fuse(self, body: list[list[np.ndarray]], value_body: Optional[list[list[np.ndarray]]],
+    def _fuse(self, body: list[Sequence[np.ndarray]], value_body: Optional[list[Sequence[np.ndarray]]],
               action: tuple[np.ndarray, np.ndarray], value: tuple[np.ndarray, np.ndarray]) -> None:
         """``self.layers`` and ``self.head``: the policy and value streams as one stack of layers
         (side by side where they share their input, block-diagonal after)."""
@@ -126,10 +126,11 @@ class NumpyActorCritic:
         # The streams share their input (the observations), unless the LSTM comes first:
         # then the first layer's inputs are the streams' LSTM outputs, side by side.
         first = 0 if self.lstm_first else 1
-        self.layers = [] if first == 0 else [(np.concatenate([body[0][0], value_body[0][0]], axis=1),
-                                              np.concatenate([body[0][1], value_body[0][1]]))]
-        self.layers += [(_block_diag(p[0], v[0]), np.concatenate([p[1], v[1]]))
-                        for p, v in zip(body[first:], value_body[first:])]
+        layers: list[Sequence[np.ndarray]] = [] if first == 0 else [
+            (np.concatenate([body[0][0], value_body[0][0]], axis=1), np.concatenate([body[0][1], value_body[0][1]]))]
+        layers += [(_block_diag(p[0], v[0]), np.concatenate([p[1], v[1]]))
+                   for p, v in zip(body[first:], value_body[first:])]
+        self.layers = layers
         self.head = (_block_diag(action[0], value[0]), np.concatenate([action[1], value[1]]))
 
     def refresh_normalizer(self) -> None:
@@ -178,7 +179,7 @@ class NumpyActorCritic:
             action_kernel, action_bias = dense(m.mu)
             self._refresh_gaussian(values)
         self.n_actions = action_kernel.shape[1]
-        value_body = None
+        value_body: Optional[list[Sequence[np.ndarray]]] = None
         if m.value_body is not None:
             value_vector = m.value_body.vector
             assert value_vector is not None  # the value stream encodes the same observations

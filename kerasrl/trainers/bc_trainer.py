@@ -64,7 +64,6 @@ class BCTrainer(RLTrainer):
                  reward_buff_cap: int = 1) -> None:
         super().__init__(behavior_name, spec, settings, context, reward_buff_cap)
         self.seed = context.seed
-        self.model_path = context.behavior_model_path(behavior_name)
         network = dataclasses.replace(settings.network, separate_value_network=False)
         tf.random.set_seed(self.seed)
         try:
@@ -140,6 +139,8 @@ class OfflineBCTrainer(BCTrainer):
                  reward_buff_cap: int = 1) -> None:
         super().__init__(behavior_name, spec, settings, context, reward_buff_cap)
         path = settings.behavioral_cloning.demo_path
+        if path is None:  # the settings require it for offline_bc; a hand-built one may lack it
+            raise UnityTrainerException(f"Behavior {behavior_name}: offline_bc needs demo_path.")
         try:
             _, demo = load_demo(path, spec, behavior_name)
         except DemoError as e:

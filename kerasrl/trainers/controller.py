@@ -165,7 +165,7 @@ class TrainerController:
             sizes = {name: len(t.reward_buffer) for name, t in self.trainers.items()}
             changed = self.meta_curriculum.increment_lessons(self._get_measure_vals(), reward_buff_sizes=sizes)
         interval = self.resampling_interval
-        resample = (self.sampler_manager is not None and not self.sampler_manager.is_empty() and bool(interval)
+        resample = (self.sampler_manager is not None and not self.sampler_manager.is_empty() and interval is not None
                     and self.env_steps // interval > steps_before // interval)
         if not (resample or any(changed.values())):
             return

@@ -54,7 +54,6 @@ class PPOTrainer(RLTrainer):
         super().__init__(behavior_name, spec, settings, context, reward_buff_cap)
         self.seed = context.seed
         self.hyperparameters = settings.hyperparameters
-        self.model_path = context.behavior_model_path(behavior_name)
         self.learner = self._make_learner()
         model = self.learner.actor_critic
         self.sequence_length = model.sequence_length

@@ -35,6 +35,8 @@ class Trainer:
         self.context = context
         self.is_training = context.train_model
         self.run_id = context.run_id
+        #: The behavior's folder of checkpoints and exported models.
+        self.model_path = context.behavior_model_path(behavior_name)
         self.max_steps = context.max_steps_for(settings)
         self.summary_path = context.summary_path(behavior_name)
         self.stats_writer = StatsWriter(self.summary_path)
@@ -85,7 +87,8 @@ class Trainer:
     def increment_step(self, n_steps: int) -> None:
         self.step += int(n_steps)
 
-    def save_model(self) -> None:
+    def save_model(self) -> str:
+        """Write a checkpoint; returns its path prefix."""
         raise UnityTrainerException(f"The save_model method was not implemented for {type(self).__name__}.")
 
     @property
