@@ -42,7 +42,7 @@ THIS_TREE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_BASELINE = "/tmp/kerasrl_base"
 TREES = ("baseline", "current")
 LINE = re.compile(
-    r"^kerasrl seed (?P<seed>-?\d+): (?P<sps>[\d.]+) steps/s \((?P<sps_all>[\d.]+) with compile\), "
+    r"^kerasrl seed (?P<seed>-?\d+): (?P<sps>[\d.]+) steps/s \((?P<sps_all>[\d.]+) with compile[^)]*\), "
     r"475 reached at (?P<reach>\w+)(?:, final mean (?P<final>\S+))?",
     re.MULTILINE,
 )

@@ -174,6 +174,15 @@ class AgentBuffer(_VersionedDict):
         for field in self.values():
             field.reset_field()
 
+    def take(self) -> "AgentBuffer":
+        """A new buffer holding this one's rows (copied), which is then emptied. Its fields stay
+        (with their storage), so batched appends to it go on without a new lookup."""
+        out = AgentBuffer()
+        for key, field in self.items():
+            out[key] = AgentBufferField.from_array(field.copy_rows(0, len(field)), padding_value=field.padding_value)
+            field.reset_field()
+        return out
+
     def check_length(self, key_list: Sequence[Any]) -> bool:
         """True if the fields ``key_list`` all exist and have one length (always for < 2 keys)."""
         if len(key_list) < 2:

@@ -727,3 +727,16 @@ def test_reset_reuses_unshared_storage_only():
     f.reset_field()
     f.append(np.zeros(2, np.float32))
     assert f.row_shape == (2,) and len(f) == 1
+
+
+def test_take_moves_the_rows_out_and_keeps_the_fields():
+    agent = AgentBuffer()
+    agent["a"].extend(np.arange(6, dtype=np.float32).reshape(3, 2))
+    agent["b"] = AgentBufferField(padding_value=1)
+    agent["b"].extend([1.0, 2.0, 3.0])
+    field = agent["a"]
+    taken = agent.take()
+    np.testing.assert_array_equal(taken["a"].get_batch(), np.arange(6, dtype=np.float32).reshape(3, 2))
+    assert taken["b"].padding_value == 1 and len(agent["a"]) == len(agent["b"]) == 0 and agent["a"] is field
+    agent["a"].extend(np.zeros((1, 2), np.float32))
+    assert len(taken["a"]) == 3  # the taken rows are a copy

@@ -1,5 +1,7 @@
 """Demonstrations: record → load round trips, and the refusals (kerasrl.demos)."""
 import os
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -144,3 +146,15 @@ def test_record_a_gymnasium_id(tmp_path):
     assert spec.observation_shapes == ((4,),) and spec.discrete_branches == (2,)
     loaded_spec, loaded = demos.load(tmp_path / "cartpole.demo")
     assert loaded_spec == spec and len(loaded[Field.ACTIONS]) == 60
+
+
+def test_readme_demonstration_example_records_and_loads(tmp_path, monkeypatch):
+    """The README's demonstration snippet, as written, in a scratch folder."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = re.search(r"## Demonstrations and behavioral cloning\n\n```python\n(.*?)```", readme, re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
+    spec, buffer = namespace["spec"], namespace["buffer"]
+    assert spec.is_discrete and len(buffer[Field.ACTIONS]) == 500
+    assert (tmp_path / "demos" / "expert.demo").exists()

@@ -55,7 +55,9 @@ def test_an_episode_end_closes_the_trajectory_with_its_steps_and_flags():
                                                                                  (2, 3, False, True)]
     np.testing.assert_array_equal(got[0].steps[Field.VECTOR_OBS].get_batch()[:, 0], [0, 1])
     np.testing.assert_array_equal(got[1].steps[Field.DONE].get_batch(), [0, 0, 1])
-    assert 1 not in proc.buffer and 2 not in proc.buffer  # the trajectory owns its steps now
+    assert len(proc.buffer[1][Field.ACTIONS]) == len(proc.buffer[2][Field.ACTIONS]) == 0  # moved to the trajectories
+    got[0].steps[Field.ACTIONS].set(np.full((2, 1), 7, np.int32))  # which own them
+    assert len(proc.buffer[1][Field.ACTIONS]) == 0
     assert stats["Environment/Episode Length"] == [2.0, 3.0] and list(rewards) == [1.5, 1.0]
     assert queue.take_all() == []
 

@@ -248,11 +248,13 @@ class AgentProcessor:
 
     def close_all(self) -> None:
         """Close every unfinished trajectory (cut short, no bootstrap values)."""
-        for agent_id in list(self.buffer.keys()):
-            self._put(agent_id, False, False, {})
+        for agent_id, length in self.agents.as_dict("trajectory_length").items():
+            if length > 0:
+                self._put(agent_id, False, False, {})
 
     def _put(self, agent_id: int, terminated: bool, ended: bool, bootstrap: dict[str, float]) -> None:
-        steps = self.buffer.pop(agent_id)
+        """The agent's trajectory, its steps moved out of the agent's buffer, on the queue."""
+        steps = self.buffer[agent_id].take()
         self.agents.set("trajectory_length", agent_id, 0.0)
         self.queue.put(Trajectory(agent_id, steps, terminated, ended, bootstrap))
         if ended and self.episode_stats:
@@ -288,7 +290,7 @@ class AgentProcessor:
 
     def end_episode(self) -> None:
         """An environment reset: drop unfinished trajectories and episode counters."""
-        self.buffer.clear()
+        self.buffer.reset_local_buffers()
         self._pending.clear()
         self.agents.clear()
 
