@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from kerasrl.cli.run_folder import check_run_name
 from kerasrl.envs.registry import BUILTIN_ENVS, DEFAULT_NUM_ENVS
 from kerasrl.exception import TrainerError
 
@@ -42,7 +43,9 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
                    help="also checkpoint after this many minutes without one (0: off)")
     g.add_argument("--keep-checkpoints", type=int, default=5, help="checkpoints kept")
     g.add_argument("--resume", "--load", dest="load", action="store_true", help="continue from the latest checkpoint")
-    g.add_argument("--force", action="store_true", help="start afresh in an existing run folder, deleting it first")
+    g.add_argument("--force", action="store_true",
+                   help="start afresh in an existing run folder, deleting it first (only a kerasrl run folder); "
+                        "with --record-demo: overwrite an existing demo file")
     g.add_argument("--initialize-from", metavar="RUN_ID", default=None,
                    help="start this new run from the newest checkpoint of run RUN_ID (in --results-dir), step 0")
     g.add_argument("--train", action="store_true",
@@ -117,7 +120,10 @@ def check_args(args: argparse.Namespace) -> None:
                              ("--save-every-minutes", args.save_every_minutes, 0)):
         if value is not None and value < low:
             raise TrainerError(f"{flag} must be >= {low}, got {value}.")
-    if args.force and (args.load or args.inference):
+    check_run_name("--run-id", args.run_id)
+    if args.initialize_from is not None:
+        check_run_name("--initialize-from", args.initialize_from)
+    if args.force and (args.load or args.inference) and getattr(args, "record_demo", None) is None:
         raise TrainerError("--force starts a run afresh; it cannot be combined with --resume or --inference.")
     if args.train and args.inference:
         raise TrainerError("--train and --inference contradict each other.")

@@ -1,8 +1,18 @@
-"""The run's folder: checked before anything is written, and what each start of a run records in it."""
+"""The run's folder: checked before anything is written, locked for the life of the run, and
+what each start of a run records in it.
+
+Safety of what is deleted and of who writes: a run id is a plain folder name; kerasrl writes a
+marker file (``.kerasrl-run``) into each run folder it creates, and ``--force`` deletes only a
+kerasrl run folder; a process that runs in a folder holds an OS lock (``flock``) on its
+``.kerasrl-lock`` file, so a second process on the same folder stops at once."""
 from __future__ import annotations
 
 import argparse
+import errno
+import fcntl
+import logging
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -15,6 +25,30 @@ import yaml
 
 from kerasrl import __version__
 from kerasrl.exception import TrainerError
+
+#: Written into a run folder when kerasrl prepares it: what ``--force`` may delete.
+MARKER = ".kerasrl-run"
+#: Its first line (the rest: the version that wrote it and when).
+MARKER_TEXT = "kerasrl run folder"
+#: Locked (``flock``) by the process running in the folder for as long as it lives; holds its PID.
+LOCK = ".kerasrl-lock"
+#: The top-level names a run folder of a kerasrl without the marker could hold (besides ``*.csv``).
+_LEGACY_NAMES = {"models", "summaries", "configuration.yaml", "configuration.yaml.tmp", "commands.log", "timers.json"}
+#: ``configuration.yaml``'s keys that kerasrl has recorded since it first wrote the file.
+_RECORD_KEYS = {"command_line", "kerasrl_version", "behaviors"}
+_CHECKPOINT_INDEX = re.compile(r"^model-\d+\.index$")
+#: The run folders whose lock this process holds (real path -> the lock file's descriptor); the
+#: kernel releases them when the process ends, however it ends.
+_held: dict[str, int] = {}
+
+
+def check_run_name(flag: str, value: str) -> None:
+    """A run id names one folder inside ``--results-dir``: not empty, no path separator, not
+    ``.`` or ``..`` (any of which would make ``--force`` delete, or a run write, elsewhere)."""
+    separators = {"/", os.sep} | ({os.altsep} if os.altsep else set())
+    if value in ("", ".", "..") or "\0" in value or any(s in value for s in separators):
+        raise TrainerError(f"{flag} {shlex.quote(value)}: a run id must be a plain folder name "
+                           "(not empty, no '/', not '.' or '..').")
 
 
 def record_run(args: argparse.Namespace, context: Any, trainers: dict[str, Any]) -> None:
@@ -36,20 +70,148 @@ def record_run(args: argparse.Namespace, context: Any, trainers: dict[str, Any])
         f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {command}\n")
 
 
-def prepare_run_dir(args: argparse.Namespace) -> str:
-    """The run's folder, checked: an existing run is continued only with ``--resume`` (or run
-    with ``--inference``) and replaced only with ``--force``; it must be writable."""
-    run_dir = os.path.join(args.results_dir, args.run_id)
-    exists = os.path.isdir(run_dir) and bool(os.listdir(run_dir))
-    if args.inference and not exists:
-        raise TrainerError(f"--inference: there is no trained model in {run_dir}; train run {args.run_id} first.")
-    if exists and not (args.load or args.inference or args.force):
-        raise TrainerError(f"The run folder {run_dir} already exists: continue it with --resume, or start it "
-                           "afresh with --force (which deletes it).")
+def _contents(run_dir: str) -> list[str]:
+    """The names in ``run_dir`` besides the marker and the lock file (none if it is missing)."""
+    if not os.path.isdir(run_dir):
+        return []
+    return sorted(set(os.listdir(run_dir)) - {MARKER, LOCK})
+
+
+def _has_marker(run_dir: str) -> bool:
     try:
-        if args.force and os.path.exists(run_dir):
-            shutil.rmtree(run_dir)
+        with open(os.path.join(run_dir, MARKER), encoding="utf-8", errors="replace") as f:
+            return f.readline().strip() == MARKER_TEXT
+    except OSError:
+        return False
+
+
+def _has_run_record(run_dir: str) -> bool:
+    """``configuration.yaml`` as kerasrl writes it (a mapping with kerasrl's keys)."""
+    try:
+        with open(os.path.join(run_dir, "configuration.yaml"), encoding="utf-8") as f:
+            record = yaml.safe_load(f)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    return isinstance(record, dict) and _RECORD_KEYS <= set(record)
+
+
+def _has_only_checkpoints(run_dir: str, names: list[str]) -> bool:
+    """Only kerasrl's names at the top, and ``models/<behavior>/model-N.index`` checkpoints."""
+    if not all(n in _LEGACY_NAMES or n.endswith(".csv") for n in names):
+        return False
+    models = os.path.join(run_dir, "models")
+    if not os.path.isdir(models):
+        return False
+    for behavior in os.listdir(models):
+        folder = os.path.join(models, behavior)
+        if os.path.isdir(folder) and any(_CHECKPOINT_INDEX.match(n) for n in os.listdir(folder)):
+            return True
+    return False
+
+
+def is_run_folder(run_dir: str) -> bool:
+    """Whether ``run_dir`` is a kerasrl run folder that ``--force`` may delete and ``--resume``
+    continue: it has the marker kerasrl writes when it prepares a run folder, or, for a folder
+    of a kerasrl from before the marker, it holds kerasrl's own files: a ``configuration.yaml``
+    with the keys kerasrl records (``command_line``, ``kerasrl_version``, ``behaviors``), or
+    ``models/<behavior>/model-N.index`` checkpoints with nothing at the top but kerasrl's names
+    (``models``, ``summaries``, ``configuration.yaml``, ``commands.log``, ``timers.json``, the
+    metrics ``*.csv``). A folder kerasrl accepts this way gets the marker at that start."""
+    names = _contents(run_dir)
+    return not names or _has_marker(run_dir) or _has_run_record(run_dir) or _has_only_checkpoints(run_dir, names)
+
+
+def _holder(fd: int) -> str:
+    """The PID written in a held lock file (the holder writes it just after locking)."""
+    for _ in range(20):
+        text = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+        if text:
+            return text
+        time.sleep(0.05)
+    return "unknown"
+
+
+def _same_file(fd: int, path: str) -> bool:
+    try:
+        held, there = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
+
+
+def lock_run_dir(run_dir: str) -> None:
+    """Take the run folder's lock for the life of this process, or stop with the PID of the
+    process that holds it. ``flock`` locks die with their process (a killed run never blocks
+    the next one); a run that this process already holds (an earlier run in the same Python
+    process) is taken again."""
+    key = os.path.realpath(run_dir)
+    path = os.path.join(run_dir, LOCK)
+    fd = _held.pop(key, None)
+    if fd is not None:
+        if _same_file(fd, path):
+            _held[key] = fd
+            return
+        os.close(fd)  # the folder was removed and made again since (a non-chief host's scratch)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            os.close(fd)
+            logging.getLogger("kerasrl").warning("The run folder %s cannot be locked (%s); a second run in it "
+                                                 "would not be stopped.", run_dir, e.strerror or e)
+            return
+        holder = _holder(fd)
+        os.close(fd)
+        raise TrainerError(f"The run folder {run_dir} is in use by process {holder} (it holds {path}): wait for "
+                           "it to end, or choose another --run-id; nothing was changed.") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    _held[key] = fd
+
+
+def _mark(run_dir: str) -> None:
+    if not _has_marker(run_dir):
+        with open(os.path.join(run_dir, MARKER), "w", encoding="utf-8") as f:
+            f.write(f"{MARKER_TEXT}\nkerasrl_version: {__version__}\ncreated: {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+
+
+def _delete_contents(run_dir: str, names: list[str]) -> None:
+    """``--force``: everything in the run folder but its lock file (which this process holds:
+    deleting it would let a second process take a new one)."""
+    for name in names:
+        path = os.path.join(run_dir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+
+
+def prepare_run_dir(args: argparse.Namespace) -> str:
+    """The run's folder, checked and locked (:func:`lock_run_dir`) before anything in it
+    changes: an existing run is continued only with ``--resume`` (or run with
+    ``--inference``) and replaced only with ``--force``; a folder that is not a kerasrl run
+    (:func:`is_run_folder`) is never used, let alone deleted; it must be writable."""
+    check_run_name("--run-id", args.run_id)
+    run_dir = os.path.join(args.results_dir, args.run_id)
+    if args.inference and not _contents(run_dir):
+        raise TrainerError(f"--inference: there is no trained model in {run_dir}; train run {args.run_id} first.")
+    if not is_run_folder(run_dir):
+        if args.force:
+            raise TrainerError(f"--force: {run_dir} is not a kerasrl run folder (no marker {MARKER}); "
+                               "nothing was deleted.")
+        raise TrainerError(f"{run_dir} exists and is not a kerasrl run folder (no marker {MARKER}): choose another "
+                           "--run-id or --results-dir; nothing was changed.")
+    try:
         os.makedirs(run_dir, exist_ok=True)
+        lock_run_dir(run_dir)
+        names = _contents(run_dir)
+        if names and not (args.load or args.inference or args.force):
+            raise TrainerError(f"The run folder {run_dir} already exists: continue it with --resume, or start it "
+                               "afresh with --force (which deletes it).")
+        if args.force:
+            _delete_contents(run_dir, names)
+        _mark(run_dir)
         with tempfile.TemporaryFile(dir=run_dir):
             pass
     except OSError as e:
@@ -61,6 +223,7 @@ def initial_models(args: argparse.Namespace) -> Optional[str]:
     """The models folder of the run named by ``--initialize-from`` (which must exist)."""
     if args.initialize_from is None:
         return None
+    check_run_name("--initialize-from", args.initialize_from)
     if args.initialize_from == args.run_id:
         raise TrainerError("--initialize-from names this run; continue it with --resume instead.")
     models = os.path.join(args.results_dir, args.initialize_from, "models")

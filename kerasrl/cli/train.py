@@ -206,16 +206,23 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
 
 def record_demo(args: argparse.Namespace, default_config: Optional[str] = None) -> dict[str, float]:
     """``--record-demo PATH --steps N --resume``: the run's restored policy acts for N steps (of
-    its one behavior) and ``kerasrl.demos.record`` writes them to PATH; nothing is trained."""
+    its one behavior) and ``kerasrl.demos.record`` writes them to PATH; nothing is trained. An
+    existing PATH is replaced only with ``--force`` (which here leaves the run folder alone)."""
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
     check_args(args)
     if not args.load:
         raise TrainerError("--record-demo records the policy of a trained run: add --resume (with its --run-id).")
     if args.steps is None:
         raise TrainerError("--record-demo needs --steps N, the number of steps to record.")
+    if os.path.isdir(args.record_demo):
+        raise TrainerError(f"--record-demo {args.record_demo} is a folder; name the demo file to write.")
+    if os.path.lexists(args.record_demo) and not args.force:
+        raise TrainerError(f"--record-demo {args.record_demo} already exists: add --force to overwrite it, or "
+                           "name another file.")
     check_multi_host_args(args)
     set_tf_threads(args.tf_threads)
-    context, manager, trainers, _ = _setup(argparse.Namespace(**{**vars(args), "inference": True}), default_config)
+    run_args = argparse.Namespace(**{**vars(args), "inference": True, "force": False})
+    context, manager, trainers, _ = _setup(run_args, default_config)
     try:
         if len(trainers) != 1:
             raise TrainerError(f"--record-demo records one behavior; the environment has {sorted(trainers)}.")
