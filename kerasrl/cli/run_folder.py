@@ -116,7 +116,9 @@ def is_run_folder(run_dir: str) -> bool:
     with the keys kerasrl records (``command_line``, ``kerasrl_version``, ``behaviors``), or
     ``models/<behavior>/model-N.index`` checkpoints with nothing at the top but kerasrl's names
     (``models``, ``summaries``, ``configuration.yaml``, ``commands.log``, ``timers.json``, the
-    metrics ``*.csv``). A folder kerasrl accepts this way gets the marker at that start."""
+    metrics ``*.csv``). A folder kerasrl accepts this way gets the marker at that start. A
+    missing or empty folder (or one with only the marker and lock files) counts: it holds
+    nothing to lose."""
     names = _contents(run_dir)
     return not names or _has_marker(run_dir) or _has_run_record(run_dir) or _has_only_checkpoints(run_dir, names)
 
