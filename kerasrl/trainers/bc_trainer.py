@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -156,6 +157,10 @@ class OfflineBCTrainer(BCTrainer):
         path = settings.behavioral_cloning.demo_path
         if path is None:  # the settings require it for offline_bc; a hand-built one may lack it
             raise UnityTrainerException(f"Behavior {behavior_name}: offline_bc needs demo_path.")
+        if not os.path.exists(path):
+            raise DemoError(f"Behavior {behavior_name}: demo_path {path} does not exist (relative paths are read from "
+                            f"{os.getcwd()}); record a demonstration with kerasrl-learn ... --resume --record-demo PATH, "
+                            "or kerasrl.recording.record.")
         try:
             _, demo = load_demo(path, spec, behavior_name)
         except DemoError as e:
