@@ -300,12 +300,12 @@ class CheckpointSaver:
         Candidates come newest first (:func:`checkpoint_candidates`); a damaged one is logged
         (a warning naming the file) and skipped. Every tensor of a candidate is read, checksums
         included, before anything is assigned, so a damaged file never reaches the variables.
-        A candidate that reads but does not fit (``assert_existing_objects_matched`` fails) may
-        have assigned some variables already; that is harmless because the restore that
-        succeeds afterwards passes the same assertion, i.e. assigns every existing variable.
         A candidate that is intact but does not fit the objects (another shape for one of
-        their variables, or one of them missing) raises :class:`CheckpointMismatch` at once:
-        older checkpoints of the same run would not fit either.
+        their variables, or one of them missing: :func:`check_fit`, also before anything is
+        assigned) raises :class:`CheckpointMismatch` at once, not "damaged": older checkpoints
+        of the same run would not fit either. Should TF's restore still fail part-way (its
+        ``assert_existing_objects_matched``), the candidate counts as damaged, and the restore
+        that succeeds afterwards passes the same assertion, i.e. assigns every existing variable.
         """
         candidates = checkpoint_candidates(self.model_path)
         if not candidates:
@@ -376,7 +376,8 @@ def check_fit(prefix: str, root: Any) -> None:
         matched.add(id(obj))
         node = graph.nodes[node_id]
         for attribute in node.attributes:
-            if attribute.name != "VARIABLE_VALUE" or attribute.checkpoint_key not in saved_shapes:
+            if (attribute.name != "VARIABLE_VALUE" or attribute.checkpoint_key not in saved_shapes
+                    or not hasattr(obj, "shape")):
                 continue
             saved, configured = tuple(saved_shapes[attribute.checkpoint_key]), _shape(obj)
             if saved != configured:
