@@ -160,3 +160,11 @@ def test_online_bc_exports_from_its_behavior_record(tmp_path):
     out = policy.signatures["deterministic"](vector_obs=tf.constant(obs), action_mask=tf.ones([2, 2]))
     logits = student.model({"vector_obs": tf.constant(obs), "action_mask": tf.ones([2, 2])})["logits"].numpy()
     np.testing.assert_array_equal(out["action"].numpy()[:, 0], logits.argmax(-1))
+
+
+def test_offline_bc_without_its_demo_names_demo_path_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["offline_bc", "--env", "Simple1D", "--run-id", "nodemo", "--steps", "10"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "demo_path demos/Simple1D.demo does not exist" in line and str(tmp_path) in line and "--record-demo" in line
+    assert not (tmp_path / "results" / "nodemo" / "models" / "Simple1D").exists()
