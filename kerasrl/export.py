@@ -32,8 +32,9 @@ from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.distributions import MaskedMultiCategorical
 from kerasrl.ppo.learner import PPOLearner
-from kerasrl.settings import load_trainer_config
+from kerasrl.settings import TrainerSettings, load_trainer_config
 from kerasrl.spec import BehaviorSpec
+from kerasrl.trainers.bc_trainer import BC_TRAINER_TYPES, bc_checkpoint_objects, bc_model
 from kerasrl.trainers.checkpoint import BEHAVIOR_FILE, CheckpointSaver, export_weights, read_behavior_record
 from kerasrl.trainers.trainer import Trainer
 
@@ -235,7 +236,19 @@ def export_run(run_dir: str, onnx: Optional[bool] = None) -> dict[str, dict[str,
                 raise TrainerError(f"{run_dir}: behavior {behavior!r} is not one of the environment's ({sorted(older)}).")
             spec, seed = older[behavior], int(record.get("seed") or 0)
         settings = config.settings_for(behavior)
-        learner = PPOLearner.for_behavior(spec, list(settings.reward_signals), settings, seed, settings.max_steps)
-        CheckpointSaver(folder, 1, model=learner.actor_critic, optimizer=learner.optimizer, learner=learner).restore()
-        exported[behavior] = export_policy(learner.actor_critic, folder, behavior, onnx)
+        kind = saved.get("trainer") if saved is not None else None
+        model, objects = _checkpointed_model(behavior, kind, spec, settings, seed)
+        CheckpointSaver(folder, 1, **objects).restore()
+        exported[behavior] = export_policy(model, folder, behavior, onnx)
     return exported
+
+
+def _checkpointed_model(behavior: str, kind: Optional[str], spec: BehaviorSpec, settings: TrainerSettings,
+                        seed: int) -> tuple[ActorCritic, dict[str, Any]]:
+    """The model to export and the objects that a checkpoint of trainer type ``kind`` (the
+    behavior record's "trainer"; older records lack it: the settings' trainer then) holds."""
+    if kind in BC_TRAINER_TYPES or (kind is None and settings.trainer in ("offline_bc", "online_bc")):
+        model, bc_learner = bc_model(behavior, spec, settings, seed)
+        return model, bc_checkpoint_objects(model, bc_learner)
+    learner = PPOLearner.for_behavior(spec, list(settings.reward_signals), settings, seed, settings.max_steps)
+    return learner.actor_critic, {"model": learner.actor_critic, "optimizer": learner.optimizer, "learner": learner}

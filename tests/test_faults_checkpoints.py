@@ -190,16 +190,30 @@ def test_no_checkpoint_keeps_the_run_id_message(tmp_path):
             new_saver(folder)[0].restore()
 
 
-def test_a_checkpoint_that_does_not_fit_is_skipped_and_its_partial_restore_overwritten(folder, caplog):
-    """``model-60`` holds the model but no optimizer: restoring it assigns the model's weights
-    before ``assert_existing_objects_matched`` fails; the fallback to ``model-50`` passes that
-    assertion, so every variable (the model's included) ends up with step 50's values."""
+def test_a_checkpoint_that_does_not_fit_stops_the_restore_before_assigning(folder, caplog):
+    """``model-60`` holds the model but no optimizer: an intact checkpoint that does not fit
+    is one error naming what it lacks, not "damaged", and no variable is assigned from it
+    (nor from an older checkpoint, which would silently undo training)."""
     model = new_saver(folder)[1]
     for i, v in enumerate(model.weights):
         v.assign(np.full(v.shape, -1000.0 - i, dtype=np.float32))
     CheckpointSaver(str(folder), 5, model=model).save(60, 6)
-    assert restore(folder) == (50, 5)
-    assert str(folder / "model-60.index") in warnings_of(caplog)
+    saver, fresh, optimizer = new_saver(folder)
+    fill(fresh, optimizer, 7)
+    with pytest.raises(UnityTrainerException, match=r"model-60 does not fit this configuration: it has no optimizer/"):
+        saver.restore()
+    assert_filled(fresh, optimizer, 7)
+    assert "damaged" not in warnings_of(caplog)
+
+
+def test_a_checkpoint_of_other_shapes_names_the_variable_and_both_shapes(folder, caplog):
+    saver = new_saver(folder, width=16)[0]
+    with pytest.raises(UnityTrainerException) as error:
+        saver.restore()
+    message = str(error.value)
+    assert "model-50 does not fit this configuration: variable " in message and "\n" not in message
+    assert "[8, 8] there and [16, 16] here" in message and "--force" in message and "--run-id" in message
+    assert "damaged" not in warnings_of(caplog)
 
 
 def test_export_weights_creates_the_folder(tmp_path):

@@ -20,6 +20,7 @@ of real rows: the update equals the one-device update.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Mapping, Optional
 
 import keras
@@ -95,7 +96,9 @@ def imitation_batch(spec: BehaviorSpec, demo: AgentBuffer, model: ActorCritic) -
 class BCLearner:
     """Trains ``model``'s policy to imitate expert actions with its own Adam.
 
-    ``build()`` makes the optimizer (in the strategy's scope) and the compiled update.
+    ``build()`` makes the optimizer (in the strategy's scope) and the compiled update;
+    ``trace_seconds`` is the time its first call took (tracing included), which a run's
+    steps/s leaves out, as it does PPOLearner's.
     """
 
     def __init__(self, model: ActorCritic, learning_rate: float, sample_noise: bool, name: str = "bc") -> None:
@@ -109,6 +112,8 @@ class BCLearner:
         self.replicas = distribute.replicas(self.strategy)
         self.optimizer: keras.optimizers.Optimizer
         self._update_fn: Any = None
+        self.trace_seconds = 0.0
+        self._traced = False
         self.build()
 
     def build(self) -> None:
@@ -203,6 +208,7 @@ class BCLearner:
         """Every mini-batch of ``rows`` over ``data`` (``imitation_batch``'s arrays or tensors made
         from them) in one compiled call; the mean loss."""
         lr, seed_t = tf.constant(learning_rate, tf.float32), tf.constant(int(seed) & 0x7FFFFFFF, tf.int32)
+        start = time.perf_counter()
         if self.replicas == 1:
             loss = self._update_fn(dict(data), tf.constant(rows), lr, seed_t)
         else:
@@ -212,6 +218,9 @@ class BCLearner:
                                                             {k: tf.as_dtype(v.dtype) for k, v in stacked.items()})
             loss = self._update_fn(per_replica, lr, seed_t)
         value = float(loss) / max(rows.shape[0], 1)
+        if not self._traced:
+            self._traced = True
+            self.trace_seconds += time.perf_counter() - start
         if not np.isfinite(value):
             raise FloatingPointError(f"The behavioral cloning loss became {value}.")
         return value

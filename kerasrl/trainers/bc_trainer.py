@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -57,6 +58,28 @@ class BCPolicy(PPOPolicy):
         super().__init__(spec, model, seed, inference, deterministic=spec.is_continuous)
 
 
+#: ``Trainer.behavior_record``'s "trainer" for the BC trainers, whose checkpoints hold :func:`bc_model`'s objects.
+BC_TRAINER_TYPES = ("OfflineBCTrainer", "OnlineBCTrainer")
+
+
+def bc_model(behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, seed: int) -> tuple[ActorCritic, BCLearner]:
+    """The policy's model (one stream, built in the learners' strategy) and its learner, as a BC
+    trainer makes them; ``kerasrl export`` rebuilds them the same way from a behavior's record."""
+    network = dataclasses.replace(settings.network, separate_value_network=False)
+    tf.random.set_seed(seed)
+    try:
+        with learner_strategy().scope():  # only the learner enters the strategy; acting stays on one device
+            model = ActorCritic(spec, list(settings.reward_signals), network, seed=seed, name="actor_critic")
+    except ModelConfigError as e:
+        raise UnityTrainerException(f"Behavior {behavior_name}: {e}") from e
+    return model, BCLearner(model, settings.hyperparameters.learning_rate, sample_noise=False, name="cloning")
+
+
+def bc_checkpoint_objects(model: ActorCritic, learner: BCLearner) -> dict[str, Any]:
+    """What a BC trainer's checkpoints hold (besides the step and update count)."""
+    return {"model": model, "optimizer": learner.optimizer}
+
+
 class BCTrainer(RLTrainer):
     """What both BC trainers share: the policy, its learner, measuring it, checkpoints."""
 
@@ -64,17 +87,10 @@ class BCTrainer(RLTrainer):
                  reward_buff_cap: int = 1) -> None:
         super().__init__(behavior_name, spec, settings, context, reward_buff_cap)
         self.seed = context.seed
-        network = dataclasses.replace(settings.network, separate_value_network=False)
-        tf.random.set_seed(self.seed)
-        try:
-            with learner_strategy().scope():  # only the learner enters the strategy; acting stays on one device
-                model = ActorCritic(spec, list(self.reward_signals), network, seed=self.seed, name="actor_critic")
-        except ModelConfigError as e:
-            raise UnityTrainerException(f"Behavior {behavior_name}: {e}") from e
+        model, self.learner = bc_model(behavior_name, spec, settings, self.seed)
         self.model = model
         self.sequence_length = model.sequence_length
         hp = settings.hyperparameters
-        self.learner = BCLearner(model, hp.learning_rate, sample_noise=False, name="cloning")
         self.batch_size = hp.batch_size
         self.batches_per_epoch = int(settings.behavioral_cloning.batches_per_epoch or 1)
         self.n_sequences = max(self.batch_size // self.sequence_length, 1)
@@ -82,8 +98,8 @@ class BCTrainer(RLTrainer):
         self._policy = BCPolicy(spec, model, seed=self.seed, inference=settings.inference)
         self.processor = self.make_processor(self._policy.experience_fields)
         self.update_count = 0
-        self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, self.behavior_record(), model=model,
-                                     optimizer=self.learner.optimizer)
+        self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, self.behavior_record(),
+                                     **bc_checkpoint_objects(model, self.learner))
         if context.load_model:
             self.load_model()
 
@@ -141,6 +157,10 @@ class OfflineBCTrainer(BCTrainer):
         path = settings.behavioral_cloning.demo_path
         if path is None:  # the settings require it for offline_bc; a hand-built one may lack it
             raise UnityTrainerException(f"Behavior {behavior_name}: offline_bc needs demo_path.")
+        if not os.path.exists(path):
+            raise DemoError(f"Behavior {behavior_name}: demo_path {path} does not exist (relative paths are read from "
+                            f"{os.getcwd()}); record a demonstration with kerasrl-learn ... --resume --record-demo PATH, "
+                            "or kerasrl.recording.record.")
         try:
             _, demo = load_demo(path, spec, behavior_name)
         except DemoError as e:

@@ -28,6 +28,7 @@ checkpoints stay intact, so with ``keep >= 2`` a restore falls back to the previ
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import logging
@@ -43,6 +44,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 from google.protobuf.text_format import ParseError
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from kerasrl import distribute
 from kerasrl.exception import UnityTrainerException, describe
@@ -70,6 +72,12 @@ _STALE_NAMES = (
 #: object graph.
 _RESTORE_ERRORS = (tf.errors.OpError, ValueError, IndexError, KeyError, AssertionError, DecodeError, ParseError,
                    OSError)
+
+
+class CheckpointMismatch(UnityTrainerException):
+    """An intact checkpoint that does not fit the objects being restored (a setting that shapes
+    the model, such as ``hidden_units``, changed since it was saved): one line naming the
+    variable and both shapes."""
 
 
 class _DamagedCheckpoint(Exception):
@@ -108,7 +116,10 @@ def read_state(folder: str) -> Optional[Any]:
 
 
 def _state_prefixes(folder: str, state: Any) -> list[str]:
-    """The prefixes ``state`` lists, newest first (its latest, then the others in reverse)."""
+    """The prefixes ``state`` lists, newest first (its latest, then the others in reverse).
+
+    ``folder`` must be absolute: TF joins a relative listed path to the folder as given, so a
+    relative folder would be joined twice and no listed prefix would match one on disk."""
     listed = [state.model_checkpoint_path, *reversed(state.all_model_checkpoint_paths)]
     return _unique([os.path.normpath(os.path.join(folder, p)) for p in listed if p])
 
@@ -129,8 +140,8 @@ def _unique(prefixes: list[str]) -> list[str]:
 
 def checkpoint_candidates(folder: str) -> list[str]:
     """Checkpoint prefixes to try, newest first: those the state file lists (when it parses),
-    then any other ``model-N.index`` by step; only prefixes whose index file exists."""
-    folder = os.path.normpath(folder)
+    then any other ``model-N.index`` by step; only prefixes whose index file exists (absolute)."""
+    folder = os.path.abspath(folder)
     state = read_state(folder)
     listed = _state_prefixes(folder, state) if state is not None else []
     return [p for p in _unique(listed + _disk_prefixes(folder)) if os.path.isfile(p + ".index")]
@@ -188,7 +199,7 @@ def adopt_untracked(folder: str) -> None:
     """Make the state file list every ``model-N`` checkpoint in ``folder`` (by step), when it is
     unreadable or misses some (a killed save's), so that TF's manager neither fails on it nor
     leaves those files outside ``keep`` forever. A listed checkpoint stays the latest."""
-    folder = os.path.normpath(folder)
+    folder = os.path.abspath(folder)
     state = read_state(folder)
     on_disk = _disk_prefixes(folder)
     listed = _state_prefixes(folder, state) if state is not None else []
@@ -289,9 +300,12 @@ class CheckpointSaver:
         Candidates come newest first (:func:`checkpoint_candidates`); a damaged one is logged
         (a warning naming the file) and skipped. Every tensor of a candidate is read, checksums
         included, before anything is assigned, so a damaged file never reaches the variables.
-        A candidate that reads but does not fit (``assert_existing_objects_matched`` fails) may
-        have assigned some variables already; that is harmless because the restore that
-        succeeds afterwards passes the same assertion, i.e. assigns every existing variable.
+        A candidate that is intact but does not fit the objects (another shape for one of
+        their variables, or one of them missing: :func:`check_fit`, also before anything is
+        assigned) raises :class:`CheckpointMismatch` at once, not "damaged": older checkpoints
+        of the same run would not fit either. Should TF's restore still fail part-way (its
+        ``assert_existing_objects_matched``), the candidate counts as damaged, and the restore
+        that succeeds afterwards passes the same assertion, i.e. assigns every existing variable.
         """
         candidates = checkpoint_candidates(self.model_path)
         if not candidates:
@@ -311,12 +325,99 @@ class CheckpointSaver:
         raise UnityTrainerException(f"No intact checkpoint in {self.model_path}: {'; '.join(failures)}")
 
     def _restore_from(self, prefix: str) -> None:
-        """Check, then restore ``prefix`` into the objects; raises :class:`_DamagedCheckpoint`."""
+        """Check, then restore ``prefix`` into the objects; raises :class:`_DamagedCheckpoint`
+        or :class:`CheckpointMismatch`. Values the checkpoint holds that no object asks for
+        (TF's ``save_counter``) are expected, so TF logs no warning about them."""
         verify_checkpoint(prefix)
+        check_fit(prefix, self._checkpoint)
         try:
-            self._checkpoint.restore(prefix).assert_existing_objects_matched()
+            self._checkpoint.restore(prefix).assert_existing_objects_matched().expect_partial()
         except _RESTORE_ERRORS as e:
             raise _DamagedCheckpoint(prefix + ".index", e) from e
+
+
+def _variable_name(obj: Any, graph_path: str) -> str:
+    """A variable's own name (a Keras variable's ``path``), else its path in the checkpoint."""
+    name = getattr(obj, "path", None) or getattr(obj, "name", None)
+    return str(name).removesuffix(":0") if name else graph_path
+
+
+def _shape(obj: Any) -> tuple[Optional[int], ...]:
+    return tuple(tf.TensorShape(obj.shape))
+
+
+def _is_variable(obj: Any) -> bool:
+    return isinstance(obj, tf.Variable) or (hasattr(obj, "assign") and hasattr(obj, "shape") and hasattr(obj, "path"))
+
+
+def check_fit(prefix: str, root: Any) -> None:
+    """Raise :class:`CheckpointMismatch` (one line) when checkpoint ``prefix`` holds another
+    shape for one of ``root``'s variables, or lacks one of them; before anything is assigned,
+    so TF neither half-restores nor warns. Objects are matched as TF's restore matches them: by
+    walking the checkpoint's object graph and ``root``'s trackable children in step. An object
+    graph that cannot be read makes the checkpoint damaged (:class:`_DamagedCheckpoint`)."""
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        saved_shapes = reader.get_variable_to_shape_map()
+        graph = trackable_object_graph_pb2.TrackableObjectGraph()
+        graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    except _RESTORE_ERRORS as e:
+        raise _DamagedCheckpoint(prefix + ".index", e) from e
+    view = tf.train.TrackableView(root)
+    matched: set[int] = set()
+    visited: set[int] = set()
+    queue: collections.deque[tuple[int, Any, str]] = collections.deque([(0, root, "")])
+    mismatches: list[tuple[Any, tuple[Any, ...], tuple[Any, ...], str]] = []
+    while queue:
+        node_id, obj, path = queue.popleft()
+        if node_id in visited or node_id >= len(graph.nodes):
+            continue
+        visited.add(node_id)
+        matched.add(id(obj))
+        node = graph.nodes[node_id]
+        for attribute in node.attributes:
+            if (attribute.name != "VARIABLE_VALUE" or attribute.checkpoint_key not in saved_shapes
+                    or not hasattr(obj, "shape")):
+                continue
+            saved, configured = tuple(saved_shapes[attribute.checkpoint_key]), _shape(obj)
+            if saved != configured:
+                mismatches.append((obj, saved, configured, path))
+        children = view.children(obj)
+        for ref in node.children:
+            if ref.local_name in children:
+                queue.append((ref.node_id, children[ref.local_name], f"{path}/{ref.local_name}".lstrip("/")))
+    fix = "resume with the run's settings, or start afresh with --force or a new --run-id."
+    if mismatches:
+        # Name a weight of the model rather than an optimizer's slot for it.
+        weights = {id(v) for v in getattr(view.children(root).get("model"), "weights", [])}
+        obj, saved, configured, path = min(mismatches, key=lambda m: id(m[0]) not in weights)
+        more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
+        raise CheckpointMismatch(
+            f"Checkpoint {prefix} does not fit this configuration: variable {_variable_name(obj, path)} has shape "
+            f"{list(saved)} there and {list(configured)} here{more}, as when a setting such as hidden_units "
+            f"changed; {fix}")
+    missing = [(obj, path) for obj, path in _object_paths(view, root) if _is_variable(obj) and id(obj) not in matched]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise CheckpointMismatch(
+            f"Checkpoint {prefix} does not fit this configuration: it has no {missing[0][1]}{more}, as when a setting "
+            f"that adds to the model (a reward signal, a recurrent layer...) changed; {fix}")
+
+
+def _object_paths(view: Any, root: Any) -> list[tuple[Any, str]]:
+    """Every object under ``root`` with its first path of children's names, breadth first."""
+    seen = {id(root)}
+    out: list[tuple[Any, str]] = []
+    queue: collections.deque[tuple[Any, str]] = collections.deque([(root, "")])
+    while queue:
+        obj, path = queue.popleft()
+        for name, child in view.children(obj).items():
+            if id(child) not in seen:
+                seen.add(id(child))
+                child_path = f"{path}/{name}".lstrip("/")
+                out.append((child, child_path))
+                queue.append((child, child_path))
+    return out
 
 
 def verify_checkpoint(prefix: str) -> None:
