@@ -117,6 +117,13 @@ def check_args(args: argparse.Namespace) -> None:
                              ("--save-every-minutes", args.save_every_minutes, 0)):
         if value is not None and value < low:
             raise TrainerError(f"{flag} must be >= {low}, got {value}.")
+    if getattr(args, "progress_every", 1) < 1:
+        raise TrainerError(f"--progress-every must be >= 1 (environment steps between progress lines), "
+                           f"got {args.progress_every}.")
+    if getattr(args, "tf_threads", 0) < 0:
+        raise TrainerError(f"--tf-threads must be >= 0 (0: TensorFlow's default), got {args.tf_threads}.")
+    if getattr(args, "lesson", None) is not None and args.lesson < 0:
+        raise TrainerError(f"--lesson must be >= 0 (lessons count from 0), got {args.lesson}.")
     if args.force and (args.load or args.inference):
         raise TrainerError("--force starts a run afresh; it cannot be combined with --resume or --inference.")
     if args.train and args.inference:
