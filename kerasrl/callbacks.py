@@ -100,6 +100,7 @@ class FitProgress(keras.callbacks.Callback):
             self._line(logs)
 
     def _line(self, logs: dict[str, Any]) -> None:
-        shown = " ".join(f"{k}={float(logs[k]):.4g}" for k in PROGRESS_KEYS if k in logs)
+        shown = " ".join(f"{k}={float(logs[k]):.0f}" if k == "fps" else f"{k}={float(logs[k]):.4g}"
+                         for k in PROGRESS_KEYS if k in logs)
         self.printed = int(logs.get("step", 0))
         print(f"step={int(logs.get('step', 0))} {shown}", flush=True)
