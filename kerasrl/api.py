@@ -7,11 +7,11 @@ whose loop calls the callbacks — one Keras epoch per policy update::
     import keras, kerasrl
 
     agent = kerasrl.PPO("CartPole-v1", config="cartpole_zoo", seed=0)
-    history = agent.fit(100_000, callbacks=[
-        keras.callbacks.EarlyStopping(monitor="episode_reward_mean", mode="max", baseline=475, patience=1000),
+    history = agent.fit(100_000, callbacks=[  # patience counts updates (256 steps each here)
+        keras.callbacks.EarlyStopping(monitor="episode_reward_mean", mode="max", patience=40),
         keras.callbacks.CSVLogger("cartpole.csv")])
     agent.save("cartpole.keras")
-    actions = kerasrl.load("cartpole.keras").predict(observations)
+    actions = kerasrl.load("cartpole.keras").predict(observations)  # observations: [n, 4]
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import json
 import math
 import os
 import random
+import sys
 import tempfile
 import time
 import zipfile
@@ -29,7 +30,7 @@ import keras
 import numpy as np
 
 from kerasrl import distribute
-from kerasrl.callbacks import rl_callbacks, wants_episodes
+from kerasrl.callbacks import FitProgress, rl_callbacks, wants_episodes
 from kerasrl.configs import config_source
 from kerasrl.envs.base import Environment
 from kerasrl.envs.env_manager import EnvManager, SimpleEnvManager
@@ -38,7 +39,7 @@ from kerasrl.envs.registry import make_env
 from kerasrl.exception import TrainerConfigError, TrainerError
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
-from kerasrl.settings import RunContext, TrainerSettings, read_yaml, trainer_config_from_dict
+from kerasrl.settings import RunContext, TrainerSettings, read_trainer_config, trainer_config_from_dict
 from kerasrl.spec import BehaviorSpec, pick_behavior
 from kerasrl.trainers.controller import TrainerController
 from kerasrl.trainers.factory import create_trainer
@@ -58,7 +59,7 @@ def _raw_config(config: ConfigArg) -> dict[str, Any]:
         return {"default": {}}
     if isinstance(config, Mapping):
         return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in config.items()}
-    raw = read_yaml(config_source(os.fspath(config)))
+    raw = read_trainer_config(config_source(os.fspath(config)))
     if not isinstance(raw, Mapping):
         raise TrainerConfigError(f"The trainer config {config} is not a mapping of sections.")
     return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in raw.items()}
@@ -90,7 +91,7 @@ def as_env_manager(env: Any, num_envs: Optional[int], seed: int) -> Any:
     if isinstance(env, Environment):
         return SimpleEnvManager(env)
     if isinstance(env, str):
-        return SimpleEnvManager(make_env(env, num_envs, seed))
+        return SimpleEnvManager(make_env(env, num_envs, seed, names=("env", "num_envs")))
     if isinstance(env, (gymnasium.Env, gymnasium.vector.VectorEnv)):
         return SimpleEnvManager(GymnasiumEnv(env, seed=seed))
     raise TrainerError(f"env must be a Gymnasium id or env, or a kerasrl environment or env manager; got {env!r}.")
@@ -265,21 +266,32 @@ class PPO:
 
     # -- training ------------------------------------------------------------------------
     def fit(self, total_steps: int, callbacks: Optional[Sequence[keras.callbacks.Callback]] = None,
-            verbose: int = 1) -> keras.callbacks.History:
+            verbose: Union[int, str] = 1) -> keras.callbacks.History:
         """Train for ``total_steps`` more environment steps (all copies counted; training stops
         earlier at the config's ``max_steps``, which also sets the schedules' horizon, or when a
         callback sets ``model.stop_training``). One epoch per policy update; its logs hold
         ``episode_reward_mean``, ``episode_length_mean`` (last 100 episodes), ``fps``, the update's
         losses (``loss``, ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``,
-        ``clip_fraction``), ``learning_rate``, each reward signal's losses, ``step`` and ``episodes``."""
+        ``clip_fraction``), ``learning_rate``, each reward signal's losses, ``step`` and ``episodes``.
+        ``verbose``: 1 (or ``"auto"``) one progress bar over ``total_steps`` on a terminal, else a
+        line per summary period (``summary_freq`` steps); 2: a line per summary period; 0: silent
+        (:class:`kerasrl.callbacks.FitProgress`). Ctrl-C saves a checkpoint in the run folder, says
+        where on stderr, and raises ``KeyboardInterrupt``."""
         if self.trainer is None or self.model is None:
             raise TrainerError("This model was loaded without an environment: kerasrl.load(path, env=...) to train it.")
         if isinstance(total_steps, bool) or not isinstance(total_steps, (int, np.integer)) or total_steps < 1:
             raise TrainerError(f"total_steps must be a whole number >= 1, got {total_steps!r}.")
+        if verbose == "auto":
+            verbose = 1
+        if verbose not in (0, 1, 2):
+            raise TrainerError(f"verbose must be 0, 1, 2 or 'auto', got {verbose!r}.")
         hp = self.settings.hyperparameters
         epochs = max(1, math.ceil(int(total_steps) / max(hp.buffer_size, 1)))
-        cbs = keras.callbacks.CallbackList(callbacks, add_history=True, add_progbar=verbose != 0, model=self.model,
-                                           verbose=verbose, epochs=epochs, steps=1)
+        progress = [FitProgress(int(total_steps), self.settings.summary_freq, int(verbose))] if verbose else []
+        cbs = keras.callbacks.CallbackList([*(callbacks or []), *progress], add_history=True, add_progbar=False,
+                                           model=self.model, verbose=verbose, epochs=epochs, steps=1)
+        for p in progress:
+            p.start(self.trainer.step)
         target = self.trainer.step + int(total_steps)
         self.model.stop_training = False
         self.model._initial_epoch = None
@@ -293,8 +305,12 @@ class PPO:
         finally:
             self.trainer.nonfinite_loss = "raise"
         if controller.interrupted:  # Ctrl-C: the controller saved a checkpoint; the caller sees it, as in Keras
+            print(f"kerasrl: interrupted at step {self.trainer.step}; the checkpoint is in {self.context.model_path} "
+                  f"(run_dir={self.run_dir!r})", file=sys.stderr, flush=True)
             raise KeyboardInterrupt
-        cbs.on_train_end(controller.logs)
+        returns = self.trainer.recent_returns
+        cbs.on_train_end({**controller.logs, "step": float(self.trainer.step),
+                          "episode_reward_mean": float(np.mean(returns)) if returns else float("nan")})
         return self.model.history
 
     def _active_trainer(self) -> PPOTrainer:

@@ -187,7 +187,17 @@ class MetaCurriculum:
             changed[name] = curriculum.increment_lesson(value)
         return changed
 
+    def check_lesson(self, lesson_num: int) -> None:
+        """``lesson_num`` must be a lesson of every curriculum (0 to its number of lessons - 1)."""
+        for curriculum in self.curricula.values():
+            lessons = curriculum.max_lesson_num + 1
+            if not 0 <= lesson_num < lessons:
+                raise MetaCurriculumError(f"Lesson {lesson_num} does not exist: the curriculum {curriculum.location} "
+                                          f"has {lessons} lessons (0 to {lessons - 1}).")
+
     def set_all_curriculums_to_lesson_num(self, lesson_num: int) -> None:
+        """Start every curriculum at ``lesson_num`` (one that some curriculum lacks is an error)."""
+        self.check_lesson(lesson_num)
         for curriculum in self.curricula.values():
             curriculum.lesson_num = lesson_num
 

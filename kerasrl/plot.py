@@ -37,9 +37,29 @@ def read_curves(run_dir: str, key: str) -> dict[str, tuple[list[float], list[flo
     return curves
 
 
+def _cannot_write(output: str, e: OSError) -> TrainerError:
+    return TrainerError(f"kerasrl plot: cannot write {output}: {e.strerror or e}.")
+
+
+def _check_writable(output: str) -> None:
+    """Create ``output``'s folder and a scratch file beside it (removed), or raise a one-line error."""
+    tmp = output + ".tmp.png"
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+        with open(tmp, "wb"):
+            pass
+    except OSError as e:
+        raise _cannot_write(output, e) from e
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
 def plot_runs(run_dirs: Sequence[str], output: str, keys: Sequence[str] = DEFAULT_KEYS,
               title: Optional[str] = None) -> str:
-    """Plot ``keys`` (one panel each) against steps for every run of ``run_dirs`` into ``output`` (PNG)."""
+    """Plot ``keys`` (one panel each) against steps for every run of ``run_dirs`` into ``output`` (PNG).
+    An output that cannot be written is a one-line error naming it, before anything is drawn."""
+    _check_writable(output)
     try:
         import matplotlib
 
@@ -63,9 +83,15 @@ def plot_runs(run_dirs: Sequence[str], output: str, keys: Sequence[str] = DEFAUL
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     tmp = output + ".tmp.png"
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    os.replace(tmp, output)
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+        fig.savefig(tmp, dpi=100)
+        os.replace(tmp, output)
+    except OSError as e:
+        raise _cannot_write(output, e) from e
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.remove(tmp)
     return output

@@ -162,4 +162,7 @@ def load_sampler_file(path: str, seed: Optional[int] = None) -> tuple[SamplerMan
     if isinstance(interval, bool) or not isinstance(interval, int) or interval <= 0:
         raise SamplerException(f"Specified resampling-interval is not valid in {path}: {interval!r}. Please provide "
                                "a positive integer value for resampling-interval.")
-    return SamplerManager(config, seed), interval
+    try:
+        return SamplerManager(config, seed), interval
+    except SamplerException as e:
+        raise SamplerException(f"In the sampler file {path}: {e}") from e

@@ -164,10 +164,12 @@ def test_cli_lesson_goes_to_csv_is_saved_and_resumed(tmp_path, capsys):
     assert "Resumed the curricula at lessons {'CartPole-v1': 1}" in capsys.readouterr().out
     # progress = step / max_steps: 302/400 > 0.5 but < 2, so the resumed lesson stays 1
     assert json.loads((tmp_path / "c" / "models" / "lessons.json").read_text())["lessons"]["CartPole-v1"]["lesson"] == 1
-    args = build_parser().parse_args(base + ["--resume", "--lesson", "5"])
+    args = build_parser().parse_args(base + ["--resume", "--lesson", "2"])
     params = EnvParameters.from_args(args)
     kwargs = params.controller_kwargs(args, str(tmp_path / "c" / "models"), seed=0)
-    assert kwargs["meta_curriculum"].lesson_nums == {"CartPole-v1": 2}  # --lesson wins over the saved, clamped
+    assert kwargs["meta_curriculum"].lesson_nums == {"CartPole-v1": 2}  # --lesson wins over the saved
+    with pytest.raises(MetaCurriculumError, match="has 3 lessons"):  # a lesson past the last is refused
+        EnvParameters.from_args(build_parser().parse_args(base + ["--resume", "--lesson", "5"]))
     assert main(base + ["--run-id", "e", "--curriculum", str(tmp_path / "no-such-dir")]) == 2
     assert "no-such-dir is not a directory" in capsys.readouterr().err
     assert not (tmp_path / "e").exists()  # nothing written for a bad curriculum

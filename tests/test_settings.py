@@ -232,8 +232,11 @@ def test_malformed_yaml_names_the_path(tmp_path):
     assert_names(error, str(path), "YAML")
 
 
-def test_empty_file_gives_the_defaults(tmp_path):
-    assert load_trainer_config(write_yaml(tmp_path, "")).default == TrainerSettings()
+def test_empty_file_is_refused_naming_it(tmp_path):
+    path = write_yaml(tmp_path, "")
+    with raises_config_error(str(path), "empty"):
+        load_trainer_config(path)
+    assert load_trainer_config(None).default == TrainerSettings()  # no file at all: the defaults
 
 
 # -- check_behaviors ------------------------------------------------------------------------

@@ -120,6 +120,13 @@ def check_args(args: argparse.Namespace) -> None:
                              ("--save-every-minutes", args.save_every_minutes, 0)):
         if value is not None and value < low:
             raise TrainerError(f"{flag} must be >= {low}, got {value}.")
+    if getattr(args, "progress_every", 1) < 1:
+        raise TrainerError(f"--progress-every must be >= 1 (environment steps between progress lines), "
+                           f"got {args.progress_every}.")
+    if getattr(args, "tf_threads", 0) < 0:
+        raise TrainerError(f"--tf-threads must be >= 0 (0: TensorFlow's default), got {args.tf_threads}.")
+    if getattr(args, "lesson", None) is not None and args.lesson < 0:
+        raise TrainerError(f"--lesson must be >= 0 (lessons count from 0), got {args.lesson}.")
     check_run_name("--run-id", args.run_id)
     if args.initialize_from is not None:
         check_run_name("--initialize-from", args.initialize_from)

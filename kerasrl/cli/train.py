@@ -68,6 +68,8 @@ class EnvParameters:
         if getattr(args, "lesson", None) is not None and (args.lesson < 0 or not args.curriculum):
             raise TrainerError(f"--lesson {args.lesson}: needs --curriculum and a lesson >= 0.")
         meta = MetaCurriculum(args.curriculum) if getattr(args, "curriculum", None) else None
+        if meta is not None and args.lesson is not None:
+            meta.check_lesson(args.lesson)
         if getattr(args, "sampler", None) is None:
             return cls(meta)
         sampler, interval = load_sampler_file(args.sampler)

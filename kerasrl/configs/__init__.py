@@ -27,6 +27,7 @@ print(config_path("trainer_config"))')" my_config.yaml``.
 """
 from __future__ import annotations
 
+import difflib
 import os
 from importlib.resources import files
 from typing import Optional, overload
@@ -71,7 +72,17 @@ def config_source(path_or_name: None) -> None: ...
 
 def config_source(path_or_name: Optional[str]) -> Optional[str]:
     """A config file path, or the name of a shipped sample config (``cartpole_zoo``,
-    ``trainer_config``) when no such file exists."""
-    if path_or_name and not os.path.exists(path_or_name) and path_or_name in available_configs():
+    ``trainer_config``) when no such file exists; a missing name close to a shipped one (``cartpole_zo``)
+    is a ``TrainerConfigError`` suggesting it."""
+    if not path_or_name or os.path.exists(path_or_name):
+        return path_or_name
+    available = available_configs()
+    if path_or_name in available:
         return config_path(path_or_name)
+    stem = os.path.basename(path_or_name)
+    stem = stem[: -len(_SUFFIX)] if stem.endswith(_SUFFIX) else stem
+    close = difflib.get_close_matches(stem, available, n=1, cutoff=0.6)
+    if close and os.sep not in path_or_name:
+        raise TrainerConfigError(f"No config file {path_or_name}, nor a shipped config of that name: did you mean "
+                                 f"{close[0]}? (shipped: {', '.join(available)})")
     return path_or_name

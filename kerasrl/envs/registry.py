@@ -32,18 +32,21 @@ def _builtin(env_id: str, seed: Optional[int]) -> Environment:
     return VisualSimple1DEnvironment(use_discrete=True, seed=seed)
 
 
-def make_env(env_id: str, num_envs: Optional[int], seed: Optional[int]) -> Union[Environment, GymnasiumEnv]:
+def make_env(env_id: str, num_envs: Optional[int], seed: Optional[int],
+             names: tuple[str, str] = ("--env", "--num-envs")) -> Union[Environment, GymnasiumEnv]:
     """A built-in environment by name (one agent), else a Gymnasium id with ``num_envs`` copies
     (default 8) as agents of one behavior. Gymnasium's errors (an unknown id, with its
-    suggestion; a missing optional dependency, with its pip command) become one-line errors."""
+    suggestion; a missing optional dependency, with its pip command) become one-line errors
+    naming ``names``: the caller's words for the id and the copies (flags, or Python arguments)."""
+    env_name, copies_name = names
     if env_id in BUILTIN_ENVS:
         if num_envs not in (None, 1):
-            raise TrainerError(f"The built-in environment {env_id} has one agent; --num-envs must be 1.")
+            raise TrainerError(f"The built-in environment {env_id} has one agent; {copies_name} must be 1.")
         return _builtin(env_id, seed)
     try:
         return GymnasiumEnv(env_id, num_envs=DEFAULT_NUM_ENVS if num_envs is None else num_envs, seed=seed)
     except gymnasium.error.Error as e:
-        raise TrainerError(f"--env {env_id}: {one_line(e)}") from e
+        raise TrainerError(f"{env_name} {env_id}: {one_line(e)}") from e
 
 
 @dataclass(frozen=True)

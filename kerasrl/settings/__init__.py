@@ -19,7 +19,7 @@ group (``network``, ``hyperparameters``, ``reward_signals``, ``behavioral_clonin
 """
 from kerasrl.settings.behavioral_cloning import BCTrainerSettings, BehavioralCloningSettings
 from kerasrl.settings.checks import Check, at_least, one_of, positive, setting, unit_interval
-from kerasrl.settings.config import TrainerConfig, load_trainer_config, read_yaml, trainer_config_from_dict
+from kerasrl.settings.config import TrainerConfig, load_trainer_config, read_trainer_config, read_yaml, trainer_config_from_dict
 from kerasrl.settings.hyperparameters import ADAM_EPSILON_STYLES, ADVANTAGE_NORMALIZATIONS, PPOSettings
 from kerasrl.settings.network import (
     ACTIVATIONS,
@@ -51,6 +51,6 @@ __all__ = [
     "TRAINER_TYPES", "VIS_ENCODE_TYPES",
     "BCTrainerSettings", "BehavioralCloningSettings", "Check", "CuriositySettings", "GAILSettings", "NetworkSettings",
     "PPOSettings", "RewardSignalSettings", "RunContext", "TrainerConfig", "TrainerSettings",
-    "at_least", "load_trainer_config", "one_of", "positive", "read_yaml", "setting", "trainer_config_from_dict",
-    "unit_interval",
+    "at_least", "load_trainer_config", "one_of", "positive", "read_trainer_config", "read_yaml", "setting",
+    "trainer_config_from_dict", "unit_interval",
 ]

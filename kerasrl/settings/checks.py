@@ -61,6 +61,9 @@ def _fail(where: str, key: str, value: Any, what: str) -> TrainerConfigError:
 def _as_float(where: str, key: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise _fail(where, key, value, "must be a number")
+    if isinstance(value, str) and "e" not in value.lower():
+        # PyYAML leaves only exponent forms (``1e-5``, ``5.0e5``) as strings: this one was quoted
+        raise _fail(where, key, value, "must be a number, not a string (write it without quotes)")
     try:
         number = float(value)  # YAML 1.1 reads ``1e-5`` (no dot) as a string
     except ValueError:

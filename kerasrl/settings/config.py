@@ -107,15 +107,77 @@ def trainer_config_from_dict(config: Mapping[str, Any], source: str = "the train
     return TrainerConfig(sections, source)
 
 
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping of a YAML file holds the same key twice (PyYAML would keep the last silently)."""
+
+    def __init__(self, key: Any, line: int) -> None:
+        super().__init__(problem=f"the key {key!r} appears twice (again on line {line})")
+        self.key, self.line = key, line
+
+
+class StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a mapping holding the same key twice."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float, bool)) or key is None:
+                if key in seen:
+                    raise DuplicateKeyError(key, key_node.start_mark.line + 1)
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: Union[str, os.PathLike[str]]) -> Any:
-    """A YAML file's content; a missing, unreadable or malformed file raises ``TrainerConfigError``."""
+    """A YAML file's content; a missing, unreadable, malformed or empty file, or one with a key
+    twice in a mapping, raises ``TrainerConfigError`` naming the file."""
     try:
         with open(path, encoding="utf-8") as f:
-            return yaml.safe_load(f)
+            data = yaml.load(f, Loader=StrictLoader)  # noqa: S506 (a SafeLoader)
     except (OSError, UnicodeDecodeError) as e:
         raise TrainerConfigError(f"Config file {path} could not be read: {e}") from e
+    except DuplicateKeyError as e:
+        raise TrainerConfigError(f"Config file {path} has the key {e.key!r} twice (again on line {e.line}): "
+                                 f"remove one.") from e
     except yaml.YAMLError as e:
         raise TrainerConfigError(f"Config file {path} is not valid YAML: {one_line(e)}") from e
+    if data is None:
+        raise TrainerConfigError(f"Config file {path} is empty: give at least a default section.")
+    return data
+
+
+#: Where a section names demonstration files: top-level keys, and keys of one nested block.
+_DEMO_PATH_KEYS = (("demo_path",), ("pretraining", "demo_path"), ("reward_signals", "gail", "demo_path"))
+
+
+def resolve_demo_paths(config: Any, folder: str) -> Any:
+    """``config`` with each relative ``demo_path`` that exists under ``folder`` (the config file's)
+    made a path there; one that does not stays as written (relative to the working directory)."""
+    if not isinstance(config, Mapping):
+        return config
+    out: dict[Any, Any] = dict(config)
+    for name, section in config.items():
+        for keys in _DEMO_PATH_KEYS:
+            parents, node = [], section
+            for key in keys[:-1]:
+                parents.append(node)
+                node = node.get(key) if isinstance(node, Mapping) else None
+            value = node.get(keys[-1]) if isinstance(node, Mapping) else None
+            if not isinstance(value, str) or os.path.isabs(value) or not os.path.exists(os.path.join(folder, value)):
+                continue
+            replaced: Any = {**node, keys[-1]: os.path.join(folder, value)}
+            for parent, key in zip(reversed(parents), reversed(keys[:-1])):
+                replaced = {**parent, key: replaced}
+            section = replaced
+        out[name] = section
+    return out
+
+
+def read_trainer_config(path: Union[str, os.PathLike[str]]) -> Any:
+    """A trainer config file's content (:func:`read_yaml`), relative ``demo_path`` values resolved
+    against the file's folder when they exist there (:func:`resolve_demo_paths`)."""
+    return resolve_demo_paths(read_yaml(path), os.path.dirname(os.path.abspath(path)))
 
 
 def load_trainer_config(
@@ -129,5 +191,4 @@ def load_trainer_config(
         return trainer_config_from_dict({}, "the default trainer config")
     if isinstance(config, Mapping):
         return trainer_config_from_dict(config)
-    data = read_yaml(config)
-    return trainer_config_from_dict({} if data is None else data, f"config file {os.fspath(config)}")
+    return trainer_config_from_dict(read_trainer_config(config), f"config file {os.fspath(config)}")
