@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from typing import Optional
 
 import pytest
 
@@ -44,9 +45,11 @@ def _group_members(pgid: int) -> list[int]:
     return members
 
 
-def _stop_once_training(cmd: list[str], signum: int, group: bool = False) -> tuple[subprocess.Popen, str, str]:
+def _stop_once_training(cmd: list[str], signum: int, group: bool = False,
+                        then: Optional[int] = None) -> tuple[subprocess.Popen, str, str]:
     """Start ``cmd`` in its own session, send ``signum`` (to the process group when ``group``)
-    after the second progress line, and return the process with its stdout and stderr."""
+    after the second progress line, and ``then`` 50 ms later if given; return the process with
+    its stdout and stderr."""
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     head = []
@@ -61,6 +64,9 @@ def _stop_once_training(cmd: list[str], signum: int, group: bool = False) -> tup
             os.killpg(proc.pid, signum)
         else:
             os.kill(proc.pid, signum)
+        if then is not None:
+            time.sleep(0.05)
+            os.kill(proc.pid, then)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -90,10 +96,11 @@ def test_sigterm_saves_exits_143_and_resume_continues(tmp_path):
     assert int(FINAL.search(resumed.stdout).group(1)) > step and _saved_step(tmp_path) > step
 
 
-def test_sighup_saves_and_exits_129(tmp_path):
+def test_sighup_saves_and_exits_129_and_a_second_signal_changes_nothing(tmp_path):
     proc, out, err = _stop_once_training(_learn(tmp_path, "--steps", "10000000", "--progress-every", "50"),
-                                         signal.SIGHUP)
+                                         signal.SIGHUP, then=signal.SIGTERM)
     assert proc.returncode == 129, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert "continue with --resume" in out and "stopped by SIGHUP" in err
     assert _saved_step(tmp_path) >= 100
 

@@ -112,7 +112,7 @@ class _StopSignals:
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.received is not None:
-            print(f"kerasrl: {signal.Signals(signum).name}: already stopping, the model is being saved.",
+            print(f"kerasrl: {signal.Signals(signum).name}: already stopping.",
                   file=sys.stderr, flush=True)
             return
         self.received = signum
@@ -127,7 +127,7 @@ class _StopSignals:
             yield self
         finally:
             for signum, handler in self._previous.items():
-                signal.signal(signum, handler)
+                signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
 
     def exit_status(self) -> int:
         """128 + the stopping signal's number (Ctrl-C's 130 when none of ours came)."""

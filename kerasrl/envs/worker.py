@@ -7,7 +7,7 @@ Each reply carries the step results as plain arrays (:data:`Packed`) and, every
 ``timer_sync_s`` seconds, the worker's timer tree. A worker ignores SIGINT, SIGTERM and SIGHUP
 (:data:`IGNORED_SIGNALS`): a terminal's Ctrl-C, ``timeout``, Docker or Kubernetes signal the
 whole process group, and the main process decides what happens (it saves, then closes the
-workers; it terminates, then kills, one that does not close). ``_worker_main`` is the process
+workers; it kills one that does not close). ``_worker_main`` is the process
 target: spawned workers import it from this module.
 """
 from __future__ import annotations

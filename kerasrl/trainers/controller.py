@@ -225,7 +225,8 @@ class TrainerController:
             trainer.write_summary(trainer.get_step, time.time() - self.training_start_time, lesson_num=lessons.get(name))
 
     def start_learning(self, env_manager: EnvManager) -> None:
-        """Train until every trainer reaches ``max_steps``; Ctrl-C saves and exits cleanly.
+        """Train until every trainer reaches ``max_steps``; Ctrl-C (``KeyboardInterrupt``, which
+        ``kerasrl-learn`` also raises on SIGTERM and SIGHUP) saves and exits cleanly.
 
         An error raised while training propagates as it is: the end-of-run export and clean-up
         never replace it (their own failures are logged instead).
