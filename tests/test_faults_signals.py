@@ -45,13 +45,17 @@ def _group_members(pgid: int) -> list[int]:
     return members
 
 
-def _stop_once_training(cmd: list[str], signum: int, group: bool = False,
-                        then: Optional[int] = None) -> tuple[subprocess.Popen, str, str]:
-    """Start ``cmd`` in its own session, send ``signum`` (to the process group when ``group``)
-    after the second progress line, and ``then`` 50 ms later if given; return the process with
-    its stdout and stderr."""
+def _ignore_sighup() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup does
+
+
+def _stop_once_training(cmd: list[str], signum: int, group: bool = False, then: Optional[int] = None,
+                        nohup: bool = False) -> tuple[subprocess.Popen, str, str]:
+    """Start ``cmd`` in its own session (with SIGHUP ignored when ``nohup``), send ``signum`` (to
+    the process group when ``group``) after the second progress line, and ``then`` 50 ms later
+    if given; return the process with its stdout and stderr."""
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_ignore_sighup if nohup else None)
     head = []
     try:
         for line in proc.stdout:  # type: ignore[union-attr]
@@ -102,6 +106,14 @@ def test_sighup_saves_and_exits_129_and_a_second_signal_changes_nothing(tmp_path
     assert proc.returncode == 129, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert "continue with --resume" in out and "stopped by SIGHUP" in err
+    assert _saved_step(tmp_path) >= 100
+
+
+def test_under_nohup_sighup_stays_ignored(tmp_path):
+    """An inherited ignored SIGHUP is left alone: the run goes on, and a SIGTERM then stops it."""
+    proc, out, err = _stop_once_training(_learn(tmp_path, "--steps", "10000000", "--progress-every", "50"),
+                                         signal.SIGHUP, then=signal.SIGTERM, nohup=True)
+    assert proc.returncode == 143 and "stopped by SIGTERM" in err, err
     assert _saved_step(tmp_path) >= 100
 
 

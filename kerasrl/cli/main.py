@@ -120,9 +120,11 @@ class _StopSignals:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator["_StopSignals"]:
-        """Install the handlers (main thread only) for the block, then restore the previous ones."""
+        """Install the handlers (main thread only) for the block, then restore the previous ones.
+        A signal this process inherited as ignored stays ignored (``nohup`` ignores SIGHUP)."""
         if threading.current_thread() is threading.main_thread():
-            self._previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
+            self._previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS
+                              if signal.getsignal(s) != signal.SIG_IGN}
         try:
             yield self
         finally:
