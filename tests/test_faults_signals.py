@@ -14,6 +14,9 @@ import pytest
 
 from kerasrl.cli import main
 from kerasrl.cli.main import is_start_up_chatter
+from kerasrl.envs import SimpleEnvManager
+from kerasrl.envs.simple import Simple1DEnvironment
+from kerasrl.trainers import TrainerController, initialize_trainers
 from kerasrl.trainers.checkpoint import sigint_deferred
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -149,6 +152,32 @@ def test_signals_during_a_save_wait_for_it():
     finally:
         for s, handler in handlers.items():
             signal.signal(s, handler)
+
+
+def test_a_signal_during_a_periodic_save_is_not_followed_by_a_second_save_of_the_same_step(tmp_path):
+    """Ctrl-C during the save at step 64: the controller stops after it, without writing
+    ``model-64`` again (an overwrite in place, which a kill could cut short)."""
+    manager = SimpleEnvManager(Simple1DEnvironment(use_discrete=True, seed=1))
+    config = {"default": {"batch_size": 16, "buffer_size": 64, "hidden_units": 8, "max_steps": 1000}}
+    trainers = initialize_trainers(config, manager.behavior_specs, str(tmp_path / "summaries"), "run",
+                                   str(tmp_path / "models"), keep_checkpoints=2, train_model=True, load_model=False,
+                                   seed=1)
+    trainer = trainers["Simple1D"]
+    saves: list[int] = []
+    real_save = trainer.save_model
+
+    def save_while_interrupted() -> str:
+        saves.append(trainer.get_step)
+        if len(saves) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+        return real_save()
+
+    trainer.save_model = save_while_interrupted
+    tc = TrainerController(trainers, str(tmp_path / "models"), str(tmp_path / "summaries"), "run-0", save_freq=64)
+    tc.start_learning(manager)
+    assert tc.interrupted and saves == [64] and tc.saved_steps == {"Simple1D": 64}
+    assert [p.name for p in (tmp_path / "models" / "Simple1D").glob("model-*.index")] == ["model-64.index"]
 
 
 def test_sigterm_with_the_default_action_ends_the_process_after_the_block(tmp_path):
