@@ -1,30 +1,149 @@
-"""``kerasrl-learn``: parse the flags, set what must be set before TensorFlow loads, then train."""
+"""``kerasrl-learn``: parse the flags, set what must be set before TensorFlow loads, then train.
+
+The launcher owns the process's signals: SIGTERM and SIGHUP stop a run as Ctrl-C does (the
+controller saves, the workers are closed, the exit status is 128 + the signal's number), and
+TensorFlow's start-up chatter on stderr is kept out unless ``--debug``. Importing kerasrl
+changes neither.
+"""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import re
+import signal
 import sys
-from typing import Optional, Sequence
+import tempfile
+import threading
+from typing import Any, Iterator, Optional, Sequence
 
 from kerasrl.cli.parser import build_parser, check_args
 from kerasrl.exception import EnvironmentException, TrainerError
 
 #: Exit status of a run stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
 EXIT_INTERRUPTED = 130
+#: Signals that stop a run as Ctrl-C does (``timeout``, Docker, Kubernetes and Slurm send
+#: SIGTERM; a closed terminal or SSH session SIGHUP); the exit status is 128 + the number.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+#: What TensorFlow's C++ side writes to stderr while it is imported, before its log level
+#: applies (lines of absl's ``I0000 00:00:... file.cc:N] message`` format, matched by file and
+#: message): dropped unless ``--debug``. Anything else written meanwhile is shown.
+_ABSL_LINE = re.compile(r"^[IWE]\d{4} [\d:.]+\s+\d+ (\S+):\d+\] (.*)$")
+_START_UP_CHATTER = (
+    ("port.cc", re.compile(r"^oneDNN custom operations are on\.")),
+    ("cudart_stub.cc", re.compile(r"^Could not find cuda drivers on your machine, GPU will not be used\.$")),
+    ("cpu_feature_guard.cc", re.compile(r"^This TensorFlow binary is optimized to use available CPU instructions")),
+    ("cuda_dnn.cc", re.compile(r"^Unable to register cuDNN factory: Attempting to register factory for plugin cuDNN "
+                               r"when one has already been registered$")),
+    ("cuda_fft.cc", re.compile(r"^Unable to register cuFFT factory: Attempting to register factory for plugin cuFFT "
+                               r"when one has already been registered$")),
+    ("cuda_blas.cc", re.compile(r"^Unable to register cuBLAS factory: Attempting to register factory for plugin "
+                                r"cuBLAS when one has already been registered$")),
+    ("computation_placer.cc", re.compile(r"^computation placer already registered\.")),
+)
+_WHOLE_LINES = (
+    "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+    # cpu_feature_guard.cc's message goes on on a second line
+    re.compile(r"^To enable the following instructions: [A-Z0-9_ ]+, in other operations, rebuild TensorFlow with "
+               r"the appropriate compiler flags\.$"),
+)
 
 
 def quiet_tensorflow(debug: bool) -> None:
     """TensorFlow's C++ logs off unless ``--debug`` (before TF loads): errors that matter reach
     us as exceptions, and loading an XLA cache entry logs two spurious ones (``kerasrl.xla_cache``).
-    oneDNN stays on (TensorFlow's default; its one-line banner is the price): it speeds up a CNN
-    policy's update on CPU (benchmarks/README.md)."""
+    oneDNN stays on (TensorFlow's default; :func:`tensorflow_start_up_hidden` drops its banner):
+    it speeds up a CNN policy's update on CPU (benchmarks/README.md)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if debug else "3")
+
+
+def is_start_up_chatter(line: str) -> bool:
+    """Whether ``line`` (no newline) is one of TensorFlow's known start-up messages."""
+    for known in _WHOLE_LINES:
+        if (known.match(line) is not None) if isinstance(known, re.Pattern) else line == known:
+            return True
+    match = _ABSL_LINE.match(line)
+    return match is not None and any(match.group(1) == file and pattern.match(match.group(2))
+                                      for file, pattern in _START_UP_CHATTER)
+
+
+@contextlib.contextmanager
+def tensorflow_start_up_hidden(debug: bool) -> Iterator[None]:
+    """Import TensorFlow (and what needs it) in this block: file descriptor 2 goes to a
+    temporary file meanwhile, and what was written there comes back to stderr afterwards,
+    less TensorFlow's known start-up lines (:func:`is_start_up_chatter`), so a real error
+    written during the import still shows. Nothing is hidden with ``debug``, once TensorFlow
+    is loaded, or when stderr has no file descriptor."""
+    if debug or "tensorflow" in sys.modules:
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            kept = [line for line in capture.read().decode("utf-8", "replace").splitlines(keepends=True)
+                    if not is_start_up_chatter(line.rstrip("\r\n"))]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
+
+
+class _StopSignals:
+    """While installed: the first SIGTERM or SIGHUP raises ``KeyboardInterrupt`` in the main
+    thread, which the trainer controller handles as a Ctrl-C (it saves, then closes the
+    environment); later ones only say that the run is stopping (SIGKILL still ends it)."""
+
+    def __init__(self) -> None:
+        self.received: Optional[int] = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received is not None:
+            print(f"kerasrl: {signal.Signals(signum).name}: already stopping.",
+                  file=sys.stderr, flush=True)
+            return
+        self.received = signum
+        raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator["_StopSignals"]:
+        """Install the handlers (main thread only) for the block, then restore the previous ones.
+        A signal this process inherited as ignored stays ignored (``nohup`` ignores SIGHUP)."""
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS
+                              if signal.getsignal(s) != signal.SIG_IGN}
+        try:
+            yield self
+        finally:
+            for signum, handler in self._previous.items():
+                signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+
+    def exit_status(self) -> int:
+        """128 + the stopping signal's number (Ctrl-C's 130 when none of ours came)."""
+        return EXIT_INTERRUPTED if self.received is None else 128 + self.received
+
+    def stopped_by(self) -> str:
+        return "interrupted" if self.received is None else f"stopped by {signal.Signals(self.received).name}"
 
 
 def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.ArgumentParser] = None,
          default_config: Optional[str] = None) -> int:
     """Parse ``argv`` and train. A ``TrainerError`` or an environment's error is one line on
-    stderr and exit status 2 (``--debug`` shows the traceback); Ctrl-C exits with 130.
+    stderr and exit status 2 (``--debug`` shows the traceback); Ctrl-C exits with 130, SIGTERM
+    with 143 and SIGHUP with 129, each after saving the model (once training has started).
 
     The training stack (and so TensorFlow) is imported only once the flags are checked and
     TensorFlow's log level is set, which it reads when it loads."""
@@ -32,23 +151,29 @@ def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.Argumen
     args = parser.parse_args(argv)
     args.argv = [parser.prog, *(sys.argv[1:] if argv is None else argv)]
     quiet_tensorflow(args.debug)
-    try:
-        check_args(args)
-        from kerasrl.cli.train import record_demo, run_training  # after quiet_tensorflow: see the docstring
+    with _StopSignals().installed() as stop:
+        try:
+            check_args(args)
+            with tensorflow_start_up_hidden(args.debug):
+                from kerasrl.cli.train import record_demo, run_training  # after quiet_tensorflow: see the docstring
 
-        if args.record_demo is not None:
-            result = record_demo(args, default_config=default_config)
-        else:
-            result = run_training(args, default_config=default_config)
-    except (TrainerError, EnvironmentException) as e:
-        if args.debug:
-            raise
-        print(f"{parser.prog}: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"{parser.prog}: interrupted before training started; nothing was saved.", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    return EXIT_INTERRUPTED if result["interrupted"] else 0
+            if args.record_demo is not None:
+                result = record_demo(args, default_config=default_config)
+            else:
+                result = run_training(args, default_config=default_config)
+        except (TrainerError, EnvironmentException) as e:
+            if args.debug:
+                raise
+            print(f"{parser.prog}: error: {e}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(f"{parser.prog}: {stop.stopped_by()} before training started; nothing was saved.", file=sys.stderr)
+            return stop.exit_status()
+        if not result["interrupted"]:
+            return 0
+        if stop.received is not None:
+            print(f"{parser.prog}: {stop.stopped_by()} (exit status {stop.exit_status()}).", file=sys.stderr)
+        return stop.exit_status()
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from kerasrl.cli.main import quiet_tensorflow
+from kerasrl.cli.main import quiet_tensorflow, tensorflow_start_up_hidden
 from kerasrl.exception import TrainerError
 from kerasrl.plot import DEFAULT_KEYS, plot_runs
 
@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> None:
     if args.command == "export":
         quiet_tensorflow(args.debug)
-        from kerasrl.export import export_run  # after quiet_tensorflow, which TensorFlow reads as it loads
+        with tensorflow_start_up_hidden(args.debug):
+            from kerasrl.export import export_run  # after quiet_tensorflow, which TensorFlow reads as it loads
 
         for behavior, paths in export_run(args.run_dir, onnx=False if args.no_onnx else None).items():
             print(f"{behavior}: {', '.join(paths[k] for k in ('savedmodel', 'onnx') if k in paths)}", flush=True)

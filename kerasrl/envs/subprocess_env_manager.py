@@ -36,12 +36,14 @@ worker's exception type and message). Before it is raised, every worker is stopp
 trainers when an environment error reaches it).
 
 Shutdown: ``close()`` (idempotent) asks every worker to close its environment, waits
-``close_timeout_s``, then terminates and finally kills what is left. It also runs at
+``close_timeout_s``, then kills what is left. It also runs at
 interpreter exit (a ``multiprocessing.util.Finalize``, which multiprocessing runs before it
-joins child processes) and when the manager is garbage collected. Workers ignore SIGINT (a
-Ctrl-C in the terminal reaches the whole process group; the main process decides what
-happens: the trainer controller saves, then closes the manager), and a worker whose main
-process has died exits when its pipe reports the end of file.
+joins child processes) and when the manager is garbage collected. Workers ignore SIGINT,
+SIGTERM and SIGHUP (a Ctrl-C in the terminal, ``timeout``, Docker or Kubernetes signal the
+whole process group; the main process decides what happens: ``kerasrl-learn``'s trainer
+controller saves, then closes the manager), so a worker that does not close is killed
+(SIGKILL), and a worker whose main process has died exits when its pipe
+reports the end of file.
 
 Timers: every worker times ``env.step`` / ``env.reset`` on its own timer stack and sends the
 tree (gauges included) with a step reply every ``timer_sync_s`` seconds, then starts afresh;
@@ -58,7 +60,6 @@ import multiprocessing
 import os
 import pickle
 import signal
-import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
@@ -71,7 +72,7 @@ import numpy as np
 from kerasrl.envs.base import BehaviorSpec, Environment, EnvironmentException, StepResult
 from kerasrl.envs.env_manager import ActionInfo, EnvManager, StepInfo
 from kerasrl.envs.gym_adapter import GymnasiumEnv
-from kerasrl.envs.worker import Packed, _worker_main
+from kerasrl.envs.worker import IGNORED_SIGNALS, Packed, _worker_main
 from kerasrl.exception import describe
 from kerasrl.timers import get_timer_stack, hierarchical_timer, merge_worker_tree
 
@@ -136,13 +137,14 @@ class _WorkerFailure(Exception):
 
 @contextlib.contextmanager
 def _worker_start_environment() -> Iterator[None]:
-    """While a worker starts: ``WORKER_ENV_VARS`` set and SIGINT ignored (in the main thread), both
-    inherited by the new interpreter before its first import (Python keeps an inherited ignored
-    SIGINT ignored), so a Ctrl-C can never print a worker's traceback."""
+    """While a worker starts: ``WORKER_ENV_VARS`` set and SIGINT, SIGTERM and SIGHUP blocked in
+    this thread, both inherited by the new interpreter before its first import; the worker
+    ignores them, then unblocks them (``kerasrl.envs.worker``), so a signal to the process
+    group can never end a worker or print its traceback. Here a signal that comes meanwhile is
+    only delayed until the worker has started."""
     saved = {name: os.environ.get(name) for name in WORKER_ENV_VARS}
     os.environ.update(WORKER_ENV_VARS)
-    in_main_thread = threading.current_thread() is threading.main_thread()
-    old_sigint = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main_thread else None
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, IGNORED_SIGNALS)
     try:
         yield
     finally:
@@ -151,13 +153,12 @@ def _worker_start_environment() -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        if old_sigint is not None:
-            signal.signal(signal.SIGINT, old_sigint)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
 
 def _shutdown_workers(procs: list[BaseProcess], conns: list[Connection], timeout_s: float) -> None:
-    """Ask every worker to close, wait up to ``timeout_s`` for all, then terminate, then kill.
-    The last two run even if the wait is interrupted (a second Ctrl-C): no worker survives."""
+    """Ask every worker to close, wait up to ``timeout_s`` for all, then kill those left (they
+    ignore SIGTERM). That runs even if the wait is interrupted (a second Ctrl-C): no worker survives."""
     started = [p for p in procs if p.pid is not None]
     try:
         for conn in conns:
@@ -168,10 +169,9 @@ def _shutdown_workers(procs: list[BaseProcess], conns: list[Connection], timeout
             proc.join(max(0.0, deadline - time.monotonic()))
     finally:
         for proc in started:
-            for stop in (proc.terminate, proc.kill):
-                if proc.exitcode is None:
-                    stop()
-                    proc.join(1.0)
+            if proc.exitcode is None:
+                proc.kill()
+                proc.join(1.0)
         for conn in conns:
             conn.close()
 
@@ -181,7 +181,7 @@ class SubprocessEnvManager(EnvManager):
 
     ``step_timeout_s``: how long a step, reset or timer request may take (a hang is an error);
     ``start_timeout_s``: how long building the environments may take; ``close_timeout_s``: how
-    long ``close`` waits for workers to close their environments before terminating them.
+    long ``close`` waits for workers to close their environments before killing them.
     ``validate``: check every result against the specs (default: unless the environment checks
     its own results). ``on_failure(error)``: called after a worker failure has stopped every
     worker, before ``error`` is raised.
@@ -332,11 +332,12 @@ class SubprocessEnvManager(EnvManager):
             raise self._failure(e) from None
 
     def _failure(self, failure: _WorkerFailure) -> EnvironmentException:
-        """Stop every worker (the hung ones at once), call ``on_failure``; the error to raise."""
+        """Stop every worker (the hung ones killed at once: they ignore SIGTERM), call
+        ``on_failure``; the error to raise."""
         self._failed = True
         for i in failure.hung:
             with contextlib.suppress(Exception):
-                self._procs[i].terminate()
+                self._procs[i].kill()
         self.close()
         error = EnvironmentException(str(failure))
         if self.on_failure is not None:
@@ -454,7 +455,7 @@ class SubprocessEnvManager(EnvManager):
 
     def close(self) -> None:
         """Stop every worker (idempotent): their timers are merged, then they close their
-        environments; any left after ``close_timeout_s`` are terminated, then killed."""
+        environments; any left after ``close_timeout_s`` are killed."""
         if self._closed:
             return
         self._closed = True

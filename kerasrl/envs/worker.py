@@ -4,9 +4,11 @@ A worker builds its environment from the pickled factory, reports its label, spe
 parameters, then answers the main process's commands (``step``, ``reset``, ``timers``,
 ``close``) one message each, until ``close`` or the end of its pipe (the main process is gone).
 Each reply carries the step results as plain arrays (:data:`Packed`) and, every
-``timer_sync_s`` seconds, the worker's timer tree. A worker ignores SIGINT (the main process
-decides what a Ctrl-C does) and closes its environment on SIGTERM. ``_worker_main`` is the
-process target: spawned workers import it from this module.
+``timer_sync_s`` seconds, the worker's timer tree. A worker ignores SIGINT, SIGTERM and SIGHUP
+(:data:`IGNORED_SIGNALS`): a terminal's Ctrl-C, ``timeout``, Docker or Kubernetes signal the
+whole process group, and the main process decides what happens (it saves, then closes the
+workers; it kills one that does not close). ``_worker_main`` is the process
+target: spawned workers import it from this module.
 """
 from __future__ import annotations
 
@@ -27,6 +29,9 @@ from kerasrl.timers import get_timer_tree, hierarchical_timer, reset_timers
 #: truncated, action mask, previous actions.
 Packed = tuple[np.ndarray, list[np.ndarray], np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray],
                Optional[np.ndarray]]
+#: What a worker ignores; the main process starts it with these blocked (so that none can end it
+#: while it imports), and it unblocks them once they are ignored.
+IGNORED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _env_label(env: Environment) -> str:
@@ -87,18 +92,15 @@ def _serve(conn: Connection, env: Environment, check: bool, timer_sync_s: float)
             return
 
 
-def _exit_on_sigterm(signum: int, frame: Any) -> None:
-    raise SystemExit(128 + signum)  # unwinds through ``finally``: the environment is closed
-
-
 def _worker_main(conn: Connection, index: int, factory_bytes: bytes, validate: Optional[bool],
                  timer_sync_s: float) -> None:
     """A worker process: build the environment, report its specs, then serve commands.
 
     An exception is sent to the main process as one line and ends the worker; nothing is
     printed here (no tracebacks on stderr)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    for signum in IGNORED_SIGNALS:  # the main process's to handle (see the module doc)
+        signal.signal(signum, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, IGNORED_SIGNALS)  # one that came meanwhile is dropped
     env: Optional[Environment] = None
     try:
         factory: Callable[[int], Environment] = pickle.loads(factory_bytes)

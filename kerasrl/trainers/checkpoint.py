@@ -214,42 +214,51 @@ def adopt_untracked(folder: str) -> None:
     write_state(folder, latest, prefixes)
 
 
-# -- SIGINT ----------------------------------------------------------------------------
+# -- SIGINT, SIGTERM, SIGHUP --------------------------------------------------------------
+#: The signals that stop a run (Ctrl-C; ``timeout``, Docker, Kubernetes, Slurm; a closed
+#: terminal), each held back while a checkpoint is written.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextlib.contextmanager
 def sigint_deferred(what: str) -> Iterator[None]:
-    """Hold SIGINT (Ctrl-C) back while the block runs in the main thread, then deliver it once
-    to the previous handler (Python's raises ``KeyboardInterrupt``) after the block completes,
-    however many arrived: a second Ctrl-C can then never cut a save short. Elsewhere (another
-    thread, or a handler not installed from Python) the block just runs."""
+    """Hold SIGINT (Ctrl-C), SIGTERM and SIGHUP back while the block runs in the main thread,
+    then deliver each that arrived once, in order of arrival, to its previous handler after the
+    block completes (Python's SIGINT handler raises ``KeyboardInterrupt``; the default action
+    of SIGTERM/SIGHUP is raised again and ends the process), however many arrived: a second
+    signal can then never cut a save short. Elsewhere (another thread) the block just runs, and
+    a signal that is ignored or whose handler was not installed from Python is left alone."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is None:
-        yield
-        return
+    previous = {s: h for s in STOP_SIGNALS if (h := signal.getsignal(s)) is not None and h != signal.SIG_IGN}
     received: list[int] = []
 
     def record(signum: int, frame: Any) -> None:
         if not received:
-            logger.warning("Interrupted during %s; stopping once it is complete.", what)
-        received.append(signum)
+            logger.warning("%s during %s; stopping once it is complete.",
+                           "Interrupted" if signum == signal.SIGINT else signal.Signals(signum).name, what)
+        if signum not in received:
+            received.append(signum)
 
-    signal.signal(signal.SIGINT, record)
     try:
+        for signum in previous:
+            signal.signal(signum, record)
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-    if received:
-        _deliver_sigint(previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    for number in received:
+        _deliver_sigint(previous[signal.Signals(number)], number)
 
 
-def _deliver_sigint(handler: Callable[..., Any] | int) -> None:
-    """Hand a held-back SIGINT to ``handler`` as the signal itself would have."""
+def _deliver_sigint(handler: Callable[..., Any] | int, signum: int = signal.SIGINT) -> None:
+    """Hand a held-back signal (SIGINT unless ``signum`` says otherwise) to ``handler`` as the
+    signal itself would have."""
     if callable(handler):
-        handler(signal.SIGINT, None)
+        handler(signum, None)
     elif handler == signal.SIG_DFL:
-        signal.raise_signal(signal.SIGINT)
+        signal.raise_signal(signum)
 
 
 # -- the saver -------------------------------------------------------------------------

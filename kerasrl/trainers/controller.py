@@ -13,6 +13,7 @@ from kerasrl.curriculum import save_lessons
 from kerasrl.envs.env_manager import EnvManager, StepInfo
 from kerasrl.exception import EnvironmentException, TrainerError, UnityTrainerException
 from kerasrl.timers import hierarchical_timer, timed, write_timer_tree
+from kerasrl.trainers.checkpoint import sigint_deferred
 from kerasrl.trainers.trainer import Trainer
 
 logger = logging.getLogger("kerasrl")
@@ -130,14 +131,17 @@ class TrainerController:
 
     def _save_models(self) -> None:
         """Checkpoint every trainer, unless the newest checkpoints already hold these steps
-        (saving a step again would overwrite its checkpoint in place)."""
+        (saving a step again would overwrite its checkpoint in place). A stop signal that comes
+        meanwhile is held until all are written and recorded, so the save that follows it
+        (:meth:`start_learning`) finds nothing left to write."""
         if self._steps() == self.saved_steps:
             return
-        for trainer in self.trainers.values():
-            trainer.save_model()
-        if self.meta_curriculum is not None:
-            save_lessons(self.meta_curriculum, self.model_path, self._steps())
-        self.saved_steps = self._steps()
+        with sigint_deferred("the checkpoint save"):
+            for trainer in self.trainers.values():
+                trainer.save_model()
+            if self.meta_curriculum is not None:
+                save_lessons(self.meta_curriculum, self.model_path, self._steps())
+            self.saved_steps = self._steps()
         self._saved_at = self._save_marks()
         self._last_save_time = time.monotonic()
         logger.info("Saved models at step %d.", self.global_step)
@@ -225,7 +229,8 @@ class TrainerController:
             trainer.write_summary(trainer.get_step, time.time() - self.training_start_time, lesson_num=lessons.get(name))
 
     def start_learning(self, env_manager: EnvManager) -> None:
-        """Train until every trainer reaches ``max_steps``; Ctrl-C saves and exits cleanly.
+        """Train until every trainer reaches ``max_steps``; Ctrl-C (``KeyboardInterrupt``, which
+        ``kerasrl-learn`` also raises on SIGTERM and SIGHUP) saves and exits cleanly.
 
         An error raised while training propagates as it is: the end-of-run export and clean-up
         never replace it (their own failures are logged instead).

@@ -1,0 +1,261 @@
+"""SIGTERM and SIGHUP stop ``kerasrl-learn`` as Ctrl-C does (save, close the workers, exit
+128 + the signal), a signal during a save waits for it, and a command-line start shows no
+TensorFlow start-up chatter (unless ``--debug``)."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from typing import Optional
+
+import pytest
+
+from kerasrl.cli import main
+from kerasrl.cli.main import is_start_up_chatter
+from kerasrl.envs import SimpleEnvManager
+from kerasrl.envs.simple import Simple1DEnvironment
+from kerasrl.trainers import TrainerController, initialize_trainers
+from kerasrl.trainers.checkpoint import sigint_deferred
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+TINY = "default:\n  batch_size: 16\n  buffer_size: 64\n  hidden_units: 8\n  num_epoch: 1\n"
+FINAL = re.compile(r"^final steps=(\d+) ", re.M)
+#: Lines TensorFlow 2.21 writes while it is imported, before its log level applies.
+CHATTER = ("absl::InitializeLog", "oneDNN custom operations", "Could not find cuda drivers", "cpu_feature_guard")
+
+
+def _learn(tmp_path, *flags: str) -> list[str]:
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(TINY)
+    return [sys.executable, "-m", "kerasrl.cli", str(cfg), "--env", "Simple1D", "--results-dir", str(tmp_path),
+            "--run-id", "r", "--seed", "1", "--save-every-minutes", "0", *flags]
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group ``pgid``."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(int(entry))
+    return members
+
+
+def _ignore_sighup() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup does
+
+
+def _stop_once_training(cmd: list[str], signum: int, group: bool = False, then: Optional[int] = None,
+                        nohup: bool = False) -> tuple[subprocess.Popen, str, str]:
+    """Start ``cmd`` in its own session (with SIGHUP ignored when ``nohup``), send ``signum`` (to
+    the process group when ``group``) after the second progress line, and ``then`` 50 ms later
+    if given; return the process with its stdout and stderr."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=_ignore_sighup if nohup else None)
+    head = []
+    try:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            head.append(line)
+            if sum(x.startswith("steps=") for x in head) == 2:
+                break
+        assert proc.poll() is None, "".join(head) + proc.stderr.read()  # type: ignore[union-attr]
+        if group:
+            assert len(_group_members(proc.pid)) >= 3, "the main process and its 2 workers"
+            os.killpg(proc.pid, signum)
+        else:
+            os.kill(proc.pid, signum)
+        if then is not None:
+            time.sleep(0.05)
+            os.kill(proc.pid, then)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    return proc, "".join(head) + out, err
+
+
+def _saved_step(tmp_path) -> int:
+    steps = [int(p.name[len("model-"):-len(".index")]) for p in (tmp_path / "r" / "models" / "Simple1D").glob("model-*.index")]
+    assert steps, "no checkpoint"
+    return max(steps)
+
+
+def test_sigterm_saves_exits_143_and_resume_continues(tmp_path):
+    proc, out, err = _stop_once_training(_learn(tmp_path, "--steps", "10000000", "--progress-every", "50"),
+                                         signal.SIGTERM)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "the model was saved; continue with --resume" in out and "stopped by SIGTERM" in err
+    step = _saved_step(tmp_path)
+    assert step >= 100 and int(FINAL.search(out).group(1)) == step
+    resumed = subprocess.run(_learn(tmp_path, "--steps", str(step + 100), "--resume"), cwd=ROOT, capture_output=True,
+                             text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"Resumed Simple1D at step {step}" in resumed.stdout
+    assert int(FINAL.search(resumed.stdout).group(1)) > step and _saved_step(tmp_path) > step
+
+
+def test_sighup_saves_and_exits_129_and_a_second_signal_changes_nothing(tmp_path):
+    proc, out, err = _stop_once_training(_learn(tmp_path, "--steps", "10000000", "--progress-every", "50"),
+                                         signal.SIGHUP, then=signal.SIGTERM)
+    assert proc.returncode == 129, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "continue with --resume" in out and "stopped by SIGHUP" in err
+    assert _saved_step(tmp_path) >= 100
+
+
+def test_under_nohup_sighup_stays_ignored(tmp_path):
+    """An inherited ignored SIGHUP is left alone: the run goes on, and a SIGTERM then stops it."""
+    proc, out, err = _stop_once_training(_learn(tmp_path, "--steps", "10000000", "--progress-every", "50"),
+                                         signal.SIGHUP, then=signal.SIGTERM, nohup=True)
+    assert proc.returncode == 143 and "stopped by SIGTERM" in err, err
+    assert _saved_step(tmp_path) >= 100
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process groups from /proc")
+def test_sigterm_to_the_group_with_workers_saves_and_leaves_no_process(tmp_path):
+    """SIGTERM to the whole process group, as ``timeout`` or Docker send it: the workers ignore
+    it, the main process saves, closes them and exits 143; no worker outlives it."""
+    cmd = _learn(tmp_path, "--steps", "10000000", "--progress-every", "50", "--num-envs", "2", "--workers", "2")
+    proc, out, err = _stop_once_training(cmd, signal.SIGTERM, group=True)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "worker" not in err, err
+    assert "continue with --resume" in out
+    assert _saved_step(tmp_path) >= 100
+    deadline = time.monotonic() + 5
+    while _group_members(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _group_members(proc.pid) == []
+
+
+def test_signals_during_a_save_wait_for_it():
+    """SIGTERM and SIGINT inside the block reach their handlers once each, after it, in order."""
+    seen: list[int] = []
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for s in handlers:
+            signal.signal(s, lambda signum, frame: seen.append(signum))
+        with sigint_deferred("a test"):
+            for s in (signal.SIGTERM, signal.SIGTERM, signal.SIGINT):
+                os.kill(os.getpid(), s)
+                time.sleep(0.01)
+            assert seen == []
+        assert seen == [signal.SIGTERM, signal.SIGINT]
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+
+
+def test_a_signal_during_a_periodic_save_is_not_followed_by_a_second_save_of_the_same_step(tmp_path):
+    """Ctrl-C during the save at step 64: the controller stops after it, without writing
+    ``model-64`` again (an overwrite in place, which a kill could cut short)."""
+    manager = SimpleEnvManager(Simple1DEnvironment(use_discrete=True, seed=1))
+    config = {"default": {"batch_size": 16, "buffer_size": 64, "hidden_units": 8, "max_steps": 1000}}
+    trainers = initialize_trainers(config, manager.behavior_specs, str(tmp_path / "summaries"), "run",
+                                   str(tmp_path / "models"), keep_checkpoints=2, train_model=True, load_model=False,
+                                   seed=1)
+    trainer = trainers["Simple1D"]
+    saves: list[int] = []
+    real_save = trainer.save_model
+
+    def save_while_interrupted() -> str:
+        saves.append(trainer.get_step)
+        if len(saves) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+        return real_save()
+
+    trainer.save_model = save_while_interrupted
+    tc = TrainerController(trainers, str(tmp_path / "models"), str(tmp_path / "summaries"), "run-0", save_freq=64)
+    tc.start_learning(manager)
+    assert tc.interrupted and saves == [64] and tc.saved_steps == {"Simple1D": 64}
+    assert [p.name for p in (tmp_path / "models" / "Simple1D").glob("model-*.index")] == ["model-64.index"]
+
+
+def test_sigterm_with_the_default_action_ends_the_process_after_the_block(tmp_path):
+    """In a library process (no handler), a SIGTERM during a save ends the process after it."""
+    done = tmp_path / "done"
+    code = textwrap.dedent(f"""
+        import os, signal, time
+        from kerasrl.trainers.checkpoint import sigint_deferred
+        with sigint_deferred("a test"):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            open({str(done)!r}, "w").close()
+        print("not reached")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGTERM and done.exists() and "not reached" not in proc.stdout, proc.stderr
+
+
+def test_the_library_installs_no_handler_and_main_restores_them(tmp_path, capsys):
+    code = ("import signal, kerasrl, kerasrl.cli, kerasrl.trainers, kerasrl.envs\n"
+            "print(signal.getsignal(signal.SIGTERM) == signal.SIG_DFL, signal.getsignal(signal.SIGHUP) == signal.SIG_DFL,"
+            " signal.getsignal(signal.SIGINT) is signal.default_int_handler)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == ["True", "True", "True"], proc.stderr
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    assert main([str(tmp_path / "missing.yaml"), "--env", "Simple1D"]) == 2
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+# -- a quiet start ----------------------------------------------------------------------
+def _no_chatter(err: str) -> None:
+    assert not [line for line in err.splitlines() if any(c in line for c in CHATTER)], err
+
+
+def test_a_short_run_starts_with_kerasrl_and_shows_no_tensorflow_chatter(tmp_path):
+    proc = subprocess.run(_learn(tmp_path, "--steps", "100"), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].startswith("kerasrl: PPO on Simple1D"), proc.stdout
+    _no_chatter(proc.stderr)
+
+
+def test_errors_show_one_line_and_no_tensorflow_chatter(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("default:\n  batch_sizee: 16\n")
+    config_error = subprocess.run(
+        [sys.executable, "-m", "kerasrl.cli", str(bad), "--env", "Simple1D", "--results-dir", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert config_error.returncode == 2
+    assert config_error.stderr.startswith("kerasrl-learn: error: ") and config_error.stderr.count("\n") == 1
+    assert "batch_sizee" in config_error.stderr
+    export = subprocess.run([sys.executable, "-m", "kerasrl.cli.tools", "export", str(tmp_path / "nowhere")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert export.returncode == 2
+    assert export.stderr.startswith("kerasrl export: error: ") and export.stderr.count("\n") == 1, export.stderr
+    assert "nowhere" in export.stderr
+    debug = subprocess.run(
+        [sys.executable, "-m", "kerasrl.cli", str(bad), "--env", "Simple1D", "--results-dir", str(tmp_path), "--debug"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert debug.returncode == 1 and "batch_sizee" in debug.stderr  # --debug: the traceback, TF's lines shown
+    assert any(is_start_up_chatter(line) for line in debug.stderr.splitlines()), debug.stderr
+
+
+def test_what_is_not_chatter_still_shows():
+    """A real error written to file descriptor 2 during the import comes out; the banner does not."""
+    code = textwrap.dedent("""
+        import os, sys
+        from kerasrl.cli.main import tensorflow_start_up_hidden
+        with tensorflow_start_up_hidden(False):
+            os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\\n")
+            os.write(2, b"I0000 00:00:1796179454.240251    5799 port.cc:153] oneDNN custom operations are on. "
+                        b"You may see slightly different numerical results.\\n")
+            os.write(2, b"E0000 00:00:1796179454.240251    5799 cuda_driver.cc:152] failed call to cuInit: "
+                        b"CUDA_ERROR_NO_DEVICE\\n")
+            print("a Python warning", file=sys.stderr)
+        print("after", file=sys.stderr)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "E0000 00:00:1796179454.240251    5799 cuda_driver.cc:152] failed call to cuInit: CUDA_ERROR_NO_DEVICE",
+        "a Python warning", "after"]
