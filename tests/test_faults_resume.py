@@ -35,6 +35,12 @@ def command(tmp_path: Path, *flags: str) -> list[str]:
             "--run-id", "r", "--xla-cache", "off", "--progress-every", "100000", *flags]
 
 
+def default_sigint() -> None:
+    """Ctrl-C as on a terminal, even when pytest runs in the background (where a shell starts
+    commands with SIGINT ignored, which the run would inherit)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def learn(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess:
     proc = subprocess.run(command(tmp_path, *flags), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -59,7 +65,7 @@ def test_resume_continues_to_the_recorded_target_with_the_recorded_seed(tmp_path
     ``--steps`` or ``--seed``: it trains to 600 with the drawn seed, and the learning rate goes
     on decaying over 600 steps (a decay over 200 would drop it to its end value)."""
     models = tmp_path / "r" / "models" / "Simple1D"
-    proc = subprocess.Popen(command(tmp_path, "--steps", "600", "--save-freq", "100"),
+    proc = subprocess.Popen(command(tmp_path, "--steps", "600", "--save-freq", "100"), preexec_fn=default_sigint,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
