@@ -10,11 +10,13 @@ import math
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from kerasrl.ppo.schedules import LR_END, linear_decay
@@ -149,3 +151,52 @@ def test_drop_after_keeps_the_rows_up_to_the_step(tmp_path):
     assert stats.last_value("a") == 100.0 and stats.last_value("b") is None
     stats.write_row(150, {"a": 3.0})
     assert [r["Step"] for r in csv.DictReader(open(tmp_path / "b.csv", newline=""))] == ["50", "100", "150"]
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def on_two_hosts(tmp_path: Path, *flags: str) -> list[str]:
+    """``kerasrl-learn`` on two local hosts (2 CartPole copies each); their outputs."""
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text("default:\n  batch_size: 32\n  buffer_size: 63\n  time_horizon: 16\n  num_epoch: 2\n"
+                   "  hidden_units: 8\n  num_layers: 1\n  summary_freq: 64\n  jit_compile: false\n  max_steps: 64\n")
+    hosts = ",".join(f"localhost:{p}" for p in free_ports(2))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("TF_CONFIG", None)
+    procs = [subprocess.Popen([sys.executable, "-m", "kerasrl.cli", str(cfg), "--num-envs", "2", "--xla-cache", "off",
+                               "--results-dir", str(tmp_path / f"host{i}"), "--run-id", "r", "--worker-hosts", hosts,
+                               "--task-index", str(i), *flags], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err[-3000:]
+        outs.append(out)
+    return outs
+
+
+@pytest.mark.slow
+def test_resume_on_two_hosts_takes_the_chiefs_recorded_seed_and_target(tmp_path):
+    """A drawn seed and ``--steps 128`` (the config says 64), then ``--resume`` on both hosts
+    without them: both continue to the chief's target with the chief's seed, and a further
+    ``--steps`` is the new target."""
+    on_two_hosts(tmp_path, "--steps", "128")
+    chief = yaml.safe_load((tmp_path / "host0" / "r" / "configuration.yaml").read_text())
+    seed = chief["seed"]
+    assert chief["target_steps"] == {"CartPole-v1": 128}
+    outs = on_two_hosts(tmp_path, "--resume")
+    assert all("already at its target of 128 steps: nothing left to train." in out for out in outs)
+    assert "nan" not in outs[0]  # the chief's last summary (the other host keeps no CSV)
+    for out in on_two_hosts(tmp_path, "--resume", "--steps", "192"):
+        assert f"continuing to its target of 192 steps with seed {seed}." in out
+        assert re.search(r"^final steps=196 ", out, re.M)
+    chief = yaml.safe_load((tmp_path / "host0" / "r" / "configuration.yaml").read_text())
+    assert chief["seed"] == seed and chief["target_steps"] == {"CartPole-v1": 192}
