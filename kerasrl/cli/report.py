@@ -8,16 +8,23 @@ from typing import Any, Optional
 import keras
 import numpy as np
 
+#: The CSV column of a summary's mean episode return.
+RETURN_KEY = "Environment/Cumulative Reward"
+
 
 class ProgressReport:
     """Progress and the final summary. Steps are environment steps (all copies counted) since
-    the run's start, across resumes; steps/s covers this session, without tracing. Progress is
-    a bar (Keras's ``Progbar``) when stdout is a terminal, else one plain line each time."""
+    the run's start, across resumes; steps/s covers this session, without tracing. The mean
+    return is that of this session's episodes, else (a resumed run with none yet, or already at
+    its target) the last summary's in the behaviors' CSVs. Progress is a bar (Keras's
+    ``Progbar``) when stdout is a terminal, else one plain line each time."""
 
     def __init__(self, trainers: dict[str, Any], n_agents: int, inference: bool, target: Optional[int],
                  bar: Optional[bool] = None) -> None:
         self.trainers, self.n_agents, self.inference = trainers, n_agents, inference
         self.first_step = {name: t.get_step for name, t in trainers.items()}
+        earlier = [getattr(t, "metrics", None) for t in trainers.values() if t.get_step]
+        self.earlier_returns = [v for m in earlier if m is not None and (v := m.last_value(RETURN_KEY)) is not None]
         self.start = time.perf_counter()
         self.controller: Any = None
         self.target = target
@@ -35,7 +42,7 @@ class ProgressReport:
         else:
             steps = max(t.get_step for t in self.trainers.values())
             session = max(t.get_step - self.first_step[n] for n, t in self.trainers.items())
-        returns = [r for t in self.trainers.values() for r in t.recent_returns]
+        returns = [r for t in self.trainers.values() for r in t.recent_returns] or self.earlier_returns
         return {"steps": float(steps), "mean_return": float(np.mean(returns)) if returns else float("nan"),
                 "steps_per_sec": session / max(wall - self.trace_seconds(), 1e-9), "wall_s": wall}
 
@@ -52,8 +59,16 @@ class ProgressReport:
         if self.bar is not None:
             print(flush=True)
 
-    def resumed(self) -> None:
+    def resumed(self, seed: int) -> None:
+        """One line per resumed behavior: its step, and the target and seed it continues with."""
         for name, t in self.trainers.items():
-            if t.get_step:
-                done = " (already at its max_steps: nothing left to train)" if t.get_step > t.get_max_steps else ""
-                print(f"Resumed {name} at step {t.get_step}{done}.", flush=True)
+            if not t.get_step:
+                continue
+            if self.inference:
+                print(f"Resumed {name} at step {t.get_step}.", flush=True)
+            elif t.get_step > t.get_max_steps:
+                print(f"Resumed {name} at step {t.get_step}: already at its target of {t.get_max_steps} steps: "
+                      "nothing left to train.", flush=True)
+            else:
+                print(f"Resumed {name} at step {t.get_step}: continuing to its target of {t.get_max_steps} steps "
+                      f"with seed {seed}.", flush=True)

@@ -18,7 +18,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 import yaml
@@ -53,19 +53,23 @@ def check_run_name(flag: str, value: str) -> None:
 
 def record_run(args: argparse.Namespace, context: Any, trainers: dict[str, Any]) -> None:
     """Save what this start of the run used in its folder: ``configuration.yaml`` (the command
-    line, seed, versions and every behavior's resolved settings, rewritten atomically at each
-    start) and one line per start in ``commands.log``."""
+    line, seed, each behavior's target step count (``target_steps``), versions and every
+    behavior's resolved settings, rewritten atomically at each start of training) and one line
+    per start in ``commands.log``. An ``--inference`` start only adds its line: the record stays
+    the training run's, which ``--resume`` continues."""
     run_dir = os.path.join(args.results_dir, args.run_id)
     argv = getattr(args, "argv", None)
     words = [os.path.basename(sys.argv[0]) or "kerasrl-learn", *sys.argv[1:]] if argv is None else argv
     command = " ".join(map(shlex.quote, words))
-    record = {"command_line": command, "seed": context.seed, "kerasrl_version": __version__,
-              "run_context": asdict(context),
-              "behaviors": {name: t.parameters for name, t in trainers.items()}}
-    tmp = os.path.join(run_dir, "configuration.yaml.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        yaml.safe_dump(record, f, sort_keys=False)
-    os.replace(tmp, os.path.join(run_dir, "configuration.yaml"))
+    if not args.inference:
+        record = {"command_line": command, "seed": context.seed,
+                  "target_steps": {name: int(t.get_max_steps) for name, t in trainers.items()},
+                  "kerasrl_version": __version__, "run_context": asdict(context),
+                  "behaviors": {name: t.parameters for name, t in trainers.items()}}
+        tmp = os.path.join(run_dir, "configuration.yaml.tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            yaml.safe_dump(record, f, sort_keys=False)
+        os.replace(tmp, os.path.join(run_dir, "configuration.yaml"))
     with open(os.path.join(run_dir, "commands.log"), "a", encoding="utf-8") as f:
         f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {command}\n")
 
@@ -187,6 +191,34 @@ def _delete_contents(run_dir: str, names: list[str]) -> None:
             shutil.rmtree(path)
         else:
             os.unlink(path)
+
+
+@dataclass
+class RecordedRun:
+    """What a run's ``configuration.yaml`` says its training started with: the seed and each
+    behavior's target step count (``--steps``, else the config's ``max_steps``)."""
+
+    seed: Optional[int] = None
+    targets: dict[str, int] = field(default_factory=dict)
+
+
+def recorded_run(run_dir: str) -> RecordedRun:
+    """The seed and targets recorded in ``run_dir/configuration.yaml`` (older folders: the
+    behaviors' ``max_steps``); nothing for a folder without the file. A file that cannot be read
+    is a one-line error: ``--steps`` and ``--seed`` resume without it."""
+    path = os.path.join(run_dir, "configuration.yaml")
+    if not os.path.exists(path):
+        return RecordedRun()
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = yaml.safe_load(f)
+        behaviors = record.get("behaviors") or {}
+        targets = record.get("target_steps") or {name: b["max_steps"] for name, b in behaviors.items()}
+        seed = record.get("seed")
+        return RecordedRun(None if seed is None else int(seed), {str(k): int(v) for k, v in targets.items()})
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError, KeyError, TypeError, ValueError) as e:
+        raise TrainerError(f"--resume: {path} cannot be read ({type(e).__name__}); give --steps and --seed to "
+                           "continue without it.") from e
 
 
 def prepare_run_dir(args: argparse.Namespace) -> str:

@@ -8,7 +8,7 @@ import os
 import random
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 import tensorflow as tf
@@ -23,16 +23,17 @@ from kerasrl.cli.multi_host import (
 )
 from kerasrl.cli.parser import check_args
 from kerasrl.cli.report import ProgressReport
-from kerasrl.cli.run_folder import initial_models, prepare_run_dir, record_run
+from kerasrl.cli.run_folder import RecordedRun, initial_models, prepare_run_dir, record_run, recorded_run
 from kerasrl.configs import config_source
 from kerasrl.curriculum import MetaCurriculum, load_lessons
+from kerasrl.distribute import cluster
 from kerasrl.envs.ray_env_manager import ray_available
 from kerasrl.envs.registry import copies_per_worker, make_env_manager
 from kerasrl.exception import EnvironmentException, TrainerError
 from kerasrl.export import export_trainers
 from kerasrl.recording import record
 from kerasrl.samplers import SamplerManager, load_sampler_file
-from kerasrl.settings import RunContext, load_trainer_config
+from kerasrl.settings import RunContext, TrainerConfig, load_trainer_config
 from kerasrl.trainers import TrainerController, create_trainers
 
 
@@ -103,6 +104,20 @@ def _check_ray_args(args: argparse.Namespace) -> None:
         raise TrainerError('--env-manager ray needs Ray, which is not installed: pip install "kerasrl[ray]".')
 
 
+def _with_targets(config: TrainerConfig, targets: dict[str, int], behaviors: list[str], hosts: Any) -> TrainerConfig:
+    """``config`` with each behavior's ``max_steps`` set to the target that the run recorded
+    (``--resume`` without ``--steps`` continues to it, with the same schedules); on several
+    hosts, to the chief's."""
+    sections = dict(config.sections)
+    for name in behaviors:
+        settings = config.settings_for(name)
+        target = targets.get(name, settings.max_steps)
+        target = hosts.chief_value(target) if hosts is not None else target
+        if target != settings.max_steps:
+            sections[name] = replace(settings, max_steps=target)
+    return TrainerConfig(sections, config.source)
+
+
 def _setup(args: argparse.Namespace, default_config: Optional[str],
            env_params: Optional[EnvParameters] = None) -> tuple[Any, Any, dict[str, Any], int]:
     """The run context, the env manager, the trainers and the number of agents that ``args`` describe."""
@@ -115,7 +130,14 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
         copies_per_worker(args.env, args.num_envs, workers)  # a layout error before the run folder is touched
     init = initial_models(args)
     prepare_run_dir(args)
-    seed = args.seed if args.seed >= 0 else random.randrange(10000)
+    seed_given = getattr(args, "seed_given", args.seed >= 0)
+    recorded = RecordedRun()
+    if args.load and not args.inference and not (seed_given and args.steps is not None):
+        recorded = recorded_run(os.path.join(args.results_dir, args.run_id))
+    seed = args.seed if seed_given or recorded.seed is None else recorded.seed
+    seed = seed if seed >= 0 else random.randrange(10000)
+    hosts = cluster()
+    seed = hosts.chief_value(seed) if hosts is not None else seed  # the chief's folder holds the record
     env_seed = seed + host_seed_offset(args)
     manager, n_agents = make_env_manager(args.env, args.num_envs, env_seed, workers, env_manager,
                                          getattr(args, "ray_address", None), getattr(args, "ray_restart_workers", False))
@@ -126,6 +148,8 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
     try:
         if env_params.meta_curriculum is not None:
             env_params.meta_curriculum.check_behaviors(manager.behavior_specs)
+        if args.steps is None and not args.inference:
+            config = _with_targets(config, recorded.targets, sorted(manager.behavior_specs), hosts)
         trainers = create_trainers(config, manager.behavior_specs, context, env_params.reward_buff_caps())
         return context, manager, trainers, n_agents
     except BaseException:
@@ -144,6 +168,7 @@ def run_training(args: argparse.Namespace, default_config: Optional[str] = None)
     start = time.perf_counter()
     env_params = EnvParameters.from_args(args)
     resume = args.load
+    args.seed_given = args.seed >= 0  # before the hosts agree on a seed: --resume keeps the recorded one
     scratch = join_cluster(args, default_config) if multi_host else None
     try:
         context, manager, trainers, n_agents = _setup(args, default_config, env_params)
@@ -164,6 +189,9 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
            start: float, env_params: Optional[EnvParameters] = None) -> dict[str, float]:
     """The training (or inference) run itself, once everything is set up."""
     target = args.steps if args.inference else max(t.get_max_steps for t in trainers.values())
+    for trainer in trainers.values() if args.load and not args.inference else ():
+        if trainer.writes_results:  # the steps after the restored checkpoint are trained again
+            trainer.metrics.drop_after(trainer.get_step)
     report = ProgressReport(trainers, n_agents, args.inference, target)
     minutes = args.save_every_minutes
     tc = report.controller = TrainerController(
@@ -185,7 +213,7 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
         results = results if hosts.chief else "the chief's folder"
     print(f"kerasrl: PPO on {args.env} x{n_agents}{where}, seed {context.seed}, results in "
           f"{results} (set-up {report.start - start:.1f} s)", flush=True)
-    report.resumed()
+    report.resumed(context.seed)
     try:
         tc.start_learning(manager)
     except EnvironmentException as e:

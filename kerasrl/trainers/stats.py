@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import csv
+import math
 import os
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
@@ -42,7 +43,8 @@ class CsvStats:
     """One row per summary in a CSV file (``Step`` and one column per statistic), beside
     TensorBoard. A statistic that appears later (a loss written only after the first update)
     widens the header: the file is then rewritten with the new column, atomically. An existing
-    file (a resumed run) is continued."""
+    file (a resumed run) is continued, after :meth:`drop_after` removed the rows of the steps
+    that the run replays."""
 
     STEP = "Step"
 
@@ -65,15 +67,48 @@ class CsvStats:
             return
         self._rewrite([*header, *missing] if header else [self.STEP, *sorted(values)], row)
 
+    def _rows(self) -> list[dict[str, Any]]:
+        if not os.path.exists(self.path):
+            return []
+        with open(self.path, newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+
     def _rewrite(self, header: list[str], row: Mapping[str, Any]) -> None:
-        rows: list[Mapping[str, Any]] = []
-        if os.path.exists(self.path):
-            with open(self.path, newline="", encoding="utf-8") as f:
-                rows = list(csv.DictReader(f))
+        self._write(header, [*self._rows(), row])
+
+    def _write(self, header: list[str], rows: Sequence[Mapping[str, Any]]) -> None:
+        """Replace the file with ``header`` and ``rows``, atomically (a temporary file renamed)."""
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         tmp = f"{self.path}.tmp"
         with open(tmp, "w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, header)
+            writer = csv.DictWriter(f, header, extrasaction="ignore")
             writer.writeheader()
-            writer.writerows([*rows, row])
+            writer.writerows(rows)
         os.replace(tmp, self.path)
+
+    @classmethod
+    def _step_of(cls, row: Mapping[str, Any]) -> float:
+        try:
+            return float(row.get(cls.STEP) or "nan")
+        except ValueError:
+            return float("nan")
+
+    def drop_after(self, step: int) -> int:
+        """Remove the rows past ``step`` (a run resumed there replays those steps, so that no step
+        appears twice); returns how many were removed. The file is rewritten only if any were."""
+        rows = self._rows()
+        kept = [row for row in rows if not self._step_of(row) > step]
+        if len(kept) < len(rows):
+            self._write(self._header(), kept)
+        return len(rows) - len(kept)
+
+    def last_value(self, key: str) -> Optional[float]:
+        """The newest row's ``key`` that holds a number, else None."""
+        for row in reversed(self._rows()):
+            try:
+                value = float(row.get(key) or "nan")
+            except ValueError:
+                continue
+            if math.isfinite(value):
+                return value
+        return None
