@@ -227,7 +227,7 @@ def test_a_killed_run_leaves_no_lock_behind(world):
     assert (run / LOCK).read_text().strip() == str(first.pid)  # the file stays; its lock died with the process
     resumed = learn(world, "--steps", "100", "--run-id", "r", "--resume")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "Resumed Simple1D at step 50." in resumed.stdout
+    assert "Resumed Simple1D at step 50" in resumed.stdout
     assert (run / LOCK).read_text().strip() != str(first.pid)
 
 

@@ -146,10 +146,9 @@ def _same_file(fd: int, path: str) -> bool:
 
 
 def lock_run_dir(run_dir: str) -> None:
-    """Take the run folder's lock for the life of this process, or stop with the PID of the
-    process that holds it. ``flock`` locks die with their process (a killed run never blocks
-    the next one); a run that this process already holds (an earlier run in the same Python
-    process) is taken again."""
+    """Take the run folder's lock until the run ends (:func:`release_run_dirs`), or stop with
+    the PID of the process that holds it. ``flock`` locks die with their process (a killed run
+    never blocks the next one); a folder that this process already holds is taken again."""
     key = os.path.realpath(run_dir)
     path = os.path.join(run_dir, LOCK)
     fd = _held.pop(key, None)
@@ -174,6 +173,14 @@ def lock_run_dir(run_dir: str) -> None:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
     _held[key] = fd
+
+
+def release_run_dirs() -> None:
+    """Let go of every run folder this process locked: its run has ended (a later run of the
+    same Python process, or another process, may then take it)."""
+    while _held:
+        _, fd = _held.popitem()
+        os.close(fd)
 
 
 def _mark(run_dir: str) -> None:

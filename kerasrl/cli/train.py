@@ -23,7 +23,7 @@ from kerasrl.cli.multi_host import (
 )
 from kerasrl.cli.parser import check_args
 from kerasrl.cli.report import ProgressReport
-from kerasrl.cli.run_folder import RecordedRun, initial_models, prepare_run_dir, record_run, recorded_run
+from kerasrl.cli.run_folder import RecordedRun, initial_models, prepare_run_dir, record_run, recorded_run, release_run_dirs
 from kerasrl.configs import config_source
 from kerasrl.curriculum import MetaCurriculum, load_lessons
 from kerasrl.distribute import cluster
@@ -181,6 +181,7 @@ def run_training(args: argparse.Namespace, default_config: Optional[str] = None)
             if getattr(manager, "closed", True) is False:  # worker processes never outlive a failed set-up
                 manager.close()
     finally:
+        release_run_dirs()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -211,7 +212,9 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
     if hosts is not None:
         where += f", {hosts}"
         results = results if hosts.chief else "the chief's folder"
-    print(f"kerasrl: PPO on {args.env} x{n_agents}{where}, seed {context.seed}, results in "
+    kinds = sorted({t.settings.trainer for t in trainers.values()})
+    algorithm = "PPO" if kinds == ["ppo"] else " + ".join(kinds)
+    print(f"kerasrl: {algorithm} on {args.env} x{n_agents}{where}, seed {context.seed}, results in "
           f"{results} (set-up {report.start - start:.1f} s)", flush=True)
     report.resumed(context.seed)
     try:
@@ -260,6 +263,7 @@ def record_demo(args: argparse.Namespace, default_config: Optional[str] = None) 
         record(manager, trainer.policy, args.steps, args.record_demo, behavior=name, seed=context.seed)
     finally:
         manager.close()
+        release_run_dirs()
     print(f"Recorded {args.steps} steps of {name} (run {args.run_id}, step {trainer.get_step}) to {args.record_demo}.",
           flush=True)
     return {"interrupted": 0.0}
