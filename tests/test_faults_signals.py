@@ -236,7 +236,8 @@ def test_errors_show_one_line_and_no_tensorflow_chatter(tmp_path):
     debug = subprocess.run(
         [sys.executable, "-m", "kerasrl.cli", str(bad), "--env", "Simple1D", "--results-dir", str(tmp_path), "--debug"],
         cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert debug.returncode == 1 and "batch_sizee" in debug.stderr  # --debug: the traceback, TF's lines shown
+    assert debug.returncode == 2 and "Traceback (most recent call last)" in debug.stderr  # --debug: the traceback,
+    assert debug.stderr.splitlines()[-1].startswith("kerasrl-learn: error: ") and "batch_sizee" in debug.stderr  # exit 2
     assert any(is_start_up_chatter(line) for line in debug.stderr.splitlines()), debug.stderr
 
 

@@ -15,6 +15,7 @@ import signal
 import sys
 import tempfile
 import threading
+import traceback
 from typing import Any, Iterator, Optional, Sequence
 
 from kerasrl.cli.parser import build_parser, check_args
@@ -162,8 +163,8 @@ def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.Argumen
             else:
                 result = run_training(args, default_config=default_config)
         except (TrainerError, EnvironmentException) as e:
-            if args.debug:
-                raise
+            if args.debug:  # the traceback too, with the same exit status
+                traceback.print_exc()
             print(f"{parser.prog}: error: {e}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:

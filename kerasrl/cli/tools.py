@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from typing import Optional, Sequence
 
 from kerasrl.cli.main import quiet_tensorflow, tensorflow_start_up_hidden
@@ -45,8 +46,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         _run(args)
     except TrainerError as e:
-        if args.debug:
-            raise
+        if args.debug:  # the traceback too, with the same exit status
+            traceback.print_exc()
         print(f"kerasrl {args.command}: error: {e}", file=sys.stderr)
         return 2
     return 0
