@@ -10,7 +10,6 @@ import math
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from process_tools import free_ports
 
 from kerasrl.ppo.schedules import LR_END, linear_decay
 from kerasrl.trainers.stats import CsvStats
@@ -151,16 +151,6 @@ def test_drop_after_keeps_the_rows_up_to_the_step(tmp_path):
     assert stats.last_value("a") == 100.0 and stats.last_value("b") is None
     stats.write_row(150, {"a": 3.0})
     assert [r["Step"] for r in csv.DictReader(open(tmp_path / "b.csv", newline=""))] == ["50", "100", "150"]
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def on_two_hosts(tmp_path: Path, *flags: str) -> list[str]:

@@ -11,6 +11,7 @@ import time
 from typing import Optional
 
 import pytest
+from process_tools import group_members
 
 from kerasrl.cli import main
 from kerasrl.cli.main import is_start_up_chatter
@@ -33,21 +34,6 @@ def _learn(tmp_path, *flags: str) -> list[str]:
             "--run-id", "r", "--seed", "1", "--save-every-minutes", "0", *flags]
 
 
-def _group_members(pgid: int) -> list[int]:
-    """Live (not zombie) processes of process group ``pgid``."""
-    members = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                members.append(int(entry))
-    return members
-
-
 def _ignore_sighup() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup does
 
@@ -67,7 +53,7 @@ def _stop_once_training(cmd: list[str], signum: int, group: bool = False, then: 
                 break
         assert proc.poll() is None, "".join(head) + proc.stderr.read()  # type: ignore[union-attr]
         if group:
-            assert len(_group_members(proc.pid)) >= 3, "the main process and its 2 workers"
+            assert len(group_members(proc.pid)) >= 3, "the main process and its 2 workers"
             os.killpg(proc.pid, signum)
         else:
             os.kill(proc.pid, signum)
@@ -131,9 +117,9 @@ def test_sigterm_to_the_group_with_workers_saves_and_leaves_no_process(tmp_path)
     assert "continue with --resume" in out
     assert _saved_step(tmp_path) >= 100
     deadline = time.monotonic() + 5
-    while _group_members(proc.pid) and time.monotonic() < deadline:
+    while group_members(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _group_members(proc.pid) == []
+    assert group_members(proc.pid) == []
 
 
 def test_signals_during_a_save_wait_for_it():

@@ -10,13 +10,13 @@ hosts' rows, the hosts end with the same weights, and only the chief writes.
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import pytest
+from process_tools import free_ports
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
@@ -61,16 +61,6 @@ def update_batch(learner):
     return batch
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def _worker_env(hosts: list[str], index: int) -> dict[str, str]:
     config = {"cluster": {"worker": hosts}, "task": {"type": "worker", "index": index}}
     return dict(os.environ, TF_CONFIG=json.dumps(config), TF_CPP_MIN_LOG_LEVEL="2",
@@ -81,7 +71,7 @@ def _worker_env(hosts: list[str], index: int) -> dict[str, str]:
 def test_one_update_on_two_hosts_equals_one_device_and_the_chief_checkpoint_loads(tmp_path):
     from kerasrl.trainers.checkpoint import CheckpointSaver
 
-    hosts = [f"localhost:{p}" for p in _free_ports(2)]
+    hosts = [f"localhost:{p}" for p in free_ports(2)]
     procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(WORKER), ROOT, str(tmp_path)],
                               env=_worker_env(hosts, i), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(2)]
@@ -112,7 +102,7 @@ def test_one_update_on_two_hosts_equals_one_device_and_the_chief_checkpoint_load
 
 
 def test_a_worker_whose_peers_never_join_gets_a_clear_error():
-    hosts = [f"localhost:{p}" for p in _free_ports(2)]
+    hosts = [f"localhost:{p}" for p in free_ports(2)]
     script = "from kerasrl import distribute; distribute.multi_worker_strategy(join_timeout_s=3)"
     proc = subprocess.run([sys.executable, "-c", script], env=_worker_env(hosts, 1), capture_output=True, text=True,
                           timeout=120)
@@ -162,7 +152,7 @@ def test_kerasrl_learn_trains_on_two_hosts_with_one_global_batch(tmp_path):
     """Each host steps 2 CartPole copies; buffer_size 63 is the global rollout (32 agent steps a
     host), so updates come every 16 steps of the 4 copies; --steps counts every host's steps."""
     (tmp_path / "tiny.yaml").write_text(TINY)
-    hosts = ",".join(f"localhost:{p}" for p in _free_ports(2))
+    hosts = ",".join(f"localhost:{p}" for p in free_ports(2))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("TF_CONFIG", None)
     procs = [subprocess.Popen([sys.executable, "-m", "kerasrl.cli", str(tmp_path / "tiny.yaml"), "--num-envs", "2",

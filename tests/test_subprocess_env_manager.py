@@ -17,6 +17,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 import pytest
+from process_tools import group_members
 
 from kerasrl.cli import main
 from kerasrl.envs import (
@@ -380,20 +381,6 @@ def test_cli_saves_the_model_before_reporting_a_dead_worker(tmp_path, capsys, mo
     assert_no_workers_alive()
 
 
-def _group_members(pgid: int) -> list[int]:
-    members = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                members.append(int(entry))
-    return members
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process groups from /proc")
 def test_ctrl_c_saves_exits_130_and_leaves_no_process(tmp_path):
     """SIGINT to the whole process group, as a terminal's Ctrl-C: no worker traceback, no orphan."""
@@ -408,7 +395,7 @@ def test_ctrl_c_saves_exits_130_and_leaves_no_process(tmp_path):
         for line in proc.stdout:  # type: ignore[union-attr]
             if line.startswith("steps="):
                 break
-        assert len(_group_members(proc.pid)) >= 3  # the main process and its 2 workers
+        assert len(group_members(proc.pid)) >= 3  # the main process and its 2 workers
         os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -419,6 +406,6 @@ def test_ctrl_c_saves_exits_130_and_leaves_no_process(tmp_path):
     assert "continue with --resume" in out
     assert list((tmp_path / "ppo" / "models" / "CartPole-v1").glob("model-*.index"))
     deadline = time.monotonic() + 5
-    while _group_members(proc.pid) and time.monotonic() < deadline:
+    while group_members(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _group_members(proc.pid) == []
+    assert group_members(proc.pid) == []
