@@ -23,7 +23,15 @@ from kerasrl.cli.multi_host import (
 )
 from kerasrl.cli.parser import check_args
 from kerasrl.cli.report import ProgressReport
-from kerasrl.cli.run_folder import RecordedRun, initial_models, prepare_run_dir, record_run, recorded_run, release_run_dirs
+from kerasrl.cli.run_folder import (
+    RecordedRun,
+    check_run_dir,
+    initial_models,
+    prepare_run_dir,
+    record_run,
+    recorded_run,
+    release_run_dirs,
+)
 from kerasrl.configs import config_source
 from kerasrl.curriculum import MetaCurriculum, load_lessons
 from kerasrl.distribute import cluster
@@ -129,7 +137,7 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
     if workers > 1 or env_manager == "ray":
         copies_per_worker(args.env, args.num_envs, workers)  # a layout error before the run folder is touched
     init = initial_models(args)
-    prepare_run_dir(args)
+    check_run_dir(args)  # written to only once the environment has started and accepted its parameters
     seed_given = getattr(args, "seed_given", args.seed >= 0)
     recorded = RecordedRun()
     if args.load and not args.inference and not (seed_given and args.steps is not None):
@@ -190,9 +198,6 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
            start: float, env_params: Optional[EnvParameters] = None) -> dict[str, float]:
     """The training (or inference) run itself, once everything is set up."""
     target = args.steps if args.inference else max(t.get_max_steps for t in trainers.values())
-    for trainer in trainers.values() if args.load and not args.inference else ():
-        if trainer.writes_results:  # the steps after the restored checkpoint are trained again
-            trainer.metrics.drop_after(trainer.get_step)
     report = ProgressReport(trainers, n_agents, args.inference, target)
     minutes = args.save_every_minutes
     tc = report.controller = TrainerController(
@@ -202,6 +207,11 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
         inference_steps=max(args.steps // n_agents, 1) if args.inference and args.steps else None,
         timers_path=os.path.join(args.results_dir, args.run_id, "timers.json"), export=export_trainers,
         **(env_params or EnvParameters()).controller_kwargs(args, context.model_path, context.seed))
+    tc.reset_environment(manager)
+    prepare_run_dir(args)
+    for trainer in trainers.values() if args.load and not args.inference else ():
+        if trainer.writes_results:  # the steps after the restored checkpoint are trained again
+            trainer.drop_results_after(trainer.get_step)
     record_run(args, context, trainers)
     workers = getattr(args, "workers", 1)
     where = f" in {workers} worker processes" if workers > 1 else ""
@@ -257,6 +267,7 @@ def record_demo(args: argparse.Namespace, default_config: Optional[str] = None) 
     run_args = argparse.Namespace(**{**vars(args), "inference": True, "force": False})
     context, manager, trainers, _ = _setup(run_args, default_config)
     try:
+        prepare_run_dir(run_args)
         if len(trainers) != 1:
             raise TrainerError(f"--record-demo records one behavior; the environment has {sorted(trainers)}.")
         name, trainer = next(iter(trainers.items()))
