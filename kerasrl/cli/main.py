@@ -102,6 +102,50 @@ def tensorflow_start_up_hidden(debug: bool) -> Iterator[None]:
                 sys.stderr.flush()
 
 
+class _LostOutputDropped:
+    """A text stream (stdout or stderr) that outlives what it writes to: once a write fails (the
+    terminal was closed, the reading end of a pipe went away) its file descriptor is pointed at
+    ``os.devnull`` and the run goes on, saving as it would, with its output dropped."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def _lost(self) -> None:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self._stream.fileno())
+            os.close(null)
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError:
+            self._lost()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError:
+            self._lost()
+            with contextlib.suppress(OSError):
+                self._stream.flush()  # what was buffered goes to os.devnull now
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _output_may_be_lost() -> Iterator[None]:
+    """stdout and stderr as :class:`_LostOutputDropped` for the block."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _LostOutputDropped(sys.stdout), _LostOutputDropped(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
 class _StopSignals:
     """While installed: the first SIGTERM or SIGHUP raises ``KeyboardInterrupt`` in the main
     thread, which the trainer controller handles as a Ctrl-C (it saves, then closes the
@@ -152,7 +196,7 @@ def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.Argumen
     args = parser.parse_args(argv)
     args.argv = [parser.prog, *(sys.argv[1:] if argv is None else argv)]
     quiet_tensorflow(args.debug)
-    with _StopSignals().installed() as stop:
+    with _output_may_be_lost(), _StopSignals().installed() as stop:
         try:
             check_args(args)
             with tensorflow_start_up_hidden(args.debug):
