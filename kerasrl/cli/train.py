@@ -8,12 +8,13 @@ import os
 import random
 import shutil
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Optional
 
 import tensorflow as tf
 
 from kerasrl import xla_cache
+from kerasrl.cli.env_parameters import EnvParameters
 from kerasrl.cli.multi_host import (
     check_multi_host_args,
     choose_strategy,
@@ -33,14 +34,12 @@ from kerasrl.cli.run_folder import (
     release_run_dirs,
 )
 from kerasrl.configs import config_source
-from kerasrl.curriculum import MetaCurriculum, load_lessons
 from kerasrl.distribute import cluster
 from kerasrl.envs.ray_env_manager import ray_available
 from kerasrl.envs.registry import copies_per_worker, make_env_manager
 from kerasrl.exception import EnvironmentException, TrainerError
 from kerasrl.export import export_trainers
 from kerasrl.recording import record
-from kerasrl.samplers import SamplerManager, load_sampler_file
 from kerasrl.settings import RunContext, TrainerConfig, load_trainer_config
 from kerasrl.trainers import TrainerController, create_trainers
 
@@ -61,46 +60,6 @@ def set_tf_threads(threads: int) -> bool:
         return False
     return True
 
-
-
-@dataclass
-class EnvParameters:
-    """What ``--curriculum`` and ``--sampler`` give: lessons, sampler entries and interval."""
-
-    meta_curriculum: Any = None
-    sampler_config: Optional[dict[str, Any]] = None
-    resampling_interval: Optional[int] = None
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> "EnvParameters":
-        """Read and check the files (before the run folder is touched)."""
-        if getattr(args, "lesson", None) is not None and (args.lesson < 0 or not args.curriculum):
-            raise TrainerError(f"--lesson {args.lesson}: needs --curriculum and a lesson >= 0.")
-        meta = MetaCurriculum(args.curriculum) if getattr(args, "curriculum", None) else None
-        if meta is not None and args.lesson is not None:
-            meta.check_lesson(args.lesson)
-        if getattr(args, "sampler", None) is None:
-            return cls(meta)
-        sampler, interval = load_sampler_file(args.sampler)
-        return cls(meta, sampler.reset_param_dict, interval)
-
-    def reward_buff_caps(self) -> dict[str, int]:
-        """Each curriculum's behavior keeps the returns of its last ``min_lesson_length`` episodes."""
-        curricula = self.meta_curriculum.curricula if self.meta_curriculum is not None else {}
-        return {name: c.min_lesson_length for name, c in curricula.items()}
-
-    def controller_kwargs(self, args: argparse.Namespace, model_path: str, seed: int) -> dict[str, Any]:
-        """The controller's curriculum and sampler arguments; the lessons start at ``--lesson``,
-        else (with ``--resume``) where the run's last checkpoint left them."""
-        meta = self.meta_curriculum
-        if meta is not None:
-            if args.lesson is not None:
-                meta.set_all_curriculums_to_lesson_num(args.lesson)
-            elif args.load and load_lessons(meta, model_path):
-                print(f"Resumed the curricula at lessons {meta.lesson_nums}.", flush=True)
-        sampler = SamplerManager(self.sampler_config, seed) if self.sampler_config is not None else None
-        return {"meta_curriculum": meta, "sampler_manager": sampler,
-                "resampling_interval": self.resampling_interval if sampler is not None else None}
 
 
 def _check_ray_args(args: argparse.Namespace) -> None:
@@ -165,8 +124,10 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
         raise
 
 
-def run_training(args: argparse.Namespace, default_config: Optional[str] = None) -> dict[str, float]:
-    """Train as ``args`` say; print progress and the final machine-readable summary line."""
+def run_training(args: argparse.Namespace, default_config: Optional[str] = None,
+                 env_params: Optional[EnvParameters] = None) -> dict[str, float]:
+    """Train as ``args`` say; print progress and the final machine-readable summary line.
+    ``env_params``: the curriculum and sampler files, when already read (else read here)."""
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
     check_args(args)
     multi_host = check_multi_host_args(args)
@@ -174,7 +135,7 @@ def run_training(args: argparse.Namespace, default_config: Optional[str] = None)
     xla_cache.enable(args.xla_cache)
     choose_strategy(args, multi_host)
     start = time.perf_counter()
-    env_params = EnvParameters.from_args(args)
+    env_params = env_params or EnvParameters.from_args(args)
     resume = args.load
     args.seed_given = args.seed >= 0  # before the hosts agree on a seed: --resume keeps the recorded one
     scratch = join_cluster(args, default_config) if multi_host else None
