@@ -12,7 +12,8 @@ process) does the same for curiosity (discrete vector, continuous visual), GAIL 
 VAIL and BC (discrete LSTM, continuous with noise; on 4 replicas curiosity, VAIL and the LSTM BC)
 — one update, weights within 1e-5, replicas identical, rewards equal, non-divisible mini-batches
 refused, signal and BC optimizer checkpoints across strategies — and ``SIGNALS_END_TO_END`` runs
-PPO with curiosity, GAIL and BC pretraining under 2 replicas end to end.
+PPO with curiosity, GAIL (reading the policy's normalizer) and BC pretraining under 2 replicas
+end to end.
 """
 import os
 import subprocess
@@ -283,11 +284,12 @@ signals = {"extrinsic": {"strength": 1.0, "gamma": 0.99},
            "curiosity": {"strength": 0.5, "gamma": 0.9, "encoding_size": 8},
            "gail": {"strength": 0.5, "gamma": 0.9, "demo_path": str(folder / "expert.demo"), "use_actions": True}}
 pretraining = {"demo_path": str(folder / "expert.demo"), "strength": 0.5, "steps": 1000}
-config = simple_config(max_steps=140, reward_signals=signals, pretraining=pretraining)
+config = simple_config(max_steps=140, normalize=True, reward_signals=signals, pretraining=pretraining)
 trainer = next(iter(run_training(Simple1DEnvironment(use_discrete=True, seed=1), folder, config=config,
                                  seed=1).trainers.values()))
 assert trainer.learner.replicas == N and trainer.bc_module.learner.replicas == N
 assert [s.replicas for s in trainer.reward_signals.values() if hasattr(s, "model")] == [N, N]
+assert trainer.reward_signals["gail"].normalizer is trainer.learner.actor_critic.normalizer is not None
 for key in ("Losses/Curiosity Forward Loss", "Losses/GAIL Loss", "Losses/Pretraining Loss"):
     assert trainer.stats[key] and all(np.isfinite(trainer.stats[key])), key
 try:

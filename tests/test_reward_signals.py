@@ -181,15 +181,55 @@ def test_ppo_with_curiosity_stores_next_observations_and_trains_the_signal(tmp_p
     assert stats["Policy/Curiosity Value Estimate"]
 
 
-def record_scripted_expert(discrete: bool, path) -> None:
-    from kerasrl import recording
-    from kerasrl.envs.simple import Simple1DEnvironment
-
+def scripted_expert(discrete: bool):
+    """Simple1D's expert: straight to the observed goal."""
     def expert(obs):
         goal = np.asarray(obs)[:, 0]
         return (goal > 0).astype(np.int32)[:, None] if discrete else goal[:, None].astype(np.float32)
+    return expert
 
-    recording.record(Simple1DEnvironment(use_discrete=discrete, seed=7), expert, 500, path)
+
+def record_scripted_expert(discrete: bool, path, num_steps: int = 500):
+    """(spec, buffer) of the scripted expert's demo, written to ``path``. With env seed 7 its
+    goals are unbalanced: 400 steps hold 29 % of goal +1."""
+    from kerasrl import recording
+    from kerasrl.envs.simple import Simple1DEnvironment
+
+    return recording.record(Simple1DEnvironment(use_discrete=discrete, seed=7), scripted_expert(discrete), num_steps,
+                            path)
+
+
+def random_policy_rows(spec: BehaviorSpec, n: int, rng: np.random.Generator) -> dict:
+    """Simple1D transitions of a uniformly random policy (what GAIL's discriminator first sees)."""
+    goal = rng.choice([-1.0, 1.0], size=(n, 1)).astype(np.float32)
+    actions = (rng.integers(0, 2, (n, 1)).astype(np.int32) if spec.is_discrete
+               else rng.uniform(-1.0, 1.0, (n, 1)).astype(np.float32))
+    return {Field.VECTOR_OBS: goal, Field.ACTIONS: actions, Field.DONE: np.zeros(n, np.float32),
+            Field.MASKS: np.ones(n, np.float32)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("use_discrete", [True, False], ids=["discrete", "continuous"])
+def test_gail_rewards_the_experts_action_above_the_opposite_one_on_every_seed(use_discrete, tmp_path):
+    """A discriminator trained against a random policy ranks (goal, expert's action) above (goal,
+    opposite action) for both goals, on every seed. With the two-sided gradient penalty, 4 of 8
+    seeds ranked one goal's actions the other way after 10 updates, and PPO learned the anti-expert."""
+    spec, demo = record_scripted_expert(use_discrete, tmp_path / "expert.demo", 400)
+    dtype = np.int32 if use_discrete else np.float32
+    toward = {Field.VECTOR_OBS: np.array([[1.0], [-1.0]], np.float32),  # goal +1, goal -1
+              Field.ACTIONS: np.array([[1], [0]] if use_discrete else [[1.0], [-1.0]], dtype),
+              Field.DONE: np.zeros(2, np.float32)}
+    away = {**toward, Field.ACTIONS: np.array([[0], [1]] if use_discrete else [[-1.0], [1.0]], dtype)}
+    wrong = []
+    for seed in range(1, 7):
+        signal = make_signal("gail", spec, NetworkSettings(), seed=seed, demo=(spec, demo), use_actions=True)
+        rng = np.random.default_rng(seed)
+        for _ in range(10):
+            signal.update(as_buffer(random_policy_rows(spec, 64, rng)), n_sequences=16)
+        good, bad = signal.evaluate_batch(toward).unscaled_reward, signal.evaluate_batch(away).unscaled_reward
+        if not (good > bad).all():
+            wrong.append((seed, [round(float(v), 2) for v in good], [round(float(v), 2) for v in bad]))
+    assert not wrong, f"(seed, expert's rewards for goals +1/-1, opposite actions'): {wrong}"
 
 
 @pytest.mark.slow
@@ -208,6 +248,112 @@ def test_gail_alone_learns_simple1d_from_a_scripted_expert(use_discrete, tmp_pat
     returns = list(trainer.recent_returns)[-10:]
     assert len(returns) == 10 and np.mean(returns) >= 0.9, returns
     assert trainer.reward_signals["gail"].has_updated
+
+
+@pytest.mark.slow
+def test_gail_alone_follows_its_expert_on_five_seeds(tmp_path):
+    """The setting in which 1 seed in 5 walked to the wrong end every time: GAIL the only
+    reward, state-action discriminator, a 400-step scripted demo, 6,000 steps."""
+    from kerasrl.envs.simple import Simple1DEnvironment
+    from tests.test_simple_rl import run_training
+
+    demo = tmp_path / "expert.demo"
+    record_scripted_expert(True, demo, 400)
+    config = simple_config(max_steps=6000, reward_signals={"gail": {
+        "strength": 1.0, "gamma": 0.99, "demo_path": str(demo), "use_actions": True}})
+    finals = {}
+    for seed in (21, 22, 23, 24, 25):
+        tc = run_training(Simple1DEnvironment(use_discrete=True, seed=seed), tmp_path / str(seed), config=config,
+                          seed=seed)
+        finals[seed] = round(float(np.mean(list(next(iter(tc.trainers.values())).recent_returns)[-10:])), 3)
+    assert all(v >= 0.9 for v in finals.values()), finals
+
+
+def gail_features(signal: GAILRewardSignal, rows: dict) -> np.ndarray:
+    """The discriminator's input by hand: observations, one-hot actions, done."""
+    spec = signal.spec
+    onehot = [np.eye(b, dtype=np.float32)[rows[Field.ACTIONS][:, k]] for k, b in enumerate(spec.discrete_branches)]
+    return np.concatenate([rows[Field.VECTOR_OBS], *onehot, rows[Field.DONE][:, None]], axis=1)
+
+
+def test_gail_loss_and_reward_match_their_formulas():
+    """One update's loss, by hand: ``−mean(log(D_e + ε) + log(1 − D_p + ε)) + 10·mean(max(‖∂D/∂x‖ − 1, 0)²)``
+    with ∂D/∂x by central differences (expert rows = policy rows: the interpolation is that row),
+    and the reward ``−log(1 − D + ε)``."""
+    import tensorflow as tf
+
+    spec = make_spec(True, False)
+    rows = make_rows(spec, 16, np.random.default_rng(6))
+    signal = make_signal("gail", spec, NetworkSettings(), seed=3, demo=(spec, as_buffer(rows)), use_actions=True)
+    signal.model.out.kernel.assign(signal.model.out.kernel * 30.0)  # some rows steeper than 1: the penalty acts
+    x = gail_features(signal, rows)
+
+    def d_of(inputs: np.ndarray) -> np.ndarray:
+        return signal.model.head(tf.constant(inputs, tf.float32))[0].numpy().astype(np.float64)
+
+    d = d_of(x)
+    h = 1e-2
+    grad = np.stack([(d_of(x + h * e) - d_of(x - h * e)) / (2 * h) for e in np.eye(x.shape[1], dtype=np.float32)], 1)
+    norms = np.linalg.norm(grad, axis=1)
+    assert (norms > 1.0).any() and (norms < 1.0).any(), norms
+    eps = 1e-7
+    expected = -np.mean(np.log(d + eps) + np.log(1 - d + eps)) + 10.0 * np.mean(np.maximum(norms - 1.0, 0.0) ** 2)
+    batch = {k: tf.constant(rows[k]) for k in signal.batch_fields}
+    batch.update({f"expert/{k}": v for k, v in list(batch.items())})
+    loss, d_policy, d_expert = signal.train_step(batch, tf.constant([1, 2], tf.int64)).numpy()
+    assert d_policy == pytest.approx(d.mean(), rel=1e-5) and d_expert == pytest.approx(d.mean(), rel=1e-5)
+    assert loss == pytest.approx(expected, rel=2e-3)
+    signal.update(as_buffer(rows), n_sequences=16)
+    reward = signal.evaluate_batch({k: rows[k] for k in signal.batch_fields}).unscaled_reward
+    np.testing.assert_allclose(reward, -np.log(1.0 - d_of(x) + eps), rtol=1e-3)  # float32 at D ≈ 1
+
+
+def test_gail_sees_vector_observations_through_the_policys_normalizer():
+    """With the policy's normalizer, expert and policy observations are normalised for the update
+    and the rewards: the same as a signal without it fed normalised observations."""
+    from kerasrl.models.normalizer import Normalizer
+
+    spec = make_spec(True, False)
+    rng = np.random.default_rng(4)
+    expert, policy = make_rows(spec, 40, rng), make_rows(spec, 32, rng)
+    for rows in (expert, policy):
+        rows[Field.VECTOR_OBS] = rows[Field.VECTOR_OBS] * 3.0 + 5.0
+    normalizer = Normalizer(3)
+    normalizer.update(policy[Field.VECTOR_OBS])
+
+    def normed(rows: dict) -> dict:
+        return {**rows, Field.VECTOR_OBS: normalizer(rows[Field.VECTOR_OBS]).numpy()}
+
+    def trained(seen_expert: dict, seen_policy: dict, with_normalizer: bool) -> np.ndarray:
+        signal = make_signal("gail", spec, NetworkSettings(), seed=5, demo=(spec, as_buffer(seen_expert)),
+                             use_actions=True)
+        signal.use_normalizer(normalizer if with_normalizer else None)
+        signal.update(as_buffer(seen_policy), n_sequences=16)
+        return signal.evaluate_batch({k: seen_policy[k] for k in signal.batch_fields}).unscaled_reward
+
+    through = trained(expert, policy, True)
+    np.testing.assert_allclose(through, trained(normed(expert), normed(policy), False), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(through, trained(expert, policy, False), rtol=1e-2)
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_ppo_hands_its_normalizer_to_gail(normalize, tmp_path):
+    from kerasrl.envs import SimpleEnvManager
+    from kerasrl.envs.simple import Simple1DEnvironment
+    from kerasrl.trainers import initialize_trainers
+
+    demo = tmp_path / "expert.demo"
+    record_scripted_expert(True, demo, 50)
+    config = simple_config(normalize=normalize, reward_signals={"gail": {"strength": 1.0, "gamma": 0.99,
+                                                                         "demo_path": str(demo)}})
+    trainers = initialize_trainers(config, SimpleEnvManager(Simple1DEnvironment(use_discrete=True)).behavior_specs,
+                                   summaries_dir=str(tmp_path), run_id="id", model_path=str(tmp_path / "m"),
+                                   keep_checkpoints=1, train_model=True, load_model=False, seed=1,
+                                   meta_curriculum=None, multi_gpu=False)
+    trainer = next(iter(trainers.values()))
+    normalizer = trainer.learner.actor_critic.normalizer
+    assert (normalizer is not None) == normalize
+    assert trainer.reward_signals["gail"].normalizer is normalizer
 
 
 def test_signal_state_is_checkpointed_and_restored(tmp_path):

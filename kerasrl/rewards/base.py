@@ -64,6 +64,10 @@ class RewardSignal:
         """The stored fields ``evaluate_batch`` reads."""
         return []
 
+    def use_normalizer(self, normalizer: Optional[Any]) -> None:
+        """Read vector observations through the policy's running normalizer (``None``: raw). The
+        trainer calls it once with its model's normalizer; only GAIL's discriminator uses it."""
+
     def checkpoint_state(self) -> Optional[Any]:
         """A trackable object with the signal's training state (model, optimizer), saved in the
         trainer's checkpoints; ``None`` for signals without one."""

@@ -36,9 +36,10 @@ Demo = tuple[BehaviorSpec, Any]
 class GAILRewardSignal(ModelRewardSignal):
     """Reward = ``−log(1 − D(policy) + 1e-7) × strength`` (0 before the first update).
 
-    Discriminator loss ``−mean(log(D_e + ε) + log(1 − D_p + ε))`` + 10 × gradient penalty on
-    inputs interpolated per element between expert and policy rows; with VAIL also
-    ``β·(KL − 0.5)``, β adapted after every mini-batch. ``demo`` (spec, buffer) replaces
+    Discriminator loss ``−mean(log(D_e + ε) + log(1 − D_p + ε))`` + 10 × a one-sided gradient
+    penalty ``mean(max(‖∂D/∂x‖ − 1, 0)²)`` on inputs interpolated per element between expert
+    and policy rows (ML-Agents penalises ``(‖∂D/∂x‖ − 1)²``, see ``_gradient_penalty``); with
+    VAIL also ``β·(KL − 0.5)``, β adapted after every mini-batch. ``demo`` (spec, buffer) replaces
     reading ``demo_path`` (tests, demonstrations made in memory). Every mean is over the global
     mini-batch (a replica's local sum over the global row count) and the interpolation and VAIL
     noise are drawn for the global mini-batch, so a split update equals one device's.
@@ -59,6 +60,14 @@ class GAILRewardSignal(ModelRewardSignal):
                 f"GAIL's demo_path {settings.demo_path} is for {demos.describe_spec(demo_spec)}, "
                 f"but the behavior has {demos.describe_spec(self.spec)}.")
         self.expert = self._expert_arrays(buffer)
+        #: The policy's observation normalizer (``use_normalizer``): expert and policy vector
+        #: observations both go through it, so D compares what the policy sees.
+        self.normalizer: Optional[keras.layers.Layer] = None
+
+    def use_normalizer(self, normalizer: Optional[Any]) -> None:
+        if normalizer is not self.normalizer:
+            self.normalizer = normalizer
+            self._reward_fn = self._update_fn = None  # compiled without it
 
     def _expert_arrays(self, buffer: Any) -> dict[str, np.ndarray]:
         fields = self.batch_fields
@@ -91,6 +100,8 @@ class GAILRewardSignal(ModelRewardSignal):
 
     def _features(self, batch: Mapping[str, tf.Tensor], prefix: str = "") -> tuple[dict[str, tf.Tensor], Any, Any]:
         obs = {k: tf.cast(batch[prefix + k], tf.float32) for k in observation_fields(self.spec)}
+        if self.normalizer is not None and Field.VECTOR_OBS in obs:
+            obs[Field.VECTOR_OBS] = self.normalizer(obs[Field.VECTOR_OBS])
         if not self.settings.use_actions:
             return obs, None, None
         return obs, action_features(batch[prefix + Field.ACTIONS], self.spec), batch[prefix + Field.DONE]
@@ -100,8 +111,15 @@ class GAILRewardSignal(ModelRewardSignal):
         return -tf.math.log(1.0 - d + EPSILON)
 
     def _gradient_penalty(self, policy: tuple, expert: tuple, seed: tf.Tensor, count: tf.Tensor) -> tf.Tensor:
-        """``mean((‖∂D/∂x‖ − 1)²)`` (this replica's share: ``count`` is the global row count) at
-        inputs interpolated per element between expert and policy."""
+        """``mean(max(‖∂D/∂x‖ − 1, 0)²)`` (this replica's share: ``count`` is the global row count)
+        at inputs interpolated per element between expert and policy.
+
+        One-sided: D is bounded to be 1-Lipschitz, never pushed to be steep. ML-Agents' two-sided
+        ``(‖∂D/∂x‖ − 1)²`` asks a sigmoid's slope to be 1 everywhere: at the start (slope ≈ 0.1)
+        that term is ~5× the classification loss, so the first updates make D steep in whatever
+        direction its initial weights favour, and its rewards can rank the anti-expert's actions
+        above the expert's; PPO then commits to the wrong action before D recovers.
+        """
         def mix(e: Any, p: Any, k: int) -> Any:
             if e is None:
                 return None
@@ -116,7 +134,8 @@ class GAILRewardSignal(ModelRewardSignal):
             inner.watch(x)
             d, _ = self.model.head(x)
         g = inner.gradient(d, x)
-        return tf.reduce_sum(tf.square(tf.sqrt(tf.reduce_sum(tf.square(g), axis=-1) + EPSILON) - 1.0)) / count
+        norm = tf.sqrt(tf.reduce_sum(tf.square(g), axis=-1) + EPSILON)
+        return tf.reduce_sum(tf.square(tf.nn.relu(norm - 1.0))) / count
 
     def train_step(self, batch: Mapping[str, tf.Tensor], seed: tf.Tensor) -> tf.Tensor:
         model, vail = self.model, self.settings.use_vail

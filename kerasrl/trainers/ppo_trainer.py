@@ -56,6 +56,8 @@ class PPOTrainer(RLTrainer):
         self.hyperparameters = settings.hyperparameters
         self.learner = self._make_learner()
         model = self.learner.actor_critic
+        for signal in self.reward_signals.values():
+            signal.use_normalizer(model.normalizer)
         self.sequence_length = model.sequence_length
         self._policy = PPOPolicy(spec, model, seed=self.seed, inference=settings.inference)
         self.processor = self.make_processor(self._policy.experience_fields, self._policy.get_value_estimates)
