@@ -3,7 +3,8 @@
 * ``python`` blocks: a block with a phrase of ``RUN_BY`` is run by that test (long runs shortened,
   results checked); any other is run as written, in a scratch folder.
 * ``bash`` blocks: run by bash in a scratch folder, with ``kerasrl-learn`` and ``kerasrl`` running
-  this tree's package and ``kerasrl-learn`` capped at ``DOC_STEPS`` steps (an appended ``--steps``).
+  this tree's package; a ``kerasrl-learn`` line without ``--steps`` (which would train to the
+  config's ``max_steps``) is given ``--steps DOC_STEPS``.
 * ``yaml`` blocks are loaded as trainer configs (or sampler files), ``json`` blocks as curricula.
 * ``text`` blocks are output and diagrams, not code.
 
@@ -168,7 +169,9 @@ def shell_env(tmp_path) -> dict:
     """PATH with kerasrl-learn, kerasrl and python3 running this tree; examples/ and benchmarks/ at hand."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    shims = {"kerasrl-learn": f'exec "{sys.executable}" -m kerasrl.cli "$@" --steps {DOC_STEPS}',
+    learn = f'"{sys.executable}" -m kerasrl.cli "$@"'
+    shims = {"kerasrl-learn": f'for a in "$@"; do case "$a" in --steps|--steps=*) exec {learn};; esac; done\n'
+                              f'exec {learn} --steps {DOC_STEPS}',
              "kerasrl": f'exec "{sys.executable}" -m kerasrl.cli.tools "$@"',
              "python3": f'exec "{sys.executable}" "$@"'}
     for name, line in shims.items():
