@@ -19,9 +19,11 @@ import json
 import math
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
+import weakref
 import zipfile
 from typing import Any, Mapping, Optional, Sequence, Union
 
@@ -221,7 +223,8 @@ class PPO:
     and override the behavior's section, checked as the YAML is. ``gpus`` / ``cpu_replicas``
     choose the learner's strategy (:func:`kerasrl.distribute.get_strategy`; logical CPU devices
     must be split before TensorFlow starts). Summaries and checkpoints go to ``run_dir``
-    (default: a new temporary folder).
+    (default: a new temporary folder, removed by ``close``, when the agent is garbage-collected
+    or when Python exits; kept, and named on stderr, once a Ctrl-C saved a checkpoint in it).
     """
 
     #: The step and update count of a model loaded without an environment (it has no trainer to hold them).
@@ -236,6 +239,9 @@ class PPO:
         else:
             self.strategy = distribute.learner_strategy()
         self.seed = int(seed) if seed is not None else random.randrange(10000)
+        #: Removes the temporary run folder (``run_dir`` not given) when called, at ``close``, or
+        #: when the agent is garbage-collected or Python exits; detached once a Ctrl-C saved into it.
+        self._remove_run_dir: Optional[weakref.finalize] = None
         self.env_manager = as_env_manager(env, num_envs, self.seed)
         try:
             specs = self.env_manager.behavior_specs
@@ -246,7 +252,7 @@ class PPO:
                 net = self.settings.network
                 distribute.warn_if_small(net.hidden_units, net.num_layers, bool(self.spec.visual_observation_shapes),
                                          gpus)
-            self.run_dir = run_dir or tempfile.mkdtemp(prefix="kerasrl-")
+            self.run_dir = run_dir or self._temporary_run_dir()
             self.context = RunContext.in_results_dir(os.path.dirname(os.path.abspath(self.run_dir)),
                                                      os.path.basename(os.path.abspath(self.run_dir)), seed=self.seed,
                                                      keep_checkpoints=2)
@@ -259,10 +265,17 @@ class PPO:
         except BaseException:
             if self.env_manager is not env:  # made here: nothing else will close it
                 self.env_manager.close()
+            if self._remove_run_dir is not None:
+                self._remove_run_dir()
             raise
         self.actor_critic = trainer.learner.actor_critic
         self.model: Optional[PolicyModel] = PolicyModel(self)
         self._predict_fns: dict[bool, Any] = {}
+
+    def _temporary_run_dir(self) -> str:
+        path = tempfile.mkdtemp(prefix="kerasrl-")
+        self._remove_run_dir = weakref.finalize(self, shutil.rmtree, path, ignore_errors=True)
+        return path
 
     # -- training ------------------------------------------------------------------------
     def fit(self, total_steps: int, callbacks: Optional[Sequence[keras.callbacks.Callback]] = None,
@@ -305,8 +318,10 @@ class PPO:
         finally:
             self.trainer.nonfinite_loss = "raise"
         if controller.interrupted:  # Ctrl-C: the controller saved a checkpoint; the caller sees it, as in Keras
+            if self._remove_run_dir is not None:
+                self._remove_run_dir.detach()  # a temporary run folder now holds the checkpoint: it stays
             print(f"kerasrl: interrupted at step {self.trainer.step}; the checkpoint is in {self.context.model_path} "
-                  f"(run_dir={self.run_dir!r})", file=sys.stderr, flush=True)
+                  f"(run_dir={self.run_dir!r}, kept)", file=sys.stderr, flush=True)
             raise KeyboardInterrupt
         returns = self.trainer.recent_returns
         cbs.on_train_end({**controller.logs, "step": float(self.trainer.step),
@@ -347,10 +362,13 @@ class PPO:
         trainer.policy.refresh_normalizer()
 
     def close(self) -> None:
-        """Close the environment and the trainer's summary writers."""
+        """Close the environment and the trainer's summary writers, and remove the temporary run
+        folder (one kerasrl made because no ``run_dir`` was given, unless a Ctrl-C saved into it)."""
         if self.trainer is not None:
             self.env_manager.close()
             self.trainer.close()
+        if self._remove_run_dir is not None:
+            self._remove_run_dir()
 
     # -- acting --------------------------------------------------------------------------
     def predict(self, observations: Any, action_mask: Optional[np.ndarray] = None,
@@ -444,6 +462,7 @@ class PPO:
         agent.behavior, agent.spec, agent.seed = meta["behavior"], spec, int(meta["seed"])
         agent.settings = TrainerSettings.from_dict(settings, "the saved model's settings")
         agent.trainer, agent.env_manager, agent.model, agent._predict_fns = None, None, None, {}
+        agent._remove_run_dir = None
         agent._step, agent._updates = int(meta["step"]), int(meta["update_count"])
         agent.actor_critic = ActorCritic(spec, list(agent.settings.reward_signals), agent.settings.network,
                                          seed=agent.seed, name="actor_critic")

@@ -20,7 +20,7 @@ import yaml
 from process_tools import free_ports
 
 from kerasrl.ppo.schedules import LR_END, linear_decay
-from kerasrl.trainers.stats import CsvStats
+from kerasrl.trainers.stats import CsvStats, StatsWriter
 
 FINAL = re.compile(r"^final steps=(\d+) mean_return=(\S+) steps_per_sec=(\S+) wall_s=(\S+)$", re.M)
 TF_LOG = re.compile(r"^(WARNING: All log messages|[IWEF]\d{4} )")  # TensorFlow's and absl's own
@@ -136,6 +136,31 @@ def test_csv_rows_past_the_resumed_step_are_dropped(tmp_path):
     steps = steps_of(csv_rows(tmp_path))
     assert steps == [50, 100, 150, 200, 250, 300, 350, 400]  # each step once, in order
     assert not os.path.exists(tmp_path / "r" / "Simple1D.csv.tmp")
+    reward_steps = scalar_steps(tmp_path / "r" / "summaries", "Environment/Cumulative Reward")
+    rewarded = [int(float(r["Step"])) for r in csv_rows(tmp_path) if r["Environment/Cumulative Reward"]]
+    assert sorted(reward_steps) == rewarded and max(rewarded) > 200  # TensorBoard as the CSV: each step once
+
+
+def scalar_steps(folder: Path, tag: str) -> list[int]:
+    """The steps of every ``tag`` event in the TensorBoard files under ``folder``."""
+    import tensorflow as tf
+
+    return [event.step for path in folder.rglob("*.tfevents.*") for record in tf.data.TFRecordDataset(str(path))
+            for event in [tf.compat.v1.Event.FromString(bytes(record.numpy()))]
+            if any(value.tag == tag for value in event.summary.value)]
+
+
+def test_stats_writer_drops_the_events_past_the_step(tmp_path):
+    writer = StatsWriter(str(tmp_path / "tb"))
+    assert writer.drop_after(10) == 0
+    for step in (50, 100, 150):
+        writer.write_scalars(step, {"a": float(step), "b": 1.0})
+    assert writer.drop_after(150) == 0
+    assert writer.drop_after(60) == 4
+    writer.write_scalars(100, {"a": 2.0})
+    writer.close()
+    assert sorted(scalar_steps(tmp_path / "tb", "a")) == [50, 100] and scalar_steps(tmp_path / "tb", "b") == [50]
+    assert not list((tmp_path / "tb").glob("*.tmp"))
 
 
 def test_drop_after_keeps_the_rows_up_to_the_step(tmp_path):

@@ -245,3 +245,20 @@ def test_record_demo_does_not_overwrite_a_demo_without_force(world, capsys):
     assert main(base + ["--resume", "--record-demo", str(demo), "--steps", "30", "--force"]) == 0
     assert len(load(demo)[1][Field.ACTIONS]) == 30
     assert (results / "d" / "models" / "Simple1D" / "model-41.index").exists()  # --force left the run alone
+
+
+def test_a_parameter_the_environment_rejects_writes_nothing(world):
+    """The environment meets its first parameters before the run folder is written: a misspelled
+    sampler parameter leaves no folder behind (so the corrected command needs no ``--force``),
+    and with ``--force`` the run it would have replaced is still whole."""
+    bad = world / "bad.yaml"
+    bad.write_text("resampling-interval: 100\nlenght: {sampler-type: uniform, min_value: 1, max_value: 2}\n")
+    line = error_line(learn(world, "--steps", "40", "--run-id", "r", "--sampler", str(bad)))
+    assert "'lenght'" in line and "continue with --resume" not in line
+    assert not (world / "results" / "r").exists()
+    assert learn(world, "--steps", "40", "--run-id", "r").returncode == 0  # no --force needed
+    before = tree(world / "results" / "r")
+    assert "models/Simple1D/model-41.index" in before
+    line = error_line(learn(world, "--steps", "40", "--run-id", "r", "--force", "--sampler", str(bad)))
+    assert "'lenght'" in line
+    assert tree(world / "results" / "r") == before

@@ -246,3 +246,59 @@ def test_what_is_not_chatter_still_shows():
     assert proc.stderr.splitlines() == [
         "E0000 00:00:1796179454.240251    5799 cuda_driver.cc:152] failed call to cuInit: CUDA_ERROR_NO_DEVICE",
         "a Python warning", "after"]
+
+
+def test_a_closed_terminal_saves_and_exits_129_though_its_output_is_gone(tmp_path):
+    """A run in a real terminal (a pseudo-terminal whose session it leads) that is then closed:
+    the kernel sends SIGHUP, the run saves and exits 129, even though every later write to the
+    terminal fails."""
+    import pty
+
+    cmd = _learn(tmp_path, "--steps", "10000000", "--progress-every", "50")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: exec at once (the terminal is its stdin, stdout and stderr)
+        os.chdir(ROOT)
+        os.execve(sys.executable, cmd, {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"})
+    seen = b""
+    deadline = time.monotonic() + 120
+    try:
+        while seen.count(b"steps/s") < 2 and time.monotonic() < deadline:  # the progress bar, twice
+            try:
+                seen += os.read(fd, 4096)
+            except OSError:
+                break
+        assert seen.count(b"steps/s") >= 2, seen.decode(errors="replace")[-2000:]
+        assert seen.lstrip().startswith(b"kerasrl: PPO on Simple1D"), seen[:300]  # a terminal sees kerasrl's line first
+    finally:
+        os.close(fd)  # the terminal goes away: its session leader gets SIGHUP
+    for _ in range(600):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise AssertionError("the run did not stop after its terminal closed")
+    assert os.waitstatus_to_exitcode(status) == 129
+    assert _saved_step(tmp_path) > 0
+
+
+def test_a_reader_that_goes_away_does_not_stop_training(tmp_path):
+    """``kerasrl-learn ... | head``: once the pipe's reader is gone the run trains on with its
+    output dropped, and SIGTERM still saves and exits 143."""
+    proc = subprocess.Popen(_learn(tmp_path, "--steps", "10000000", "--progress-every", "50"), cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        head = [proc.stdout.readline() for _ in range(3)]  # type: ignore[union-attr]
+        assert any(line.startswith("steps=") for line in head), head
+        proc.stdout.close()  # type: ignore[union-attr]
+        time.sleep(3)
+        assert proc.poll() is None, "the run ended when its output went away"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert _saved_step(tmp_path) > 0

@@ -2,6 +2,8 @@
 import csv
 import glob
 import math
+import os
+import shutil
 
 import keras
 import numpy as np
@@ -166,3 +168,28 @@ def test_keyword_hyperparameters_are_checked_like_the_yaml(tmp_path):
     hp = ppo.settings.hyperparameters
     assert (hp.batch_size, hp.buffer_size, ppo.settings.network.num_layers) == (32, 128, 1)
     ppo.close()
+
+
+def test_the_temporary_run_folder_goes_with_the_agent_unless_ctrl_c_saved_into_it(monkeypatch):
+    """Without ``run_dir`` the agent trains in a temporary folder: ``close`` removes it; after a
+    Ctrl-C, whose checkpoint it holds, it stays (and stderr names it)."""
+    agent = kerasrl.PPO("Simple1D", seed=3, **HP)
+    folder = agent.run_dir
+    agent.fit(64, verbose=0)
+    assert os.path.isdir(folder)
+    agent.close()
+    assert not os.path.exists(folder)
+    agent = kerasrl.PPO("Simple1D", seed=3, **HP)
+    folder = agent.run_dir
+
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            raise KeyboardInterrupt
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            agent.fit(256, callbacks=[Interrupt()], verbose=0)
+        agent.close()
+        assert any(name.endswith(".index") for _, _, names in os.walk(folder) for name in names)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

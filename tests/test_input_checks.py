@@ -173,3 +173,21 @@ def test_fit_progress_lines_follow_the_summary_period(capsys):
     progress.on_train_end({"step": 1000.0})
     steps = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert steps == ["step=300", "step=500", "step=800", "step=1000"]
+
+
+@pytest.mark.parametrize("mistake", ["config key", "curriculum", "sampler"])
+def test_file_errors_come_before_tensorflow_loads(tmp_path, mistake):
+    """A mistake in the trainer config, the curriculum or the sampler file needs no TensorFlow:
+    its one line comes before TensorFlow is imported (seconds sooner)."""
+    (tmp_path / "cfg.yaml").write_text("default:\n  batch_sise: 16\n" if mistake == "config key" else TINY)
+    (tmp_path / "lessons").mkdir()
+    (tmp_path / "lessons" / "Simple1D.json").write_text('{"measure": "reward", "thresholds": [1]}')
+    (tmp_path / "s.yaml").write_text("length: {sampler-type: uniform, min_value: 1, max_value: 2}\n")
+    flags = {"config key": [], "curriculum": ["--curriculum", "lessons"], "sampler": ["--sampler", "s.yaml"]}[mistake]
+    code = ("import sys\nfrom kerasrl.cli.main import main\nstatus = main(sys.argv[1:])\n"
+            "print('tensorflow loaded' if 'tensorflow' in sys.modules else 'no tensorflow')\nsys.exit(status)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", code, "cfg.yaml", "--env", "Simple1D", *flags], cwd=tmp_path,
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2 and done.stdout.strip() == "no tensorflow", (done.stdout, done.stderr)
+    assert {"config key": "batch_sise", "curriculum": "Simple1D.json", "sampler": "resampling"}[mistake] in done.stderr

@@ -18,8 +18,11 @@ import threading
 import traceback
 from typing import Any, Iterator, Optional, Sequence
 
+from kerasrl.cli.env_parameters import EnvParameters
 from kerasrl.cli.parser import build_parser, check_args
+from kerasrl.configs import config_source
 from kerasrl.exception import EnvironmentException, TrainerError
+from kerasrl.settings import load_trainer_config
 
 #: Exit status of a run stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
 EXIT_INTERRUPTED = 130
@@ -102,6 +105,50 @@ def tensorflow_start_up_hidden(debug: bool) -> Iterator[None]:
                 sys.stderr.flush()
 
 
+class _LostOutputDropped:
+    """A text stream (stdout or stderr) that outlives what it writes to: once a write fails (the
+    terminal was closed, the reading end of a pipe went away) its file descriptor is pointed at
+    ``os.devnull`` and the run goes on, saving as it would, with its output dropped."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def _lost(self) -> None:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self._stream.fileno())
+            os.close(null)
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError:
+            self._lost()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError:
+            self._lost()
+            with contextlib.suppress(OSError):
+                self._stream.flush()  # what was buffered goes to os.devnull now
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _output_may_be_lost() -> Iterator[None]:
+    """stdout and stderr as :class:`_LostOutputDropped` for the block."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _LostOutputDropped(sys.stdout), _LostOutputDropped(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
 class _StopSignals:
     """While installed: the first SIGTERM or SIGHUP raises ``KeyboardInterrupt`` in the main
     thread, which the trainer controller handles as a Ctrl-C (it saves, then closes the
@@ -146,22 +193,25 @@ def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.Argumen
     stderr and exit status 2 (``--debug`` shows the traceback); Ctrl-C exits with 130, SIGTERM
     with 143 and SIGHUP with 129, each after saving the model (once training has started).
 
-    The training stack (and so TensorFlow) is imported only once the flags are checked and
-    TensorFlow's log level is set, which it reads when it loads."""
+    The training stack (and so TensorFlow) is imported only once the flags, the trainer config
+    and the curriculum and sampler files are checked and TensorFlow's log level is set, which it
+    reads when it loads."""
     parser = parser or build_parser()
     args = parser.parse_args(argv)
     args.argv = [parser.prog, *(sys.argv[1:] if argv is None else argv)]
     quiet_tensorflow(args.debug)
-    with _StopSignals().installed() as stop:
+    with _output_may_be_lost(), _StopSignals().installed() as stop:
         try:
             check_args(args)
+            load_trainer_config(config_source(args.trainer_config_path or default_config))  # its errors come first
+            env_params = EnvParameters.from_args(args) if args.record_demo is None else None
             with tensorflow_start_up_hidden(args.debug):
                 from kerasrl.cli.train import record_demo, run_training  # after quiet_tensorflow: see the docstring
 
             if args.record_demo is not None:
                 result = record_demo(args, default_config=default_config)
             else:
-                result = run_training(args, default_config=default_config)
+                result = run_training(args, default_config=default_config, env_params=env_params)
         except (TrainerError, EnvironmentException) as e:
             if args.debug:  # the traceback too, with the same exit status
                 traceback.print_exc()

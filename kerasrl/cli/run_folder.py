@@ -228,11 +228,31 @@ def recorded_run(run_dir: str) -> RecordedRun:
                            "continue without it.") from e
 
 
-def prepare_run_dir(args: argparse.Namespace) -> str:
-    """The run's folder, checked and locked (:func:`lock_run_dir`) before anything in it
-    changes: an existing run is continued only with ``--resume`` (or run with
+def _check_not_held(run_dir: str) -> None:
+    """Stop at once, writing nothing, when another process holds the folder's lock."""
+    path = os.path.join(run_dir, LOCK)
+    key = os.path.realpath(run_dir)
+    if key in _held or not os.path.exists(path):
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise TrainerError(f"The run folder {run_dir} is in use by process {_holder(fd)} (it holds {path}): wait "
+                               "for it to end, or choose another --run-id; nothing was changed.") from None
+    finally:
+        os.close(fd)
+
+
+def check_run_dir(args: argparse.Namespace) -> str:
+    """Every check of the run's folder that needs no writing (made before the environment
+    starts): an existing run is continued only with ``--resume`` (or run with
     ``--inference``) and replaced only with ``--force``; a folder that is not a kerasrl run
-    (:func:`is_run_folder`) is never used, let alone deleted; it must be writable."""
+    (:func:`is_run_folder`) is never used, let alone deleted; no other process runs in it."""
     check_run_name("--run-id", args.run_id)
     run_dir = os.path.join(args.results_dir, args.run_id)
     if args.inference and not _contents(run_dir):
@@ -243,6 +263,19 @@ def prepare_run_dir(args: argparse.Namespace) -> str:
                                "nothing was deleted.")
         raise TrainerError(f"{run_dir} exists and is not a kerasrl run folder (no marker {MARKER}): choose another "
                            "--run-id or --results-dir; nothing was changed.")
+    _check_not_held(run_dir)
+    if _contents(run_dir) and not (args.load or args.inference or args.force):
+        raise TrainerError(f"The run folder {run_dir} already exists: continue it with --resume, or start it "
+                           "afresh with --force (which deletes it).")
+    return run_dir
+
+
+def prepare_run_dir(args: argparse.Namespace) -> str:
+    """The run's folder, checked again (:func:`check_run_dir`: it may have changed since),
+    made, locked (:func:`lock_run_dir`), emptied with ``--force`` and marked; it must be
+    writable. The command line calls it once every other check has passed, just before the
+    run writes its first file."""
+    run_dir = check_run_dir(args)
     try:
         os.makedirs(run_dir, exist_ok=True)
         lock_run_dir(run_dir)

@@ -8,12 +8,13 @@ import os
 import random
 import shutil
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Optional
 
 import tensorflow as tf
 
 from kerasrl import xla_cache
+from kerasrl.cli.env_parameters import EnvParameters
 from kerasrl.cli.multi_host import (
     check_multi_host_args,
     choose_strategy,
@@ -23,16 +24,22 @@ from kerasrl.cli.multi_host import (
 )
 from kerasrl.cli.parser import check_args
 from kerasrl.cli.report import ProgressReport
-from kerasrl.cli.run_folder import RecordedRun, initial_models, prepare_run_dir, record_run, recorded_run, release_run_dirs
+from kerasrl.cli.run_folder import (
+    RecordedRun,
+    check_run_dir,
+    initial_models,
+    prepare_run_dir,
+    record_run,
+    recorded_run,
+    release_run_dirs,
+)
 from kerasrl.configs import config_source
-from kerasrl.curriculum import MetaCurriculum, load_lessons
 from kerasrl.distribute import cluster
 from kerasrl.envs.ray_env_manager import ray_available
 from kerasrl.envs.registry import copies_per_worker, make_env_manager
 from kerasrl.exception import EnvironmentException, TrainerError
 from kerasrl.export import export_trainers
 from kerasrl.recording import record
-from kerasrl.samplers import SamplerManager, load_sampler_file
 from kerasrl.settings import RunContext, TrainerConfig, load_trainer_config
 from kerasrl.trainers import TrainerController, create_trainers
 
@@ -53,46 +60,6 @@ def set_tf_threads(threads: int) -> bool:
         return False
     return True
 
-
-
-@dataclass
-class EnvParameters:
-    """What ``--curriculum`` and ``--sampler`` give: lessons, sampler entries and interval."""
-
-    meta_curriculum: Any = None
-    sampler_config: Optional[dict[str, Any]] = None
-    resampling_interval: Optional[int] = None
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> "EnvParameters":
-        """Read and check the files (before the run folder is touched)."""
-        if getattr(args, "lesson", None) is not None and (args.lesson < 0 or not args.curriculum):
-            raise TrainerError(f"--lesson {args.lesson}: needs --curriculum and a lesson >= 0.")
-        meta = MetaCurriculum(args.curriculum) if getattr(args, "curriculum", None) else None
-        if meta is not None and args.lesson is not None:
-            meta.check_lesson(args.lesson)
-        if getattr(args, "sampler", None) is None:
-            return cls(meta)
-        sampler, interval = load_sampler_file(args.sampler)
-        return cls(meta, sampler.reset_param_dict, interval)
-
-    def reward_buff_caps(self) -> dict[str, int]:
-        """Each curriculum's behavior keeps the returns of its last ``min_lesson_length`` episodes."""
-        curricula = self.meta_curriculum.curricula if self.meta_curriculum is not None else {}
-        return {name: c.min_lesson_length for name, c in curricula.items()}
-
-    def controller_kwargs(self, args: argparse.Namespace, model_path: str, seed: int) -> dict[str, Any]:
-        """The controller's curriculum and sampler arguments; the lessons start at ``--lesson``,
-        else (with ``--resume``) where the run's last checkpoint left them."""
-        meta = self.meta_curriculum
-        if meta is not None:
-            if args.lesson is not None:
-                meta.set_all_curriculums_to_lesson_num(args.lesson)
-            elif args.load and load_lessons(meta, model_path):
-                print(f"Resumed the curricula at lessons {meta.lesson_nums}.", flush=True)
-        sampler = SamplerManager(self.sampler_config, seed) if self.sampler_config is not None else None
-        return {"meta_curriculum": meta, "sampler_manager": sampler,
-                "resampling_interval": self.resampling_interval if sampler is not None else None}
 
 
 def _check_ray_args(args: argparse.Namespace) -> None:
@@ -129,7 +96,7 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
     if workers > 1 or env_manager == "ray":
         copies_per_worker(args.env, args.num_envs, workers)  # a layout error before the run folder is touched
     init = initial_models(args)
-    prepare_run_dir(args)
+    check_run_dir(args)  # written to only once the environment has started and accepted its parameters
     seed_given = getattr(args, "seed_given", args.seed >= 0)
     recorded = RecordedRun()
     if args.load and not args.inference and not (seed_given and args.steps is not None):
@@ -157,8 +124,10 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
         raise
 
 
-def run_training(args: argparse.Namespace, default_config: Optional[str] = None) -> dict[str, float]:
-    """Train as ``args`` say; print progress and the final machine-readable summary line."""
+def run_training(args: argparse.Namespace, default_config: Optional[str] = None,
+                 env_params: Optional[EnvParameters] = None) -> dict[str, float]:
+    """Train as ``args`` say; print progress and the final machine-readable summary line.
+    ``env_params``: the curriculum and sampler files, when already read (else read here)."""
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
     check_args(args)
     multi_host = check_multi_host_args(args)
@@ -166,7 +135,7 @@ def run_training(args: argparse.Namespace, default_config: Optional[str] = None)
     xla_cache.enable(args.xla_cache)
     choose_strategy(args, multi_host)
     start = time.perf_counter()
-    env_params = EnvParameters.from_args(args)
+    env_params = env_params or EnvParameters.from_args(args)
     resume = args.load
     args.seed_given = args.seed >= 0  # before the hosts agree on a seed: --resume keeps the recorded one
     scratch = join_cluster(args, default_config) if multi_host else None
@@ -190,9 +159,6 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
            start: float, env_params: Optional[EnvParameters] = None) -> dict[str, float]:
     """The training (or inference) run itself, once everything is set up."""
     target = args.steps if args.inference else max(t.get_max_steps for t in trainers.values())
-    for trainer in trainers.values() if args.load and not args.inference else ():
-        if trainer.writes_results:  # the steps after the restored checkpoint are trained again
-            trainer.metrics.drop_after(trainer.get_step)
     report = ProgressReport(trainers, n_agents, args.inference, target)
     minutes = args.save_every_minutes
     tc = report.controller = TrainerController(
@@ -202,6 +168,11 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
         inference_steps=max(args.steps // n_agents, 1) if args.inference and args.steps else None,
         timers_path=os.path.join(args.results_dir, args.run_id, "timers.json"), export=export_trainers,
         **(env_params or EnvParameters()).controller_kwargs(args, context.model_path, context.seed))
+    tc.reset_environment(manager)
+    prepare_run_dir(args)
+    for trainer in trainers.values() if args.load and not args.inference else ():
+        if trainer.writes_results:  # the steps after the restored checkpoint are trained again
+            trainer.drop_results_after(trainer.get_step)
     record_run(args, context, trainers)
     workers = getattr(args, "workers", 1)
     where = f" in {workers} worker processes" if workers > 1 else ""
@@ -257,6 +228,7 @@ def record_demo(args: argparse.Namespace, default_config: Optional[str] = None) 
     run_args = argparse.Namespace(**{**vars(args), "inference": True, "force": False})
     context, manager, trainers, _ = _setup(run_args, default_config)
     try:
+        prepare_run_dir(run_args)
         if len(trainers) != 1:
             raise TrainerError(f"--record-demo records one behavior; the environment has {sorted(trainers)}.")
         name, trainer = next(iter(trainers.items()))

@@ -89,6 +89,7 @@ class TrainerController:
         self.global_step = 0
         self._last_step_infos: list[StepInfo] = []
         self.interrupted = False
+        self._environment_ready = False
         self.training_start_time = time.time()
         np.random.seed(training_seed)
 
@@ -237,9 +238,8 @@ class TrainerController:
         """
         self._prepare()
         try:
-            for name, trainer in self.trainers.items():
-                env_manager.set_policy(name, trainer.policy)
-            self._reset_env(env_manager)
+            if not self._environment_ready:
+                self.reset_environment(env_manager)
             self._run(env_manager)
             if self.global_step != 0 and self.train_model:
                 self._save_models()
@@ -253,6 +253,16 @@ class TrainerController:
             raise
         finally:
             self._finish(env_manager, failed=sys.exc_info()[0] is not None)
+
+    def reset_environment(self, env_manager: EnvManager) -> None:
+        """Hand each trainer's policy to the env manager and reset it with the first parameters
+        (the lessons' and the sampler's). ``start_learning`` does it unless it was done: the
+        command line does it first, so that a parameter the environment rejects stops the run
+        before its folder is written."""
+        for name, trainer in self.trainers.items():
+            env_manager.set_policy(name, trainer.policy)
+        self._reset_env(env_manager)
+        self._environment_ready = True
 
     def _save_after_environment_failure(self) -> None:
         """The environment failed (its bad data is caught before any trainer sees it), so the

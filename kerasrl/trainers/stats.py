@@ -33,10 +33,33 @@ class StatsWriter:
             tf.summary.text(tag, text, step=step)
         self._writer.flush()
 
+    def drop_after(self, step: int) -> int:
+        """Remove the events past ``step`` from the folder's event files (a run resumed there
+        replays those steps, so that TensorBoard shows no step twice); returns how many were
+        removed. A file is rewritten (atomically) only if it held any."""
+        self.close()
+        if not os.path.isdir(self.path):
+            return 0
+        return sum(_drop_events_after(os.path.join(self.path, name), step)
+                   for name in sorted(os.listdir(self.path)) if ".tfevents." in name and not name.endswith(".tmp"))
+
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+def _drop_events_after(path: str, step: int) -> int:
+    records = [bytes(r.numpy()) for r in tf.data.TFRecordDataset(path)]
+    kept = [r for r in records if tf.compat.v1.Event.FromString(r).step <= step]
+    if len(kept) == len(records):
+        return 0
+    tmp = f"{path}.tmp"
+    with tf.io.TFRecordWriter(tmp) as writer:
+        for record in kept:
+            writer.write(record)
+    os.replace(tmp, path)
+    return len(records) - len(kept)
 
 
 class CsvStats:

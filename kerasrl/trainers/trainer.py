@@ -123,6 +123,12 @@ class Trainer:
     def close(self) -> None:
         self.stats_writer.close()
 
+    def drop_results_after(self, step: int) -> None:
+        """Remove the CSV rows and TensorBoard events past ``step``: a run resumed from the
+        checkpoint at ``step`` trains those steps again, and no step is recorded twice."""
+        self.metrics.drop_after(step)
+        self.stats_writer.drop_after(step)
+
     def write_hyperparameters(self) -> None:
         rows = "\n".join(f"| {k} | {v} |" for k, v in self.parameters.items())
         self.stats_writer.write_text("Hyperparameters", "| key | value |\n|---|---|\n" + rows)
