@@ -111,6 +111,7 @@ def test_api_reference_renders_the_public_api(site):
                  "kerasrl.envs.gym_adapter.GymnasiumEnv", "kerasrl.envs.subprocess_env_manager.SubprocessEnvManager",
                  "kerasrl.buffer.AgentBuffer", "kerasrl.timers.hierarchical_timer", "kerasrl.export.export_run"):
         assert f'id="{name}"' in api, f"{name} is not in the API reference"
+    assert ":class:" not in api and ":func:" not in api  # Sphinx roles of the docstrings are dropped
 
 
 @docs_tree

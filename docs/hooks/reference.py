@@ -15,6 +15,7 @@ import importlib
 import inspect
 import math
 import pkgutil
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -244,3 +245,11 @@ def on_files(files: Any, config: Any) -> Any:
     for path, make in GENERATED.items():
         files.append(File.generated(config, path, content=make()))
     return files
+
+
+_SPHINX_ROLE = re.compile(r":(?:func|class|meth|data|attr|mod|exc):(?=<code)")
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """Drop the Sphinx roles (``:class:`X```) that kerasrl's docstrings use: the name stays as code."""
+    return _SPHINX_ROLE.sub("", html)
