@@ -51,6 +51,8 @@ setup(
         # tf2onnx 1.16 pins a protobuf that TensorFlow 2.21 rejects; 1.17 works with Keras 3.
         "onnx": ["tf2onnx>=1.17,<2", "onnxruntime>=1.20"],
         "plot": ["matplotlib>=3.8"],
+        # The documentation site (mkdocs.yml; `python3 -m mkdocs build --strict`, run by .ci/run).
+        "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings>=0.30,<2", "mkdocstrings-python>=1.16,<3"],
         "ray": ["ray>=2.9,<3"],
     },
     entry_points={"console_scripts": ["kerasrl-learn=kerasrl.cli:main", "kerasrl=kerasrl.cli.tools:main"]},

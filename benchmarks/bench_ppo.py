@@ -24,6 +24,12 @@ Medians over the seeds; ratios are kerasrl / SB3 from the same run.
     python benchmarks/bench_ppo.py --seeds 20     # sample efficiency needs many seeds: the
                                                   # seed-to-seed spread (57k–95k for SB3) swamps 3
 
+Learning curves (``--curves FILE``): every run appends, at each episode end, its rolling mean
+return (last ≤100 episodes, as the table's) to a CSV (``library,seed,step,rolling_return``);
+``benchmarks/plot_curves.py FILE`` draws the median and spread over seeds, kerasrl beside SB3.
+
+    python benchmarks/bench_ppo.py --seeds 5 --curves cartpole.csv && python benchmarks/plot_curves.py cartpole.csv
+
 Start-up as kerasrl-learn users see it (its XLA cache is on by default): run twice with one fresh
 ``--xla-cache DIR``; the first invocation compiles every seed's update (a first-ever run), the
 second loads them (every later run of the same command). Same seeds give the same results.
@@ -113,7 +119,7 @@ def record_cartpole_demo(path: str, steps: int = 10_000) -> str:
 def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1", workers: int = 1,
                 make_kwargs: Optional[dict[str, Any]] = None, env_manager: str = "auto",
                 reward_signals: Optional[dict[str, Any]] = None, task: Any = None,
-                jit_compile: Optional[bool] = True) -> dict[str, Any]:
+                jit_compile: Optional[bool] = True, curve: Optional[list[tuple[int, float]]] = None) -> dict[str, Any]:
     import numpy as np
     from bench_tasks import TASKS
 
@@ -145,9 +151,12 @@ def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1"
     seen = [0]
 
     def progress(tc: TrainerController) -> None:
-        if reached[0] is None and trainer.episodes_completed != seen[0]:
+        if (reached[0] is None or curve is not None) and trainer.episodes_completed != seen[0]:
             seen[0] = trainer.episodes_completed
-            if np.mean(trainer.recent_returns) >= TARGET:
+            rolling = float(np.mean(trainer.recent_returns))
+            if curve is not None:
+                curve.append((trainer.get_step, rolling))
+            if reached[0] is None and rolling >= TARGET:
                 reached[0] = trainer.get_step
 
     tc = TrainerController(trainers, os.path.join(workdir, "m"), os.path.join(workdir, "s"), f"bench{seed}",
@@ -191,7 +200,7 @@ def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1"
     }
 
 
-def run_sb3(steps: int, seed: int, task: Any = None) -> dict[str, Any]:
+def run_sb3(steps: int, seed: int, task: Any = None, curve: Optional[list[tuple[int, float]]] = None) -> dict[str, Any]:
     import numpy as np
     import torch
     from bench_tasks import TASKS
@@ -214,9 +223,12 @@ def run_sb3(steps: int, seed: int, task: Any = None) -> dict[str, Any]:
             self.reached: Optional[int] = None
 
         def _on_step(self) -> bool:
-            if self.reached is None and any("episode" in info for info in self.locals.get("infos", [])):
+            if (self.reached is None or curve is not None) and any("episode" in i for i in self.locals.get("infos", [])):
                 buf = self.model.ep_info_buffer
-                if buf and np.mean([e["r"] for e in buf]) >= TARGET:
+                rolling = float(np.mean([e["r"] for e in buf])) if buf else float("nan")
+                if curve is not None:
+                    curve.append((self.num_timesteps, rolling))
+                if self.reached is None and rolling >= TARGET:
                     self.reached = self.num_timesteps
             return True
 
@@ -231,6 +243,28 @@ def run_sb3(steps: int, seed: int, task: Any = None) -> dict[str, Any]:
     final = float(np.mean([e["r"] for e in model.ep_info_buffer])) if model.ep_info_buffer else float("nan")
     return {"sps": model.num_timesteps / wall, "sps_all": model.num_timesteps / (wall + setup), "reach": cb.reached,
             "final": final, "setup": setup, "wall": wall}
+
+
+class CurveWriter:
+    """Appends runs' learning curves to a CSV (``library,seed,step,rolling_return``), one run at a
+    time and flushed, so that the runs finished before an interruption are kept. A new file gets a
+    header and a first comment line naming the task and the machine's CPU."""
+
+    def __init__(self, path: str, env_id: str, task: str) -> None:
+        import csv
+        import platform
+
+        self.path = path
+        if not os.path.exists(path) or os.path.getsize(path) == 0:
+            with open(path, "w", newline="") as f:
+                f.write(f"# {env_id} ({task}); {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs\n")
+                csv.writer(f).writerow(["library", "seed", "step", "rolling_return"])
+
+    def write(self, library: str, seed: int, curve: list[tuple[int, float]]) -> None:
+        import csv
+
+        with open(self.path, "a", newline="") as f:
+            csv.writer(f).writerows((library, seed, step, f"{value:.4g}") for step, value in curve)
 
 
 def median(values: list[Optional[float]]) -> float:
@@ -318,6 +352,9 @@ def main() -> int:
     parser.add_argument("--reward-signals", nargs="+", default=None, metavar="SET",
                         help="signal sets to compare with extrinsic-only, e.g. extrinsic,curiosity extrinsic,gail")
     parser.add_argument("--demo", default=None, help="GAIL's demonstrations (default: record a scripted expert)")
+    parser.add_argument("--curves", default=None, metavar="FILE",
+                        help="write every run's rolling mean return at each episode end to this CSV "
+                             "(benchmarks/plot_curves.py draws it)")
     parser.add_argument("--xla-cache", default=None, metavar="DIR",
                         help="keep XLA's compiled code in DIR (kerasrl.common.fast_path.use_xla_cache): runs after the "
                              "first, and later invocations, load it instead of compiling")
@@ -365,17 +402,24 @@ def main() -> int:
                   "pip install torch==2.13.0 stable-baselines3 sb3-contrib")
     ours: list[dict[str, Any]] = []
     theirs: list[dict[str, Any]] = []
+    curves = CurveWriter(args.curves, task.env_id, args.task) if args.curves else None
     variants: dict[str, list[dict[str, Any]]] = {"default": [], "jit true": [], "jit false": []}
     with tempfile.TemporaryDirectory() as tmp:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
-            r = run_kerasrl(args.steps, seed, os.path.join(tmp, str(seed)), task=task, jit_compile=None)
+            curve: Optional[list[tuple[int, float]]] = [] if curves else None
+            r = run_kerasrl(args.steps, seed, os.path.join(tmp, str(seed)), task=task, jit_compile=None, curve=curve)
             ours.append(r)
+            if curves and curve is not None:
+                curves.write("kerasrl", seed, curve)
             variants["default"].append(r)
             print(f"kerasrl seed {seed}: {r['sps']:.0f} steps/s ({r['sps_all']:.0f} with compile, XLA {r['jit']}), "
                   f"{TARGET:g} reached at {r['reach']}, final mean {r['final']:.1f}", flush=True)
             if have_sb3:
-                s = run_sb3(args.steps, seed, task)
+                curve = [] if curves else None
+                s = run_sb3(args.steps, seed, task, curve=curve)
                 theirs.append(s)
+                if curves and curve is not None:
+                    curves.write("sb3", seed, curve)
                 print(f"sb3     seed {seed}: {s['sps']:.0f} steps/s ({s['sps_all']:.0f} with set-up), "
                       f"{TARGET:g} reached at {s['reach']}, final mean {s['final']:.1f}", flush=True)
             for name, jit in (("jit true", True), ("jit false", False)) if args.default_vs_best else ():

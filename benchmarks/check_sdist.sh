@@ -63,7 +63,7 @@ step "installed: $("$VPY" -m pip list 2>/dev/null | grep -iE '^(kerasrl|tensorfl
 
 # 3. The sdist's own tests, unpacked elsewhere. Its kerasrl/ sources are removed so that only the
 #    installed package can be imported (even by subprocesses that put the folder on sys.path);
-#    the sample configs stay, as the README's example reads kerasrl/configs/*.yaml from the root.
+#    the sample configs stay, as a docs example (docs/guides/configuration.md) reads kerasrl/configs/*.yaml from the root.
 mkdir -p "$WORK/src"
 tar xzf "$SDIST" -C "$WORK/src"
 SRC="$(find "$WORK/src" -mindepth 1 -maxdepth 1 -type d -name 'kerasrl-*')"

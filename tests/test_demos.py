@@ -148,13 +148,13 @@ def test_record_a_gymnasium_id(tmp_path):
     assert loaded_spec == spec and len(loaded[Field.ACTIONS]) == 60
 
 
-def test_readme_demonstration_example_records_and_loads(tmp_path, monkeypatch):
-    """The README's demonstration snippet, as written, in a scratch folder."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = re.search(r"## Demonstrations and behavioral cloning\n\n```python\n(.*?)```", readme, re.S).group(1)
+def test_documented_demonstration_example_records_and_loads(tmp_path, monkeypatch):
+    """The demonstrations guide's recording snippet, as written, in a scratch folder."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "guides" / "demonstrations.md").read_text()
+    block = re.search(r"## Recording demonstrations\n\n```python\n(.*?)```", page, re.S).group(1)
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
-    exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
+    exec(compile(block, "docs/guides/demonstrations.md", "exec"), namespace)  # noqa: S102
     spec, buffer = namespace["spec"], namespace["buffer"]
     assert spec.is_discrete and len(buffer[Field.ACTIONS]) == 500
     assert (tmp_path / "demos" / "expert.demo").exists()

@@ -27,6 +27,10 @@ source_tree = pytest.mark.skipif(
 
 SDIST_MUST_HOLD = [
     "README.md",
+    "mkdocs.yml",
+    "docs/index.md",
+    "docs/hooks/reference.py",
+    "examples/fit_keras.py",
     "setup.py",
     "pyproject.toml",
     "MANIFEST.in",

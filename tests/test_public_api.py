@@ -31,16 +31,18 @@ def test_import_settings_envs_and_buffer_do_not_import_tensorflow():
     assert _loads_tensorflow("kerasrl.TrainerController")
 
 
-def test_readme_python_example_trains(tmp_path, monkeypatch):
-    """The README's example, as written, with the run shortened through its RunContext."""
-    block = re.search(r"## From Python\n\n```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+def test_documented_trainer_example_trains(tmp_path, monkeypatch):
+    """The trainer-config guide's example of the stack by hand, as written, with the run shortened
+    through its RunContext."""
+    page = (ROOT / "docs" / "guides" / "configuration.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "kerasrl.create_trainers" in b]
     assert "kerasrl.create_trainers" in block and "start_learning(env)" in block
     monkeypatch.chdir(ROOT)
     short = block.replace('kerasrl.RunContext.in_results_dir("results", "cartpole", seed=0)',
                           f'kerasrl.RunContext.in_results_dir({str(tmp_path)!r}, "cartpole", seed=0, max_steps=600)')
     assert short != block
     namespace: dict = {}
-    exec(compile(short, "README.md", "exec"), namespace)  # noqa: S102
+    exec(compile(short, "docs/guides/configuration.md", "exec"), namespace)  # noqa: S102
     trainer = namespace["trainers"]["CartPole-v1"]
     assert trainer.get_step == 608 and trainer.update_count == 2  # steps count all 8 copies: 76 × 8
     assert (tmp_path / "cartpole" / "models" / "CartPole-v1" / "checkpoint").exists()

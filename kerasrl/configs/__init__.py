@@ -16,7 +16,7 @@ They are package data, so they are there after ``pip install kerasrl`` too::
   ``lstm_sb3``: sb3-contrib's ``RecurrentPPO`` (``MlpLstmPolicy``) with the Zoo CartPole keys
   (its update equals RecurrentPPO's);
   ``pendulum``, ``acrobot``, ``lunarlander``: tuned configs for those Gymnasium tasks
-  (figures in the README);
+  (figures in docs/benchmarks/learning.md);
 * ``offline_bc``: behavioral cloning alone on the built-in Simple1D from a recorded demo
   (``demos/Simple1D.demo``; its comments say how to record one). ``online_bc`` has no sample: it
   needs an environment with a second, teacher behavior that reports its actions, which no

@@ -18,6 +18,8 @@ class RewardSignalSettings(_Checked):
 
 @dataclass(frozen=True, kw_only=True)
 class CuriositySettings(RewardSignalSettings):
+    """Curiosity (an intrinsic curiosity module): a reward for steps its forward model predicts badly."""
+
     encoding_size: int = setting(check=at_least(1), doc="size of the state encoding")
     learning_rate: float = setting(3.0e-4, positive, "the curiosity model's Adam step size")
     num_epoch: int = setting(3, at_least(1), "passes over the update buffer")
@@ -25,6 +27,8 @@ class CuriositySettings(RewardSignalSettings):
 
 @dataclass(frozen=True, kw_only=True)
 class GAILSettings(RewardSignalSettings):
+    """GAIL: a reward from a discriminator trained to tell the agent's steps from a demonstration's."""
+
     demo_path: str = setting(doc="expert demonstrations (.demo file or folder)")
     encoding_size: int = setting(64, at_least(1), "size of the visual encodings")
     learning_rate: float = setting(3.0e-4, positive, "the discriminator's Adam step size")
