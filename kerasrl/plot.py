@@ -19,10 +19,10 @@ PLOT_MISSING = "kerasrl plot needs the optional extra kerasrl[plot] (pip install
 def read_curves(run_dir: str, key: str) -> dict[str, tuple[list[float], list[float]]]:
     """Per behavior CSV of ``run_dir``: the (steps, values) of ``key`` where it has a value."""
     if not os.path.isdir(run_dir):
-        raise TrainerError(f"kerasrl plot: {run_dir} is not a folder.")
+        raise TrainerError(f"{run_dir} is not a folder.")
     files = sorted(f for f in os.listdir(run_dir) if f.endswith(".csv"))
     if not files:
-        raise TrainerError(f"kerasrl plot: {run_dir} holds no <behavior>.csv metrics file.")
+        raise TrainerError(f"{run_dir} holds no <behavior>.csv metrics file.")
     curves = {}
     for name in files:
         steps, values = [], []
@@ -38,7 +38,7 @@ def read_curves(run_dir: str, key: str) -> dict[str, tuple[list[float], list[flo
 
 
 def _cannot_write(output: str, e: OSError) -> TrainerError:
-    return TrainerError(f"kerasrl plot: cannot write {output}: {e.strerror or e}.")
+    return TrainerError(f"cannot write {output}: {e.strerror or e}.")
 
 
 def _check_writable(output: str) -> None:
@@ -71,7 +71,7 @@ def plot_runs(run_dirs: Sequence[str], output: str, keys: Sequence[str] = DEFAUL
                   for b, c in read_curves(d, key).items()} for key in keys}
     for key, lines in data.items():
         if not lines:
-            raise TrainerError(f"kerasrl plot: no run of {list(run_dirs)} has values for {key!r}.")
+            raise TrainerError(f"no run of {list(run_dirs)} has values for {key!r}.")
     fig, axes = plt.subplots(len(keys), 1, figsize=(8, 3.5 * len(keys)), squeeze=False)
     for ax, (key, lines) in zip(axes[:, 0], data.items()):
         for label, (steps, values) in lines.items():

@@ -74,7 +74,7 @@ def test_missing_field_unknown_parameter_and_bad_files(tmp_path):
         Curriculum(str(tmp_path / "B.json"))
     with pytest.raises(CurriculumError, match=r"C\.json could not be opened"):
         Curriculum(str(tmp_path / "C.json"))
-    with pytest.raises(MetaCurriculumError, match="is not a directory"):
+    with pytest.raises(MetaCurriculumError, match="is not a folder: --curriculum names a folder"):
         MetaCurriculum(str(tmp_path / "A.json"))
     (tmp_path / "nothing").mkdir()
     with pytest.raises(MetaCurriculumError, match="holds no .json"):
@@ -171,7 +171,7 @@ def test_cli_lesson_goes_to_csv_is_saved_and_resumed(tmp_path, capsys):
     with pytest.raises(MetaCurriculumError, match="has 3 lessons"):  # a lesson past the last is refused
         EnvParameters.from_args(build_parser().parse_args(base + ["--resume", "--lesson", "5"]))
     assert main(base + ["--run-id", "e", "--curriculum", str(tmp_path / "no-such-dir")]) == 2
-    assert "no-such-dir is not a directory" in capsys.readouterr().err
+    assert "no-such-dir is not a folder" in capsys.readouterr().err
     assert not (tmp_path / "e").exists()  # nothing written for a bad curriculum
     assert main(base[:-2] + ["--run-id", "e", "--lesson", "1"]) == 2
     assert "--lesson 1: needs --curriculum" in capsys.readouterr().err

@@ -30,7 +30,8 @@ def test_plot_writes_one_png_for_several_runs(tmp_path, capsys):
     assert main(["plot", str(tmp_path / "a"), "--key", "Policy/Entropy", "-o", str(tmp_path / "x.png")]) == 2
     assert "no run of" in capsys.readouterr().err and not (tmp_path / "x.png").exists()
     assert main(["plot", str(tmp_path / "missing")]) == 2
-    assert "is not a folder" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "is not a folder" in err and err.count("kerasrl plot") == 1, err
 
 
 def test_plot_without_matplotlib_is_a_clear_error(tmp_path, capsys, monkeypatch):
