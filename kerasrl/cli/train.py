@@ -28,7 +28,7 @@ from kerasrl.configs import config_source
 from kerasrl.curriculum import MetaCurriculum, load_lessons
 from kerasrl.distribute import cluster
 from kerasrl.envs.ray_env_manager import ray_available
-from kerasrl.envs.registry import copies_per_worker, make_env_manager
+from kerasrl.envs.registry import UnityOptions, copies_per_worker, is_unity_env, make_env_manager
 from kerasrl.exception import EnvironmentException, TrainerError
 from kerasrl.export import export_trainers
 from kerasrl.recording import record
@@ -95,6 +95,18 @@ class EnvParameters:
                 "resampling_interval": self.resampling_interval if sampler is not None else None}
 
 
+def unity_options(args: argparse.Namespace) -> Optional[UnityOptions]:
+    """The Unity flags, for a Unity ``--env``; players log to the run folder's ``run_logs``."""
+    if not is_unity_env(args.env):
+        return None
+    return UnityOptions(base_port=args.base_port, no_graphics=args.no_graphics, timeout_wait=args.timeout_wait,
+                        env_args=tuple(args.env_args or ()),
+                        log_folder=os.path.join(args.results_dir, args.run_id, "run_logs"),
+                        time_scale=args.time_scale, quality_level=args.quality_level, width=args.width,
+                        height=args.height, target_frame_rate=args.target_frame_rate,
+                        capture_frame_rate=args.capture_frame_rate)
+
+
 def _check_ray_args(args: argparse.Namespace) -> None:
     """Ray flags need ``--env-manager ray`` and Ray itself, before the run folder is touched."""
     if getattr(args, "env_manager", "subprocess") != "ray":
@@ -140,7 +152,8 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
     seed = hosts.chief_value(seed) if hosts is not None else seed  # the chief's folder holds the record
     env_seed = seed + host_seed_offset(args)
     manager, n_agents = make_env_manager(args.env, args.num_envs, env_seed, workers, env_manager,
-                                         getattr(args, "ray_address", None), getattr(args, "ray_restart_workers", False))
+                                         getattr(args, "ray_address", None), getattr(args, "ray_restart_workers", False),
+                                         unity=unity_options(args) if hasattr(args, "base_port") else None)
     context = RunContext.in_results_dir(args.results_dir, args.run_id, keep_checkpoints=args.keep_checkpoints,
                                         train_model=not args.inference, load_model=args.load or args.inference,
                                         seed=seed, max_steps=args.steps, initialize_from=init)

@@ -164,6 +164,8 @@ class UnityEnvironment(Environment):
         self._comm.send(answer)
         self._comm.receive()  # the player's empty message; its answer is the first command
         self.player_name = init.name
+        #: Agents in the player's first step (how many act at once, for progress reports).
+        self.num_envs = max(1, sum(len(infos.value) for infos in first.rl_output.agentInfos.values()))
         self._learn_behaviors(first)
         decode_side_channels(first.rl_output.side_channel, self._channels)
 
