@@ -62,6 +62,7 @@ class Scene:
         self.images = {g: png([bytes(255 if (x < half) == (g < 0) else 0 for x in range(IMAGE[1]))] * IMAGE[0])
                        for g in (-1, 1)}
         self.stats: list[bytes] = []
+        self.echo: list[bytes] = []
         for agent in self.agents:
             self.reset_agent(agent)
 
@@ -109,8 +110,9 @@ class Scene:
         self.stats.append(struct.pack("<i", len(data)) + data + struct.pack("<fi", value, 0))
 
     def side_channel_out(self) -> bytes:
-        out = b"".join(STATS.bytes_le + struct.pack("<i", len(m)) + m for m in self.stats)
+        out = b"".join(STATS.bytes_le + struct.pack("<i", len(m)) + m for m in self.stats) + b"".join(self.echo)
         self.stats.clear()
+        self.echo.clear()
         return out
 
     def side_channel_in(self, data: bytes) -> None:
@@ -131,8 +133,9 @@ class Scene:
                 self.log(f"parameter {key} {value:g}")
                 if key == "step_size":
                     self.step_size = value
-            else:
+            else:  # any other channel: echoed back, as a user's C# channel might answer
                 self.log(f"channel {channel} {payload.hex()}")
+                self.echo.append(channel.bytes_le + struct.pack("<i", len(payload)) + payload)
 
 
 def output_message(infos: list[pb.AgentInfoProto], scene: Scene) -> pb.UnityMessageProto:
