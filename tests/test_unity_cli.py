@@ -21,15 +21,15 @@ CONFIG = ("Simple1D:\n  batch_size: 16\n  buffer_size: 64\n  learning_rate: 5.0e
           "  summary_freq: 500\n  max_steps: {steps}\n")
 
 
-def _learn(tmp_path, *args: str, steps: int = 3000, timeout: float = 120.0, **popen) -> subprocess.Popen:
+def _learn(tmp_path, *args: str, steps: int = 3000, player: str = STANDIN) -> subprocess.Popen:
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(CONFIG.format(steps=steps))
     (port,) = free_ports(1)
-    command = [sys.executable, "-m", "kerasrl.cli", str(cfg), "--env", STANDIN, "--base-port", str(port), "--seed", "1",
+    command = [sys.executable, "-m", "kerasrl.cli", str(cfg), "--env", player, "--base-port", str(port), "--seed", "1",
                "--results-dir", str(tmp_path), "--run-id", "r", "--progress-every", "1000", *args]
     env = dict(os.environ, PYTHONPATH=ROOT)
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True, cwd=ROOT, **popen)
+                            start_new_session=True, cwd=ROOT)
 
 
 def _finish(proc: subprocess.Popen, timeout: float = 120.0) -> tuple[int, str, str]:
@@ -77,8 +77,16 @@ def test_trains_the_standin_scene_to_its_threshold(tmp_path):
 
 
 @pytest.mark.slow
+def test_trains_the_visual_scene_given_with_its_extension(tmp_path):
+    code, out, err = _finish(_learn(tmp_path, "--env-args", "--scene", "visual", player=STANDIN + ".x86_64"))
+    assert code == 0, err
+    m = FINAL.search(out)
+    assert m and float(m.group(2)) >= 0.9, out
+
+
+@pytest.mark.slow
 def test_two_players_on_consecutive_ports(tmp_path):
-    code, out, err = _finish(_learn(tmp_path, "--num-envs", "2", "--steps", "600", "--env-args", "--agents", "2"),
+    code, out, err = _finish(_learn(tmp_path, "--num-envs", "2", "--steps", "300", "--env-args", "--agents", "2"),
                              timeout=180)
     assert code == 0, err
     logs = [(tmp_path / "r" / "run_logs" / f"Player-{i}.log").read_text() for i in range(2)]

@@ -233,3 +233,35 @@ def test_no_player_and_port_in_use(tmp_path):
             UnityEnvironment(STANDIN, base_port=env.port, timeout_wait=1.0)
     finally:
         env.close()
+
+
+def test_the_editor_connects_to_port_5004_by_default(tmp_path, monkeypatch):
+    """No build: kerasrl listens and whatever connects (here the stand-in, as if Play were pressed) plays."""
+    import subprocess
+    import threading
+
+    from kerasrl.envs.unity import EDITOR_PORT
+    from kerasrl.envs.unity import environment as unity_environment
+
+    (port,) = free_ports(1)
+    monkeypatch.setattr(unity_environment, "EDITOR_PORT", port)  # 5004 may be taken on a shared machine
+    made: list = []
+    thread = threading.Thread(target=lambda: made.append(UnityEnvironment(timeout_wait=30.0)))
+    thread.start()
+    player = subprocess.Popen([STANDIN + ".x86_64", "--mlagents-port", str(port)])
+    try:
+        thread.join(60)
+        (env,) = made
+        assert env.port == port and env.file_name is None and EDITOR_PORT == 5004
+        assert env.reset()[BEHAVIOR].agent_ids.tolist() == [100]
+        env.close()
+        assert player.wait(10) == 0  # told to quit, it quits
+    finally:
+        player.kill()
+        player.wait()
+
+
+def test_an_editor_that_never_plays(tmp_path):
+    (port,) = free_ports(1)
+    with pytest.raises(UnityCommunicationError, match=f"Unity Editor \\(port {port}\\) did not connect within 1 s"):
+        UnityEnvironment(base_port=port, timeout_wait=1.0)
