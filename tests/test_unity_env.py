@@ -195,6 +195,18 @@ def test_png_grey_is_the_average_and_a_mapping_stacks():
     np.testing.assert_allclose(colour[0, 0], [30 / 255, 60 / 255, 90 / 255], rtol=1e-6)
 
 
+def test_a_player_before_api_1_3_gets_its_actions_in_the_old_field(tmp_path):
+    env = _env(tmp_path, "--communication-version", "1.2.0", "--max-step", "2")
+    try:
+        goal = env.reset()[BEHAVIOR].observations[0][0, 0]
+        towards = np.array([[1 if goal > 0 else 0]], np.int32)
+        rewards = [env.step({BEHAVIOR: towards})[BEHAVIOR].rewards[0] for _ in range(2)]
+        assert env.step({BEHAVIOR: towards})[BEHAVIOR].rewards[0] == 0.0  # truncated at 2, then the new decision
+        assert np.allclose(rewards, -0.001)
+    finally:
+        env.close()
+
+
 def test_version_mismatch_is_one_line_naming_both(tmp_path):
     with pytest.raises(UnityCommunicationError) as e:
         _env(tmp_path, "--communication-version", "2.0.0")

@@ -86,11 +86,15 @@ class Scene:
         if len(actions) != len(self.agents):
             raise SystemExit(f"stand-in: {len(actions)} actions for {len(self.agents)} agents")
         ended, decisions = [], []
+        legacy = self.args.communication_version.split(".")[:2] in (["1", "0"], ["1", "1"], ["1", "2"])
         for agent, action in zip(self.agents, actions):
+            # before Communication API 1.3 a player reads only the one float list
+            continuous = action.vector_actions_deprecated if legacy else action.continuous_actions
+            discrete = [int(v) for v in action.vector_actions_deprecated] if legacy else action.discrete_actions
             if self.args.scene == "continuous":
-                delta = max(-self.step_size, min(self.step_size, action.continuous_actions[0]))
+                delta = max(-self.step_size, min(self.step_size, continuous[0]))
             else:
-                delta = self.step_size if action.discrete_actions[0] == 1 else -self.step_size
+                delta = self.step_size if discrete[0] == 1 else -self.step_size
             agent["position"] = max(-1.0, min(1.0, agent["position"] + delta))
             agent["steps"] += 1
             reached = abs(agent["position"]) >= 1.0

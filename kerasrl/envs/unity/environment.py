@@ -124,6 +124,7 @@ class UnityEnvironment(Environment):
         self._held: dict[str, list[pb.AgentInfoProto]] = {}
         self._last: dict[str, StepResult] = {}
         self._needs_reset = True
+        self._legacy_actions = False
         self.player_log: Optional[str] = None
         player = None
         comm = Communicator(port, timeout_wait)
@@ -164,6 +165,8 @@ class UnityEnvironment(Environment):
         self._comm.send(answer)
         self._comm.receive()  # the player's empty message; its answer is the first command
         self.player_name = init.name
+        # Players before Communication API 1.3 read actions from one float list only.
+        self._legacy_actions = init.communication_version.split(".")[:2] in (["1", "0"], ["1", "1"], ["1", "2"])
         #: Agents in the player's first step (how many act at once, for progress reports).
         self.num_envs = max(1, sum(len(infos.value) for infos in first.rl_output.agentInfos.values()))
         self._learn_behaviors(first)
@@ -236,8 +239,13 @@ class UnityEnvironment(Environment):
             spec, chosen = self._specs[name], self._chosen[name]
             out = rl_input.agent_actions[name].value
             for agent_id in ids:
-                action = chosen.pop(agent_id)
-                if spec.is_discrete:
+                action = chosen.pop(agent_id, None)
+                if action is None:
+                    raise EnvironmentException(f"No action was chosen for agent {agent_id} of behavior '{name}', "
+                                               "which the player asked for a decision.")
+                if self._legacy_actions:
+                    out.add(vector_actions_deprecated=action.astype(np.float32).tolist())
+                elif spec.is_discrete:
                     out.add(discrete_actions=action.tolist())
                 else:
                     out.add(continuous_actions=action.tolist())
