@@ -23,7 +23,7 @@ LAYERS: list[set[str]] = [
     {"rewards"},
     {"bc", "ppo"},
     {"trainers"},
-    {"cli", "api", "callbacks", "export", "plot", "recording"},
+    {"cli", "api", "callbacks", "export", "plot", "recording", "unity_export"},
 ]
 #: Modules that may import inside functions, and why.
 LAUNCHERS = {
