@@ -120,3 +120,20 @@ def test_ctrl_c_saves_and_leaves_no_player(tmp_path):
     assert code == 130, (out, err)
     assert "Interrupted: the model was saved" in out
     _assert_no_process_left(proc)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault, expected, saved", [
+    (("--timeout-wait", "2", "--env-args", "--never-connect"), "did not connect within 2 s", False),
+    (("--env-args", "--communication-version", "2.0.0"), "speaks Communication API 2.0.0", False),
+    (("--timeout-wait", "3", "--save-freq", "200", "--env-args", "--hang-after", "500"), "sent nothing for 3 s", True),
+])
+def test_faults_end_the_run_with_one_line(tmp_path, fault, expected, saved):
+    proc = _learn(tmp_path, *fault)
+    code, out, err = _finish(proc)
+    assert code == 2, (out, err)
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("kerasrl-learn: error: ") and expected in line, err
+    assert STANDIN in line and "port " in line
+    assert ("The model was saved at step" in line) == saved
+    _assert_no_process_left(proc)

@@ -236,6 +236,17 @@ def test_faults_name_build_port_and_log_and_leave_no_process(tmp_path, fault, ex
     assert _players_on(port) == []
 
 
+def test_a_behavior_that_appears_after_the_start(tmp_path):
+    env = _env(tmp_path, "--late-behavior-after", "1")
+    try:
+        env.reset()
+        env.step({BEHAVIOR: np.array([[1]], np.int32)})
+        with pytest.raises(Exception, match="Behavior 'Late' reported its first agents after training started"):
+            env.step({BEHAVIOR: np.array([[1]], np.int32)})
+    finally:
+        env.close()
+
+
 def test_no_player_and_port_in_use(tmp_path):
     with pytest.raises(UnityCommunicationError, match="no Unity player there"):
         UnityEnvironment(str(tmp_path / "Missing"), base_port=free_ports(1)[0])

@@ -163,6 +163,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--never-connect", action="store_true")
     p.add_argument("--crash-after", type=int, default=None)
     p.add_argument("--hang-after", type=int, default=None)
+    p.add_argument("--late-behavior-after", type=int, default=None, help="a second behavior appears after N steps")
     args = p.parse_args(argv)
     log_file = open(args.logFile, "a", buffering=1) if args.logFile else None
 
@@ -211,7 +212,12 @@ def main(argv: list[str]) -> int:
                 log("hang")
                 time.sleep(3600)
             infos = scene.step(list(rl_input.agent_actions[BEHAVIOR].value))
-        reply = stub.Exchange(output_message(infos, scene))
+        message = output_message(infos, scene)
+        if args.late_behavior_after is not None and steps > args.late_behavior_after:
+            late = message.unity_output.rl_initialization_output.brain_parameters.add(brain_name="Late")
+            late.action_spec.num_continuous_actions = 1
+            message.unity_output.rl_output.agentInfos["Late"].value.append(scene.info({"id": 1, "goal": 1}))
+        reply = stub.Exchange(message)
     log("quit")
     return 0
 

@@ -125,6 +125,7 @@ class UnityEnvironment(Environment):
         self._last: dict[str, StepResult] = {}
         self._needs_reset = True
         self._legacy_actions = False
+        self._connected = False
         self.player_log: Optional[str] = None
         player = None
         comm = Communicator(port, timeout_wait)
@@ -170,6 +171,7 @@ class UnityEnvironment(Environment):
         #: Agents in the player's first step (how many act at once, for progress reports).
         self.num_envs = max(1, sum(len(infos.value) for infos in first.rl_output.agentInfos.values()))
         self._learn_behaviors(first)
+        self._connected = True
         decode_side_channels(first.rl_output.side_channel, self._channels)
 
     def _learn_behaviors(self, output: pb.UnityOutputProto) -> None:
@@ -180,7 +182,7 @@ class UnityEnvironment(Environment):
         for name, params in self._params.items():
             if name in self._specs or name not in infos or not infos[name].value:
                 continue
-            if self._last or not self._needs_reset:
+            if self._connected:
                 raise EnvironmentException(
                     f"Behavior '{name}' reported its first agents after training started; kerasrl needs every "
                     "behavior's agents in the player's first step (enable them when the scene starts).")
