@@ -288,3 +288,19 @@ def test_an_editor_that_never_plays(tmp_path):
     (port,) = free_ports(1)
     with pytest.raises(UnityCommunicationError, match=f"Unity Editor \\(port {port}\\) did not connect within 1 s"):
         UnityEnvironment(base_port=port, timeout_wait=1.0)
+
+
+def test_the_seed_reaches_the_scene(tmp_path):
+    """The same seed gives the scene the same goals; another seed other goals."""
+    def goals(seed: int) -> list[float]:
+        env = _env(tmp_path, "--agents", "4", "--max-step", "1", seed=seed)
+        try:
+            out = [env.reset()[BEHAVIOR].observations[0].ravel().tolist()]
+            for _ in range(6):
+                out.append(env.step({BEHAVIOR: np.ones((len(env._last[BEHAVIOR]), 1), np.int32)})[BEHAVIOR]
+                           .observations[0].ravel().tolist())
+            return sum(out, [])
+        finally:
+            env.close()
+
+    assert goals(5) == goals(5) != goals(6)

@@ -190,7 +190,9 @@ def main(argv: list[str]) -> int:
     reply = stub.Exchange(first, wait_for_ready=True, timeout=120)
     if reply.header.status == 400:
         return 0
-    log(f"seed {reply.unity_input.rl_initialization_input.seed}")
+    seed = reply.unity_input.rl_initialization_input.seed
+    log(f"seed {seed}")
+    scene.random.seed(seed)  # the goals of every reset on follow the trainer's seed
     reply = stub.Exchange(pb.UnityMessageProto(header=pb.HeaderProto(status=200)))
     steps = 0
     while reply.header.status != 400:
