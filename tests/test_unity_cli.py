@@ -86,14 +86,16 @@ def test_trains_the_visual_scene_given_with_its_extension(tmp_path):
 
 @pytest.mark.slow
 def test_two_players_on_consecutive_ports(tmp_path):
-    code, out, err = _finish(_learn(tmp_path, "--num-envs", "2", "--steps", "300", "--env-args", "--agents", "2"),
-                             timeout=180)
+    code, out, err = _finish(_learn(tmp_path, "--num-envs", "2", "--steps", "600", "--env-args", "--agents", "2",
+                                    "--max-step", "20"), timeout=180)
     assert code == 0, err
     logs = [(tmp_path / "r" / "run_logs" / f"Player-{i}.log").read_text() for i in range(2)]
     ports = [int(re.search(r"port (\d+)", log).group(1)) for log in logs]
     assert ports[1] == ports[0] + 1
     assert "seed 1" in logs[0] and "seed 2" in logs[1]
     assert all(log.rstrip().endswith("quit") for log in logs)
+    # what the scenes recorded came through the worker processes
+    assert "Simple1D/Goal" in (tmp_path / "r" / "Simple1D?team=0.csv").read_text().splitlines()[0]
 
 
 @pytest.mark.slow
