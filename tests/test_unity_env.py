@@ -304,3 +304,26 @@ def test_the_seed_reaches_the_scene(tmp_path):
             env.close()
 
     assert goals(5) == goals(5) != goals(6)
+
+
+def test_the_keras_style_api_trains_a_unity_scene(tmp_path):
+    import kerasrl
+
+    env = _env(tmp_path, "--max-step", "20")
+    try:
+        agent = kerasrl.PPO(env, seed=1, run_dir=str(tmp_path / "run"), batch_size=16, buffer_size=64,
+                            hidden_units=16)
+        history = agent.fit(200, verbose=0)
+        assert agent.behavior == BEHAVIOR and len(history.epoch) >= 2
+    finally:
+        env.close()
+    assert "reset" in _log(tmp_path)
+
+
+def test_make_env_takes_a_player_path(tmp_path):
+    from kerasrl.envs.registry import is_unity_env, make_env
+
+    assert is_unity_env(STANDIN) and is_unity_env(STANDIN + ".x86_64") and is_unity_env("editor")
+    assert not is_unity_env("CartPole-v1") and not is_unity_env("ALE/Pong-v5")
+    with pytest.raises(Exception, match="is one Unity player here; --num-envs must be 1"):
+        make_env(STANDIN, 2, 0)

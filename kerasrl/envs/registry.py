@@ -40,11 +40,16 @@ def _builtin(env_id: str, seed: Optional[int]) -> Environment:
 
 def make_env(env_id: str, num_envs: Optional[int], seed: Optional[int],
              names: tuple[str, str] = ("--env", "--num-envs")) -> Union[Environment, GymnasiumEnv]:
-    """A built-in environment by name (one agent), else a Gymnasium id with ``num_envs`` copies
-    (default 8) as agents of one behavior. Gymnasium's errors (an unknown id, with its
+    """A built-in environment by name (one agent), a Unity player or ``editor`` (one, with
+    ``UnityOptions``' defaults), else a Gymnasium id with ``num_envs`` copies (default 8) as
+    agents of one behavior. Gymnasium's errors (an unknown id, with its
     suggestion; a missing optional dependency, with its pip command) become one-line errors
     naming ``names``: the caller's words for the id and the copies (flags, or Python arguments)."""
     env_name, copies_name = names
+    if is_unity_env(env_id):  # a Unity player (one), with mlagents-learn's settings
+        if num_envs not in (None, 1):
+            raise TrainerError(f"{env_name} {env_id} is one Unity player here; {copies_name} must be 1.")
+        return UnityEnvFactory(env_id, UnityOptions(), 0 if seed is None else seed)(0)
     if env_id in BUILTIN_ENVS:
         if num_envs not in (None, 1):
             raise TrainerError(f"The built-in environment {env_id} has one agent; {copies_name} must be 1.")
