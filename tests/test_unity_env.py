@@ -139,6 +139,18 @@ def test_continuous_scene(tmp_path):
         env.close()
 
 
+def test_action_masks(tmp_path):
+    env = _env(tmp_path, "--scene", "masked", "--agents", "2")
+    try:
+        assert env.behavior_specs[BEHAVIOR].discrete_branches == (3,)
+        result = env.reset()[BEHAVIOR]
+        np.testing.assert_array_equal(result.action_mask, [[1, 1, 0], [1, 1, 0]])  # 1: allowed
+        result = env.step({BEHAVIOR: np.array([[1], [0]], np.int32)})[BEHAVIOR]
+        np.testing.assert_array_equal(result.action_mask, [[1, 1, 0], [1, 1, 0]])
+    finally:
+        env.close()
+
+
 class _EchoChannel(SideChannel):
     def __init__(self) -> None:
         super().__init__(uuid.UUID("621f0a70-4f87-11ea-a6bf-784f4387d1f7"))

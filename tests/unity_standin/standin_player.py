@@ -11,7 +11,8 @@ goal (-1 or +1) and walks 0.1 per step towards the goal (discrete action 1) or a
 either end terminates its episode (reward +-1.011 by goal, -0.001 per other step), ``--max-step``
 steps truncate it (``max_step_reached``). An agent that ends reports its terminal info and its
 next episode's first decision in the same message, as Unity does. ``--scene visual`` shows the
-goal as a PNG image (left or right half lit), ``--scene continuous`` takes a continuous action.
+goal as a PNG image (left or right half lit), ``--scene continuous`` takes a continuous action, ``--scene masked`` has a third
+discrete action (stay) that its action mask never allows.
 
 Faults for tests: ``--never-connect``, ``--crash-after N`` (exit 3 after N steps), ``--hang-after N``
 (stop answering after N steps), ``--communication-version V``. What arrives on the side
@@ -76,8 +77,10 @@ class Scene:
         return pb.ObservationProto(shape=[1], float_data=pb.ObservationProto.FloatData(data=[agent["goal"]]))
 
     def info(self, agent: dict, reward: float = 0.0, done: bool = False, truncated: bool = False) -> pb.AgentInfoProto:
+        # the masked scene has a third action, "stay", which is never allowed (true: masked)
+        mask = [False, False, True] if self.args.scene == "masked" else []
         return pb.AgentInfoProto(id=agent["id"], reward=reward, done=done, max_step_reached=truncated,
-                                 observations=[self.observation(agent)])
+                                 observations=[self.observation(agent)], action_mask=mask)
 
     def decisions(self) -> list[pb.AgentInfoProto]:
         return [self.info(agent) for agent in self.agents]
@@ -93,6 +96,8 @@ class Scene:
             discrete = [int(v) for v in action.vector_actions_deprecated] if legacy else action.discrete_actions
             if self.args.scene == "continuous":
                 delta = max(-self.step_size, min(self.step_size, continuous[0]))
+            elif discrete[0] == 2:
+                raise SystemExit("stand-in: the masked action 'stay' was taken")
             else:
                 delta = self.step_size if discrete[0] == 1 else -self.step_size
             agent["position"] = max(-1.0, min(1.0, agent["position"] + delta))
@@ -156,7 +161,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("-logFile", default=None)
     p.add_argument("-nographics", action="store_true")
     p.add_argument("-batchmode", action="store_true")
-    p.add_argument("--scene", choices=("vector", "visual", "continuous"), default="vector")
+    p.add_argument("--scene", choices=("vector", "visual", "continuous", "masked"), default="vector")
     p.add_argument("--agents", type=int, default=1)
     p.add_argument("--max-step", type=int, default=100)
     p.add_argument("--communication-version", default="1.5.0")
@@ -186,7 +191,7 @@ def main(argv: list[str]) -> int:
         params.action_spec.num_continuous_actions = 1
     else:
         params.action_spec.num_discrete_actions = 1
-        params.action_spec.discrete_branch_sizes.append(2)
+        params.action_spec.discrete_branch_sizes.append(3 if args.scene == "masked" else 2)
     reply = stub.Exchange(first, wait_for_ready=True, timeout=120)
     if reply.header.status == 400:
         return 0
