@@ -85,6 +85,14 @@ def test_trains_the_visual_scene_given_with_its_extension(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_policy_never_takes_a_masked_action(tmp_path):
+    """The masked scene's player quits with an error if its never-allowed action is taken."""
+    code, out, err = _finish(_learn(tmp_path, "--steps", "1000", "--env-args", "--scene", "masked", "--agents", "4"))
+    assert code == 0, err
+    assert (tmp_path / "r" / "run_logs" / "Player-0.log").read_text().rstrip().endswith("quit")
+
+
+@pytest.mark.slow
 def test_two_players_on_consecutive_ports(tmp_path):
     code, out, err = _finish(_learn(tmp_path, "--num-envs", "2", "--steps", "600", "--env-args", "--agents", "2",
                                     "--max-step", "20"), timeout=180)
