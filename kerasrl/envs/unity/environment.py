@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 import weakref
 from typing import Iterable, Mapping, Optional, Sequence
 
@@ -110,7 +111,7 @@ class UnityEnvironment(Environment):
         self.engine_channel = EngineConfigurationChannel()
         self.parameters_channel = EnvironmentParametersChannel()
         self.stats_channel = StatsSideChannel()
-        self._channels: dict = {}
+        self._channels: dict[uuid.UUID, SideChannel] = {}
         for channel in [self.engine_channel, self.parameters_channel, self.stats_channel, *side_channels]:
             if channel.channel_id in self._channels:
                 raise EnvironmentException(f"Two side channels have the id {channel.channel_id}.")
@@ -127,7 +128,6 @@ class UnityEnvironment(Environment):
         self._legacy_actions = False
         self._connected = False
         self.player_log: Optional[str] = None
-        player = None
         comm = Communicator(port, timeout_wait)
         self._comm = comm
         self._finalizer = weakref.finalize(self, comm.close)  # no player outlives its environment
@@ -135,8 +135,7 @@ class UnityEnvironment(Environment):
             comm.start()
             if file_name is not None:
                 self.player_log = os.path.join(log_folder, f"Player-{worker_id}.log") if log_folder else None
-                player = PlayerProcess.launch(file_name, port, self.player_log, no_graphics, additional_args)
-                comm.player = player
+                comm.player = PlayerProcess.launch(file_name, port, self.player_log, no_graphics, additional_args)
             self._handshake(seed, num_areas)
         except BaseException:
             self.close()
