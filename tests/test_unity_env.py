@@ -113,14 +113,17 @@ def test_max_step_reached_is_truncated(tmp_path):
         env.close()
 
 
-def test_visual_observations_are_decoded_png(tmp_path):
-    env = _env(tmp_path, "--scene", "visual")
+@pytest.mark.parametrize("agents", [1, 3])  # one image, or all agents' images decoded at once
+def test_visual_observations_are_decoded_png(tmp_path, agents):
+    env = _env(tmp_path, "--scene", "visual", "--agents", str(agents), seed=4)
     try:
         spec = env.behavior_specs[BEHAVIOR]
         assert spec.observation_shapes == ((20, 20, 1),)
-        image = env.reset()[BEHAVIOR].observations[0][0]
-        assert image.dtype == np.float32 and set(np.unique(image).tolist()) == {0.0, 1.0}
-        assert image[:, :10].mean() in (0.0, 1.0) and image[:, :10].mean() + image[:, 10:].mean() == 1.0
+        images = env.reset()[BEHAVIOR].observations[0]
+        assert images.shape == (agents, 20, 20, 1) and images.dtype == np.float32
+        assert set(np.unique(images).tolist()) == {0.0, 1.0}
+        for image in images:  # one half lit: the goal's side
+            assert {image[:, :10].mean(), image[:, 10:].mean()} == {0.0, 1.0}
     finally:
         env.close()
 

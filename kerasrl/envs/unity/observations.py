@@ -67,6 +67,22 @@ def decode_png_observation(data: bytes, shape: Sequence[int], mapping: Sequence[
     return decoded[:, :, :channels]
 
 
+@tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+def _decode_pngs(data: tf.Tensor) -> tf.Tensor:
+    """Every PNG of ``data`` (all of one size) as RGB ``uint8``, in one call."""
+    return tf.map_fn(lambda png: tf.io.decode_png(png, channels=3), data, fn_output_signature=tf.uint8)
+
+
+def _batch_of_pngs(protos: list[pb.ObservationProto], shape: tuple[int, ...]) -> np.ndarray:
+    """One observation of many agents, each a single PNG of 1 to 3 channels, decoded in one call."""
+    rgb = _decode_pngs(tf.constant([p.compressed_data for p in protos])).numpy()
+    if rgb.shape[1:3] != shape[:2]:
+        raise EnvironmentException(f"PNG observations are {rgb.shape[1]}x{rgb.shape[2]}, their shape says "
+                                   f"{shape[0]}x{shape[1]}.")
+    images = rgb.astype(np.float32) * np.float32(1.0 / 255.0)
+    return images.mean(axis=3, keepdims=True) if shape[2] == 1 else images[..., : shape[2]]
+
+
 def _one(proto: pb.ObservationProto, shape: tuple[int, ...]) -> np.ndarray:
     if proto.compression_type == pb.PNG:
         return decode_png_observation(proto.compressed_data, shape, proto.compressed_channel_mapping)
@@ -93,6 +109,10 @@ def observation_arrays(infos: Sequence[pb.AgentInfoProto], shapes: Sequence[tupl
             except ValueError as e:
                 raise EnvironmentException(f"Observation {k} of behavior '{behavior}' does not have shape {shape} "
                                            "for every agent.") from e
+        elif len(shape) == 3 and shape[2] <= 3 and len(infos) > 1 and all(
+                info.observations[k].compression_type == pb.PNG and not info.observations[k].compressed_channel_mapping
+                for info in infos):
+            out.append(_batch_of_pngs([info.observations[k] for info in infos], shape))
         else:
             out.append(np.stack([_one(info.observations[k], shape) for info in infos]) if infos
                        else np.zeros((0,) + shape, np.float32))
