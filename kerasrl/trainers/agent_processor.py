@@ -215,15 +215,13 @@ class AgentProcessor:
     def add_step(self, curr: Optional[StepResult], nxt: Optional[StepResult], outputs: Optional[dict[str, Any]]) -> None:
         """One env step of the behavior: the transitions from ``curr`` (which the policy acted on,
         giving ``outputs``) to ``nxt``, then every trajectory that closes goes on the queue."""
-        acted = curr is not None and outputs is not None and len(curr) > 0
         if nxt is None or len(nxt) == 0:
-            if acted:  # none of them reported this step (a Unity scene's other agents may): they wait
-                assert curr is not None and outputs is not None
+            if curr is not None and outputs is not None and len(curr):
+                # none of them reported this step (a Unity scene's agents may not): they wait
                 for i, a in enumerate(curr.agent_ids.tolist()):
                     self._pending[a] = (curr, i, outputs)
             return
-        if acted:
-            assert curr is not None and outputs is not None
+        if curr is not None and outputs is not None and len(curr):
             self.add_transitions(curr, nxt, outputs)
         elif self._pending:  # agents that acted before a step without them report now
             self.add_transitions(StepResult.empty(self.spec), nxt, {})
