@@ -23,7 +23,8 @@ setup(
     packages=find_packages(include=["kerasrl", "kerasrl.*"]),
     # The sample configs are package data (kerasrl.configs.config_path finds them once installed);
     # the sdist adds tests/, examples/ and benchmarks/ (MANIFEST.in), the wheel only the package.
-    package_data={"kerasrl": ["_buffer.pyx", "_kernels.pyx", "py.typed"], "kerasrl.configs": ["*.yaml"]},
+    package_data={"kerasrl": ["_buffer.pyx", "_kernels.pyx", "py.typed"], "kerasrl.configs": ["*.yaml"],
+                  "kerasrl.protos": ["*.proto", "*.pyi"]},
     exclude_package_data={"kerasrl": ["*.c", "*.html"]},
     ext_modules=cythonize(
         extensions,
@@ -40,10 +41,16 @@ setup(
         "pyyaml>=6.0,<7",
         "gymnasium>=1.0,<2",
         "tensorboard>=2.16,<3",
+        # The Unity protocol (kerasrl/protos): its generated modules need these at least; TensorFlow
+        # 2.21 pulls the same.
+        "grpcio>=1.85.1,<2",
+        "protobuf>=7.35.1,<8",
     ],
     extras_require={
         # setuptools and cython: tests/test_packaging.py builds the sdist from setup.py.
         "test": ["pytest>=8,<10", "hypothesis>=6.100,<7", "setuptools>=68", "cython>=3.0,<4"],
+        # tools/generate_protos.py (tests/test_unity_protos.py checks the checked-in modules are current).
+        "dev-protos": ["grpcio-tools>=1.85.1,<2"],
         # The lint and type gates of .ci/run (configured in pyproject.toml).
         "dev": ["ruff>=0.15,<0.18", "mypy>=2.0,<3", "types-PyYAML>=6.0,<7"],
         # NVIDIA's CUDA and cuDNN wheels for tensorflow (Linux x86_64): several GB.

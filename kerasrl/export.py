@@ -11,7 +11,9 @@ normalizer is inside the graph), ``visual_obs{i}``, ``action_mask`` (discrete),
 ``recurrent_style: mlagents``). Outputs keep ML-Agents 0.9's exported names: ``action``, ``action_probs`` (discrete:
 the masked probabilities; continuous: ``μ``), ``value_estimate`` (the first reward signal's),
 ``recurrent_out`` (the next memory, recurrent only). ``{behavior}.onnx`` is the
-``deterministic`` function (ONNX opset 13); ``{behavior}.policy.json`` records the inputs,
+``deterministic`` function (ONNX opset 13); ``{behavior}.unity.onnx`` is the policy as the ML-Agents
+Unity package's inference runs it (``kerasrl.unity_export``; not for recurrent policies);
+``{behavior}.policy.json`` records the inputs,
 outputs, memory size and action layout. Every file is written beside a temporary one and
 renamed into place, so an interrupted export leaves the previous one whole.
 """
@@ -37,6 +39,7 @@ from kerasrl.spec import BehaviorSpec
 from kerasrl.trainers.bc_trainer import BC_TRAINER_TYPES, bc_checkpoint_objects, bc_model
 from kerasrl.trainers.checkpoint import BEHAVIOR_FILE, CheckpointSaver, export_weights, read_behavior_record
 from kerasrl.trainers.trainer import Trainer
+from kerasrl.unity_export import save_unity_onnx, unity_contract_supported
 
 #: ML-Agents' ``version_number`` of the exported graph.
 VERSION_NUMBER = 2
@@ -164,6 +167,8 @@ def export_policy(model: ActorCritic, folder: str, behavior: str, onnx: Optional
     paths = {"savedmodel": save_savedmodel(policy, os.path.join(folder, f"{behavior}.savedmodel"))}
     if onnx or (onnx is None and onnx_available()):
         paths["onnx"] = save_onnx(policy, os.path.join(folder, f"{behavior}.onnx"))
+        if not unity_contract_supported(model):
+            paths["unity_onnx"] = save_unity_onnx(model, os.path.join(folder, f"{behavior}.unity.onnx"))
     info_path = os.path.join(folder, f"{behavior}.policy.json")
     with open(info_path + ".tmp", "w", encoding="utf-8") as f:
         json.dump({"behavior": behavior, **policy.description(), "files": {k: os.path.basename(v) for k, v in paths.items()}},

@@ -51,6 +51,10 @@ SDIST_MUST_HOLD = [
     "kerasrl/_buffer.pyx",
     "kerasrl/_kernels.pyx",
     "kerasrl/py.typed",
+    "kerasrl/protos/unity_protocol.proto",
+    "kerasrl/protos/unity_protocol_pb2.pyi",
+    "tools/generate_protos.py",
+    "tests/unity_standin/StandIn.x86_64",
 ]
 BUILD_PRODUCTS = (".so", ".pyd", ".c", ".pyc", ".pyo", ".html")
 
@@ -76,6 +80,7 @@ def test_sdist_holds_what_its_tests_need(tmp_path):
         assert set(tests_here) <= set(members), sorted(set(tests_here) - set(members))
         products = sorted(n for n in members if n.endswith(BUILD_PRODUCTS) or "__pycache__" in n)
         assert not products, f"build products in the sdist: {products}"
+        assert members["tests/unity_standin/StandIn.x86_64"].mode & 0o111, "the stand-in player must stay executable"
         for name in ("tests/data/checkpoints_v0_1/discrete/expected.npz",
                      "tests/data/checkpoints_v0_1/discrete/Simple1D/model-101.data-00000-of-00001"):
             assert tar.extractfile(members[name]).read() == (ROOT / name).read_bytes(), name

@@ -121,3 +121,19 @@ def test_the_queue_hands_over_between_threads_in_order():
         taken.extend(t.agent_id for t in queue.take_all())
     thread.join()
     assert taken == list(range(n)) and len(queue) == 0
+
+
+def test_agents_missing_from_a_whole_step_keep_their_transition():
+    """A step without any of the behavior's agents (a Unity scene whose agents decide at other
+    times, or only another behavior's agents report): the transition from the step they acted
+    on runs to the next step that reports them, nothing is lost."""
+    proc, queue, _ = processor()
+    first = result([1, 2], 0)
+    proc.add_step(None, first, None)
+    proc.add_step(first, None, outputs(2, 0))  # behavior absent from the step
+    proc.add_step(None, StepResult.empty(SPEC), None)  # and an empty step after it
+    last = result([1, 2], 3, terminated=(1, 2))
+    proc.add_step(None, last, None)
+    got = queue.take_all()
+    assert [(t.agent_id, len(t), t.terminated) for t in got] == [(1, 1, True), (2, 1, True)]
+    np.testing.assert_array_equal(got[0].steps[Field.VECTOR_OBS].get_batch()[:, 0], [0])  # from the first step

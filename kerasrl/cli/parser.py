@@ -11,7 +11,9 @@ from kerasrl.exception import TrainerError
 def _add_environment_flags(parser: argparse.ArgumentParser) -> None:
     """The environment, its copies and the workers (processes or Ray actors) that step them."""
     g = parser.add_argument_group("environment")
-    g.add_argument("--env", default="CartPole-v1", help=f"Gymnasium id or one of {', '.join(BUILTIN_ENVS)}")
+    g.add_argument("--env", default="CartPole-v1",
+                   help=f"Gymnasium id, one of {', '.join(BUILTIN_ENVS)}, a Unity player (path, with or without "
+                        "its extension) or 'editor' (press Play in the Unity Editor)")
     g.add_argument("--num-envs", type=int, default=None,
                    help=f"parallel copies of a Gymnasium env (agents of one behavior; default {DEFAULT_NUM_ENVS}); "
                         "the built-in environments have one agent")
@@ -27,6 +29,25 @@ def _add_environment_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--ray-restart-workers", action="store_true",
                    help="replace a Ray actor that dies and continue (its agents' unfinished trajectories are "
                         "dropped); default: save and stop with an error naming the actor and its node")
+
+
+def _add_unity_flags(parser: argparse.ArgumentParser) -> None:
+    """Unity scenes: ``--env PATH`` (a player) or ``--env editor``, as ``mlagents-learn`` takes them."""
+    g = parser.add_argument_group("Unity scenes (--env PATH_TO_PLAYER or --env editor)")
+    g.add_argument("--base-port", type=int, default=None,
+                   help="port of the first player (players get consecutive ports; default 5005, the Editor 5004)")
+    g.add_argument("--no-graphics", action="store_true", help="start players with -nographics -batchmode")
+    g.add_argument("--timeout-wait", type=float, default=60.0,
+                   help="seconds to wait for a player to connect, and for each of its steps (default 60)")
+    g.add_argument("--time-scale", type=float, default=20.0, help="the players' time scale (default 20)")
+    g.add_argument("--quality-level", type=int, default=5, help="the players' quality level (default 5)")
+    g.add_argument("--width", type=int, default=84, help="the players' window width (default 84)")
+    g.add_argument("--height", type=int, default=84, help="the players' window height (default 84)")
+    g.add_argument("--target-frame-rate", type=int, default=-1,
+                   help="the players' target frame rate (default -1: unlimited)")
+    g.add_argument("--capture-frame-rate", type=int, default=60, help="the players' capture frame rate (default 60)")
+    g.add_argument("--env-args", nargs=argparse.REMAINDER, default=None,
+                   help="everything after it is passed to each player (so it comes last)")
 
 
 def _add_run_flags(parser: argparse.ArgumentParser) -> None:
@@ -106,6 +127,7 @@ def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> a
     else:
         p.add_argument("--config", dest="trainer_config_path", default=None, help="trainer config YAML")
     _add_environment_flags(p)
+    _add_unity_flags(p)
     _add_run_flags(p)
     _add_speed_flags(p)
     _add_parameter_flags(p)
@@ -127,6 +149,13 @@ def check_args(args: argparse.Namespace) -> None:
         raise TrainerError(f"--tf-threads must be >= 0 (0: TensorFlow's default), got {args.tf_threads}.")
     if getattr(args, "lesson", None) is not None and args.lesson < 0:
         raise TrainerError(f"--lesson must be >= 0 (lessons count from 0), got {args.lesson}.")
+    if getattr(args, "timeout_wait", 1.0) <= 0:
+        raise TrainerError(f"--timeout-wait must be > 0 seconds, got {args.timeout_wait}.")
+    if getattr(args, "time_scale", 1.0) <= 0:
+        raise TrainerError(f"--time-scale must be > 0, got {args.time_scale}.")
+    base_port = getattr(args, "base_port", None)
+    if base_port is not None and not 1 <= base_port <= 65535:
+        raise TrainerError(f"--base-port must be a port number (1-65535), got {base_port}.")
     check_run_name("--run-id", args.run_id)
     if args.initialize_from is not None:
         check_run_name("--initialize-from", args.initialize_from)

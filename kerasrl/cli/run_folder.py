@@ -274,8 +274,12 @@ def prepare_run_dir(args: argparse.Namespace) -> str:
     """The run's folder, checked again (:func:`check_run_dir`: it may have changed since),
     made, locked (:func:`lock_run_dir`), emptied with ``--force`` and marked; it must be
     writable. The command line calls it once every other check has passed, just before the
-    run writes its first file."""
-    run_dir = check_run_dir(args)
+    run writes its first file; again, it changes nothing in a folder this process holds."""
+    run_dir = os.path.join(args.results_dir, args.run_id)
+    held = _held.get(os.path.realpath(run_dir))
+    if held is not None and _same_file(held, os.path.join(run_dir, LOCK)):
+        return run_dir
+    check_run_dir(args)
     try:
         os.makedirs(run_dir, exist_ok=True)
         lock_run_dir(run_dir)

@@ -34,7 +34,7 @@ def _run(args: argparse.Namespace) -> None:
             from kerasrl.export import export_run  # after quiet_tensorflow, which TensorFlow reads as it loads
 
         for behavior, paths in export_run(args.run_dir, onnx=False if args.no_onnx else None).items():
-            print(f"{behavior}: {', '.join(paths[k] for k in ('savedmodel', 'onnx') if k in paths)}", flush=True)
+            print(f"{behavior}: {', '.join(paths[k] for k in ('savedmodel', 'onnx', 'unity_onnx') if k in paths)}", flush=True)
     else:
         print(plot_runs(args.run_dirs, args.output, args.key or DEFAULT_KEYS, args.title), flush=True)
 

@@ -36,7 +36,7 @@ from kerasrl.cli.run_folder import (
 from kerasrl.configs import config_source
 from kerasrl.distribute import cluster
 from kerasrl.envs.ray_env_manager import ray_available
-from kerasrl.envs.registry import copies_per_worker, make_env_manager
+from kerasrl.envs.registry import UnityOptions, copies_per_worker, is_unity_env, make_env_manager
 from kerasrl.exception import EnvironmentException, TrainerError
 from kerasrl.export import export_trainers
 from kerasrl.recording import record
@@ -60,6 +60,18 @@ def set_tf_threads(threads: int) -> bool:
         return False
     return True
 
+
+
+def unity_options(args: argparse.Namespace) -> Optional[UnityOptions]:
+    """The Unity flags, for a Unity ``--env``; players log to the run folder's ``run_logs``."""
+    if not is_unity_env(args.env):
+        return None
+    return UnityOptions(base_port=args.base_port, no_graphics=args.no_graphics, timeout_wait=args.timeout_wait,
+                        env_args=tuple(args.env_args or ()),
+                        log_folder=os.path.join(args.results_dir, args.run_id, "run_logs"),
+                        time_scale=args.time_scale, quality_level=args.quality_level, width=args.width,
+                        height=args.height, target_frame_rate=args.target_frame_rate,
+                        capture_frame_rate=args.capture_frame_rate)
 
 
 def _check_ray_args(args: argparse.Namespace) -> None:
@@ -97,6 +109,8 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
         copies_per_worker(args.env, args.num_envs, workers)  # a layout error before the run folder is touched
     init = initial_models(args)
     check_run_dir(args)  # written to only once the environment has started and accepted its parameters
+    if is_unity_env(args.env):
+        prepare_run_dir(args)  # except for Unity players, which log into it from their start
     seed_given = getattr(args, "seed_given", args.seed >= 0)
     recorded = RecordedRun()
     if args.load and not args.inference and not (seed_given and args.steps is not None):
@@ -107,7 +121,8 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
     seed = hosts.chief_value(seed) if hosts is not None else seed  # the chief's folder holds the record
     env_seed = seed + host_seed_offset(args)
     manager, n_agents = make_env_manager(args.env, args.num_envs, env_seed, workers, env_manager,
-                                         getattr(args, "ray_address", None), getattr(args, "ray_restart_workers", False))
+                                         getattr(args, "ray_address", None), getattr(args, "ray_restart_workers", False),
+                                         unity=unity_options(args) if hasattr(args, "base_port") else None)
     context = RunContext.in_results_dir(args.results_dir, args.run_id, keep_checkpoints=args.keep_checkpoints,
                                         train_model=not args.inference, load_model=args.load or args.inference,
                                         seed=seed, max_steps=args.steps, initialize_from=init)

@@ -74,6 +74,11 @@ class EnvManager(abc.ABC):
     def reset_parameters(self) -> dict[str, float]:
         return {}
 
+    def environment_stats(self) -> dict[str, list[float]]:
+        """Statistics the environment itself recorded since the last call (a Unity scene's
+        ``StatsRecorder``), key -> values to average; the trainers write them with their own."""
+        return {}
+
     @abc.abstractmethod
     def close(self) -> None:
         """Close every environment."""
@@ -126,6 +131,10 @@ class SimpleEnvManager(EnvManager):
     @property
     def reset_parameters(self) -> dict[str, float]:
         return self.env.reset_parameters
+
+    def environment_stats(self) -> dict[str, list[float]]:
+        take = getattr(self.env, "take_environment_stats", None)
+        return take() if take is not None else {}
 
     def close(self) -> None:
         self.env.close()

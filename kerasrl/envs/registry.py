@@ -1,10 +1,16 @@
 """Environments by id: the built-in ones (one agent each) and Gymnasium ids (``num_envs`` copies
 as agents of one behavior), and the env manager that steps them in this process, in worker
-processes or in Ray actors. The command line, ``kerasrl.PPO`` and the export command share it."""
+processes or in Ray actors. The command line, ``kerasrl.PPO`` and the export command share it.
+
+A Unity player (a path, with or without its extension) or ``editor`` is a Unity scene: one
+``UnityEnvironment`` per player (``num_envs`` players on consecutive ports, each in its own
+worker process when there are several). The Unity stack (gRPC, TensorFlow's PNG decoder) is
+imported only then."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional, Union
+import os
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
 
 import gymnasium
 
@@ -34,11 +40,16 @@ def _builtin(env_id: str, seed: Optional[int]) -> Environment:
 
 def make_env(env_id: str, num_envs: Optional[int], seed: Optional[int],
              names: tuple[str, str] = ("--env", "--num-envs")) -> Union[Environment, GymnasiumEnv]:
-    """A built-in environment by name (one agent), else a Gymnasium id with ``num_envs`` copies
-    (default 8) as agents of one behavior. Gymnasium's errors (an unknown id, with its
+    """A built-in environment by name (one agent), a Unity player or ``editor`` (one, with
+    ``UnityOptions``' defaults), else a Gymnasium id with ``num_envs`` copies (default 8) as
+    agents of one behavior. Gymnasium's errors (an unknown id, with its
     suggestion; a missing optional dependency, with its pip command) become one-line errors
     naming ``names``: the caller's words for the id and the copies (flags, or Python arguments)."""
     env_name, copies_name = names
+    if is_unity_env(env_id):  # a Unity player (one), with mlagents-learn's settings
+        if num_envs not in (None, 1):
+            raise TrainerError(f"{env_name} {env_id} is one Unity player here; {copies_name} must be 1.")
+        return UnityEnvFactory(env_id, UnityOptions(), 0 if seed is None else seed)(0)
     if env_id in BUILTIN_ENVS:
         if num_envs not in (None, 1):
             raise TrainerError(f"The built-in environment {env_id} has one agent; {copies_name} must be 1.")
@@ -88,11 +99,92 @@ def check_env_id(env_id: str) -> None:
         raise TrainerError(f"--env {env_id}: {one_line(e)}") from e
 
 
+#: How Unity builds are named on each platform (``--env`` may leave the extension out).
+PLAYER_EXTENSIONS = (".x86_64", ".x86", ".exe", ".app")
+#: ``--env editor``: no build; the Unity Editor connects when Play is pressed.
+EDITOR = "editor"
+
+
+def is_unity_env(env_id: str) -> bool:
+    """``editor``, a path with a player's extension, or an existing path (with or without one)."""
+    if env_id.lower() == EDITOR or env_id.endswith(PLAYER_EXTENSIONS):
+        return True
+    return any(os.path.exists(env_id + ext) for ext in ("", *PLAYER_EXTENSIONS))
+
+
+@dataclass(frozen=True)
+class UnityOptions:
+    """How Unity players are started and configured (``kerasrl-learn``'s Unity flags, with
+    ``mlagents-learn``'s defaults). ``log_folder``: where each player writes ``Player-{i}.log``."""
+
+    base_port: Optional[int] = None
+    no_graphics: bool = False
+    timeout_wait: float = 60.0
+    env_args: tuple[str, ...] = ()
+    log_folder: Optional[str] = None
+    time_scale: float = 20.0
+    quality_level: int = 5
+    width: int = 84
+    height: int = 84
+    target_frame_rate: int = -1
+    capture_frame_rate: int = 60
+    side_channels: tuple[Any, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class UnityEnvFactory:
+    """Builds player ``i``'s environment: the build ``path`` (``editor``: the Editor) on port
+    ``base_port + i``, seeded ``seed + i``. Module level, so a spawned worker can unpickle it."""
+
+    path: str
+    options: UnityOptions
+    seed: int
+
+    def __call__(self, index: int) -> Environment:
+        from kerasrl.envs.unity import EngineConfig, UnityEnvironment
+
+        o = self.options
+        engine = EngineConfig(width=o.width, height=o.height, quality_level=o.quality_level, time_scale=o.time_scale,
+                              target_frame_rate=o.target_frame_rate, capture_frame_rate=o.capture_frame_rate)
+        return UnityEnvironment(None if self.path.lower() == EDITOR else self.path, worker_id=index,
+                                base_port=o.base_port, seed=self.seed + index, no_graphics=o.no_graphics,
+                                timeout_wait=o.timeout_wait, additional_args=o.env_args, side_channels=o.side_channels,
+                                log_folder=o.log_folder, engine=engine)
+
+
+def _unity_env_manager(env_id: str, num_envs: Optional[int], seed: int, workers: int, env_manager: str,
+                       unity: Optional[UnityOptions], ray_address: Optional[str],
+                       ray_restart_workers: bool) -> tuple[EnvManager, int]:
+    """``num_envs`` Unity players (default 1): in this process for one, else one per worker process or Ray actor."""
+    players = 1 if num_envs is None else num_envs
+    if env_id.lower() == EDITOR and players != 1:
+        raise TrainerError(f"--env editor connects to one Unity Editor; --num-envs must be 1, got {players}.")
+    if workers not in (1, players):
+        raise TrainerError(f"--env {env_id} runs --num-envs {players} Unity players, each in its own worker: "
+                           f"leave --workers out or make it {players}.")
+    factory = UnityEnvFactory(env_id, unity or UnityOptions(), seed)
+    if players == 1 and env_manager != "ray":
+        env = factory(0)
+        return SimpleEnvManager(env), int(getattr(env, "num_envs", 1))
+    timeout = factory.options.timeout_wait
+    if env_manager == "ray":
+        manager: EnvManager = RayEnvManager(factory, players, address=ray_address, restart_workers=ray_restart_workers,
+                                            step_timeout_s=timeout + 30.0, start_timeout_s=timeout + 300.0)
+    else:
+        manager = SubprocessEnvManager(factory, players, step_timeout_s=timeout + 30.0, start_timeout_s=timeout + 120.0)
+    return manager, players
+
+
 def make_env_manager(env_id: str, num_envs: Optional[int], seed: int, workers: int, env_manager: str = "subprocess",
-                     ray_address: Optional[str] = None, ray_restart_workers: bool = False) -> tuple[EnvManager, int]:
+                     ray_address: Optional[str] = None, ray_restart_workers: bool = False,
+                     unity: Optional[UnityOptions] = None) -> tuple[EnvManager, int]:
     """The env manager and its number of agents: ``SimpleEnvManager`` in this process for
     ``workers == 1``, else a ``SubprocessEnvManager`` over ``workers`` processes; with
-    ``env_manager="ray"`` a ``RayEnvManager`` over ``workers`` Ray actors (one is allowed)."""
+    ``env_manager="ray"`` a ``RayEnvManager`` over ``workers`` Ray actors (one is allowed).
+    A Unity scene (:func:`is_unity_env`) runs as ``unity`` says."""
+    if is_unity_env(env_id):
+        return _unity_env_manager(env_id, num_envs, seed, workers, env_manager, unity, ray_address,
+                                  ray_restart_workers)
     if workers == 1 and env_manager != "ray":
         env = make_env(env_id, num_envs, seed)
         return SimpleEnvManager(env), int(getattr(env, "num_envs", 1))

@@ -72,7 +72,7 @@ import numpy as np
 from kerasrl.envs.base import BehaviorSpec, Environment, EnvironmentException, StepResult
 from kerasrl.envs.env_manager import ActionInfo, EnvManager, StepInfo
 from kerasrl.envs.gym_adapter import GymnasiumEnv
-from kerasrl.envs.worker import IGNORED_SIGNALS, Packed, _worker_main
+from kerasrl.envs.worker import IGNORED_SIGNALS, STATS_KEY, Packed, _worker_main
 from kerasrl.exception import describe
 from kerasrl.timers import get_timer_stack, hierarchical_timer, merge_worker_tree
 
@@ -203,6 +203,7 @@ class SubprocessEnvManager(EnvManager):
         self.close_timeout_s = float(close_timeout_s)
         self.on_failure = on_failure
         self.previous_step: StepInfo = StepInfo(None, {}, None)
+        self._environment_stats: dict[str, list[float]] = {}
         self._labels = [_factory_label(env_factory)] * self.num_workers
         self._procs: list[BaseProcess] = []
         self._conns: list[Connection] = []
@@ -404,7 +405,10 @@ class SubprocessEnvManager(EnvManager):
         return StepResult(ids, obs, np.concatenate(cols[2]), np.concatenate(cols[3]), np.concatenate(cols[4]),
                           _concat_optional(cols[5], counts, 1.0), _concat_optional(cols[6], counts, 0.0))
 
-    def _merge(self, replies: list[dict[str, Packed]]) -> dict[str, StepResult]:
+    def _merge(self, replies: list[dict[str, Any]]) -> dict[str, StepResult]:
+        for reply in replies:
+            for key, values in reply.pop(STATS_KEY, {}).items():
+                self._environment_stats.setdefault(key, []).extend(values)
         names = list(dict.fromkeys(name for reply in replies for name in reply))
         self._rows = {}
         return {name: self._concat(name, [(i, r[name]) for i, r in enumerate(replies) if name in r]) for name in names}
@@ -431,6 +435,11 @@ class SubprocessEnvManager(EnvManager):
             info = self._merge(replies)
         self.previous_step = StepInfo(None, info, None)
         return [self.previous_step]
+
+    def environment_stats(self) -> dict[str, list[float]]:
+        """What the workers' environments recorded since the last call (a Unity scene's statistics)."""
+        stats, self._environment_stats = self._environment_stats, {}
+        return stats
 
     def merge_worker_timers(self) -> None:
         """Merge every worker's timers and gauges into this process's tree now (they also come

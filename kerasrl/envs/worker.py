@@ -29,6 +29,8 @@ from kerasrl.timers import get_timer_tree, hierarchical_timer, reset_timers
 #: truncated, action mask, previous actions.
 Packed = tuple[np.ndarray, list[np.ndarray], np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray],
                Optional[np.ndarray]]
+#: The key of a step reply that holds the statistics the environment recorded (no behavior's name).
+STATS_KEY = "\x00environment_stats"
 #: What a worker ignores; the main process starts it with these blocked (so that none can end it
 #: while it imports), and it unblocks them once they are ignored.
 IGNORED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -53,7 +55,7 @@ def _check_results(env: Environment, results: Mapping[str, StepResult]) -> None:
         result.validate(spec, name)
 
 
-def _handle(env: Environment, command: str, payload: Any, check: bool) -> Optional[dict[str, Packed]]:
+def _handle(env: Environment, command: str, payload: Any, check: bool) -> Optional[dict[str, Any]]:
     """Run one command on the worker's environment; the results packed for the pipe."""
     if command == "timers":
         return None
@@ -67,7 +69,12 @@ def _handle(env: Environment, command: str, payload: Any, check: bool) -> Option
         raise EnvironmentException(f"Unknown worker command {command!r}.")
     if check:
         _check_results(env, results)
-    return {name: _pack(result) for name, result in results.items()}
+    reply: dict[str, Any] = {name: _pack(result) for name, result in results.items()}
+    take_stats = getattr(env, "take_environment_stats", None)
+    stats = take_stats() if take_stats is not None else None
+    if stats:  # what a Unity scene recorded, beside the behaviors' results
+        reply[STATS_KEY] = stats
+    return reply
 
 
 def _serve(conn: Connection, env: Environment, check: bool, timer_sync_s: float) -> None:

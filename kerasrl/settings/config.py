@@ -36,8 +36,9 @@ class TrainerConfig:
         return [name for name in self.sections if name != "default"]
 
     def settings_for(self, behavior: str) -> TrainerSettings:
-        """The behavior's own section, else ``default``."""
-        return self.sections.get(behavior, self.sections["default"])
+        """The behavior's own section, else ``default``. A Unity behavior of a team
+        (``Striker?team=1``) trains with the section of its name without the suffix."""
+        return self.sections.get(behavior) or self.sections.get(_without_team(behavior), self.sections["default"])
 
     def check_behaviors(self, behaviors: Any) -> None:
         """Sections that match no behavior of the environment.
@@ -47,8 +48,8 @@ class TrainerConfig:
         section. Otherwise unmatched sections are taken for a config shared across
         environments (as ML-Agents' own): a warning names them.
         """
-        names = list(behaviors)
-        unmatched = [s for s in self.behavior_sections if s not in names]
+        names = list(dict.fromkeys(_without_team(b) for b in behaviors))
+        unmatched = [s for s in self.behavior_sections if s not in names and s not in behaviors]
         if not unmatched:
             return
         listed = f"(behaviors: {', '.join(names)})"
@@ -65,6 +66,11 @@ class TrainerConfig:
                         f"Section {section} of {self.source} matches no behavior {listed}: did you mean {close[0]}?")
         logger.warning("Sections %s of %s match no behavior of this environment %s: ignored, as in a config shared "
                        "across environments.", ", ".join(unmatched), self.source, listed)
+
+
+def _without_team(behavior: str) -> str:
+    """A Unity behavior's name without its team suffix (``Striker?team=1`` -> ``Striker``)."""
+    return behavior.split("?team=", 1)[0]
 
 
 def _resolve(config: Mapping[str, Any], name: str, source: str) -> Mapping[str, Any]:

@@ -216,9 +216,15 @@ class AgentProcessor:
         """One env step of the behavior: the transitions from ``curr`` (which the policy acted on,
         giving ``outputs``) to ``nxt``, then every trajectory that closes goes on the queue."""
         if nxt is None or len(nxt) == 0:
+            if curr is not None and outputs is not None and len(curr):
+                # none of them reported this step (a Unity scene's agents may not): they wait
+                for i, a in enumerate(curr.agent_ids.tolist()):
+                    self._pending[a] = (curr, i, outputs)
             return
         if curr is not None and outputs is not None and len(curr):
             self.add_transitions(curr, nxt, outputs)
+        elif self._pending:  # agents that acted before a step without them report now
+            self.add_transitions(StepResult.empty(self.spec), nxt, {})
         if self.rollout is not None:
             self.rollout.steps += len(nxt)
         rows = self.ready_rows(nxt)

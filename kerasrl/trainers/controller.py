@@ -201,6 +201,11 @@ class TrainerController:
                     action_info = infos.get(name)
                     trainer.add_step(previous, current, action_info.outputs if action_info is not None else None)
                     trainer.process_trajectories()
+            # What the scene itself recorded (a Unity StatsRecorder) goes to every behavior's summary.
+            recorded: dict[str, list[float]] = getattr(env, "environment_stats", dict)()
+            for key, values in recorded.items():
+                for trainer in self.trainers.values():
+                    trainer.stats[key].extend(values)
         for name, trainer in self.trainers.items():
             if self.train_model and trainer.get_step <= trainer.get_max_steps:
                 trainer.increment_step(self._agent_steps(new_step_infos, name))

@@ -1,0 +1,119 @@
+"""Agent infos from a player's message as kerasrl arrays: observations, rewards, flags, masks.
+
+Vector observations arrive as float lists; visual ones as floats too, or as PNG images
+(``compression_type`` PNG). A PNG is always decoded to RGB; more than 3 channels come as
+several PNGs back to back, and ``compressed_channel_mapping`` says which decoded channel
+feeds which observation channel (stacked grey images map three RGB channels onto one, which
+is their average). Without a mapping a 1-channel observation is the average of R, G and B.
+Pixel values become floats in [0, 1].
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from kerasrl.exception import EnvironmentException
+from kerasrl.protos import unity_protocol_pb2 as pb
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+__all__ = ["decode_png_observation", "observation_arrays", "observation_shape"]
+
+
+def observation_shape(proto: pb.ObservationProto, behavior: str, index: int) -> tuple[int, ...]:
+    """The kerasrl shape of one observation: ``(size,)`` or ``(height, width, channels)``."""
+    shape = tuple(int(d) for d in proto.shape)
+    if len(shape) not in (1, 3):
+        raise EnvironmentException(
+            f"Observation {index} of behavior '{behavior}' has shape {shape}: kerasrl trains vector (1-D) and "
+            "visual (height, width, channels) observations, not variable-length (2-D) ones such as a BufferSensor's.")
+    return shape
+
+
+def _split_pngs(data: bytes) -> list[bytes]:
+    """The PNG files concatenated in ``data``."""
+    starts = []
+    at = data.find(PNG_SIGNATURE)
+    while at != -1:
+        starts.append(at)
+        at = data.find(PNG_SIGNATURE, at + len(PNG_SIGNATURE))
+    if not starts or starts[0] != 0:
+        raise EnvironmentException("A compressed observation is not PNG data.")
+    return [data[a:b] for a, b in zip(starts, starts[1:] + [len(data)])]
+
+
+def decode_png_observation(data: bytes, shape: Sequence[int], mapping: Sequence[int] = ()) -> np.ndarray:
+    """One PNG-compressed observation as a float32 ``(height, width, channels)`` array in [0, 1]."""
+    height, width, channels = (int(d) for d in shape)
+    images = [tf.io.decode_png(png, channels=3).numpy() for png in _split_pngs(data)]
+    decoded = np.concatenate(images, axis=2).astype(np.float32) * np.float32(1.0 / 255.0)
+    if decoded.shape[:2] != (height, width):
+        raise EnvironmentException(f"A PNG observation is {decoded.shape[0]}x{decoded.shape[1]}, its shape "
+                                   f"says {height}x{width}.")
+    if mapping:
+        out = np.zeros((height, width, channels), np.float32)
+        counts = np.zeros(channels, np.float32)
+        for source, target in enumerate(list(mapping)[: decoded.shape[2]]):
+            if target >= 0:
+                out[:, :, target] += decoded[:, :, source]
+                counts[target] += 1
+        return out / np.maximum(counts, 1.0)
+    if channels == 1:
+        return decoded[:, :, :3].mean(axis=2, keepdims=True)
+    if decoded.shape[2] < channels:
+        raise EnvironmentException(f"A PNG observation has {decoded.shape[2]} channels, its shape says {channels}.")
+    return decoded[:, :, :channels]
+
+
+@tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+def _decode_pngs(data: tf.Tensor) -> tf.Tensor:
+    """Every PNG of ``data`` (all of one size) as RGB ``uint8``, in one call."""
+    return tf.map_fn(lambda png: tf.io.decode_png(png, channels=3), data, fn_output_signature=tf.uint8)
+
+
+def _batch_of_pngs(protos: list[pb.ObservationProto], shape: tuple[int, ...]) -> np.ndarray:
+    """One observation of many agents, each a single PNG of 1 to 3 channels, decoded in one call."""
+    rgb = _decode_pngs(tf.constant([p.compressed_data for p in protos])).numpy()
+    if rgb.shape[1:3] != shape[:2]:
+        raise EnvironmentException(f"PNG observations are {rgb.shape[1]}x{rgb.shape[2]}, their shape says "
+                                   f"{shape[0]}x{shape[1]}.")
+    images = rgb.astype(np.float32) * np.float32(1.0 / 255.0)
+    return images.mean(axis=3, keepdims=True) if shape[2] == 1 else images[..., : shape[2]]
+
+
+def _one(proto: pb.ObservationProto, shape: tuple[int, ...]) -> np.ndarray:
+    if proto.compression_type == pb.PNG:
+        return decode_png_observation(proto.compressed_data, shape, proto.compressed_channel_mapping)
+    data = np.asarray(proto.float_data.data, np.float32)
+    if data.size != int(np.prod(shape)):
+        raise EnvironmentException(f"An observation has {data.size} values, its shape {shape} needs "
+                                   f"{int(np.prod(shape))}.")
+    return data.reshape(shape)
+
+
+def observation_arrays(infos: Sequence[pb.AgentInfoProto], shapes: Sequence[tuple[int, ...]],
+                       behavior: str) -> list[np.ndarray]:
+    """Observation ``k`` of every agent in ``infos``, stacked: one ``[n, *shapes[k]]`` array per ``k``."""
+    for info in infos:
+        if len(info.observations) != len(shapes):
+            raise EnvironmentException(f"Agent {info.id} of behavior '{behavior}' sent {len(info.observations)} "
+                                       f"observations; the behavior has {len(shapes)}.")
+    out = []
+    for k, shape in enumerate(shapes):
+        if len(shape) == 1 and all(info.observations[k].compression_type == pb.NONE for info in infos):
+            flat = [info.observations[k].float_data.data for info in infos]
+            try:
+                out.append(np.array(flat, np.float32).reshape((len(infos),) + shape))
+            except ValueError as e:
+                raise EnvironmentException(f"Observation {k} of behavior '{behavior}' does not have shape {shape} "
+                                           "for every agent.") from e
+        elif len(shape) == 3 and shape[2] <= 3 and len(infos) > 1 and all(
+                info.observations[k].compression_type == pb.PNG and not info.observations[k].compressed_channel_mapping
+                for info in infos):
+            out.append(_batch_of_pngs([info.observations[k] for info in infos], shape))
+        else:
+            out.append(np.stack([_one(info.observations[k], shape) for info in infos]) if infos
+                       else np.zeros((0,) + shape, np.float32))
+    return out

@@ -1,0 +1,149 @@
+"""``kerasrl-learn --env PLAYER`` end to end with the stand-in player: training to the scene's
+threshold, two players, and a player that crashes mid-run or a run stopped by Ctrl-C (one
+line, a checkpoint, no player left)."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.process_tools import free_ports, group_members
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STANDIN = os.path.join(ROOT, "tests", "unity_standin", "StandIn")
+FINAL = re.compile(r"^final steps=(\d+) mean_return=(\S+)", re.M)
+CONFIG = ("Simple1D:\n  batch_size: 16\n  buffer_size: 64\n  learning_rate: 5.0e-3\n  hidden_units: 16\n"
+          "  summary_freq: 500\n  max_steps: {steps}\n")
+
+
+def _learn(tmp_path, *args: str, steps: int = 3000, player: str = STANDIN) -> subprocess.Popen:
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(CONFIG.format(steps=steps))
+    (port,) = free_ports(1)
+    command = [sys.executable, "-m", "kerasrl.cli", str(cfg), "--env", player, "--base-port", str(port), "--seed", "1",
+               "--results-dir", str(tmp_path), "--run-id", "r", "--progress-every", "1000", *args]
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True, cwd=ROOT)
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 120.0) -> tuple[int, str, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode, out, err
+
+
+def _assert_no_process_left(proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 10
+    while group_members(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert group_members(proc.pid) == []
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and _is_standin(p)], "a stand-in player is left"
+
+
+def _is_standin(pid: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"standin_player.py" in f.read() and _session(pid) is not None
+    except OSError:
+        return False
+
+
+def _session(pid: str):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return None if fields[0] == "Z" else fields
+
+
+@pytest.mark.slow
+def test_trains_the_standin_scene_to_its_threshold(tmp_path):
+    code, out, err = _finish(_learn(tmp_path, "--no-graphics", "--time-scale", "10"))
+    assert code == 0, err
+    assert "PPO on " + STANDIN in out
+    m = FINAL.search(out)
+    assert m and int(m.group(1)) >= 3000 and float(m.group(2)) >= 0.9, out
+    log = (tmp_path / "r" / "run_logs" / "Player-0.log").read_text()
+    assert "nographics=True batchmode=True" in log and "engine 2 10" in log and "seed 1" in log
+    assert (tmp_path / "r" / "models" / "Simple1D?team=0").is_dir()
+    assert "Simple1D/Goal" in (tmp_path / "r" / "Simple1D?team=0.csv").read_text().splitlines()[0]
+
+
+@pytest.mark.slow
+def test_trains_the_visual_scene_given_with_its_extension(tmp_path):
+    code, out, err = _finish(_learn(tmp_path, "--env-args", "--scene", "visual", player=STANDIN + ".x86_64"))
+    assert code == 0, err
+    m = FINAL.search(out)
+    assert m and float(m.group(2)) >= 0.9, out
+
+
+@pytest.mark.slow
+def test_the_policy_never_takes_a_masked_action(tmp_path):
+    """The masked scene's player quits with an error if its never-allowed action is taken."""
+    code, out, err = _finish(_learn(tmp_path, "--steps", "1000", "--env-args", "--scene", "masked", "--agents", "4"))
+    assert code == 0, err
+    assert (tmp_path / "r" / "run_logs" / "Player-0.log").read_text().rstrip().endswith("quit")
+
+
+@pytest.mark.slow
+def test_two_players_on_consecutive_ports(tmp_path):
+    code, out, err = _finish(_learn(tmp_path, "--num-envs", "2", "--steps", "600", "--env-args", "--agents", "2",
+                                    "--max-step", "20"), timeout=180)
+    assert code == 0, err
+    logs = [(tmp_path / "r" / "run_logs" / f"Player-{i}.log").read_text() for i in range(2)]
+    ports = [int(re.search(r"port (\d+)", log).group(1)) for log in logs]
+    assert ports[1] == ports[0] + 1
+    assert "seed 1" in logs[0] and "seed 2" in logs[1]
+    assert all(log.rstrip().endswith("quit") for log in logs)
+    # what the scenes recorded came through the worker processes
+    assert "Simple1D/Goal" in (tmp_path / "r" / "Simple1D?team=0.csv").read_text().splitlines()[0]
+
+
+@pytest.mark.slow
+def test_a_player_that_crashes_mid_run(tmp_path):
+    proc = _learn(tmp_path, "--save-freq", "200", "--env-args", "--crash-after", "700")
+    code, out, err = _finish(proc)
+    assert code == 2, (out, err)
+    line = err.strip().splitlines()[-1]
+    assert "exited with code 3" in line and STANDIN in line and "port " in line and "Player-0.log" in line, err
+    assert "The model was saved at step" in line
+    assert any(n.startswith("model-") for n in os.listdir(tmp_path / "r" / "models" / "Simple1D?team=0"))
+    _assert_no_process_left(proc)
+
+
+@pytest.mark.slow
+def test_ctrl_c_saves_and_leaves_no_player(tmp_path):
+    proc = _learn(tmp_path, steps=10**6)
+    deadline = time.monotonic() + 90
+    while not (tmp_path / "r" / "run_logs" / "Player-0.log").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)
+    os.killpg(proc.pid, signal.SIGINT)  # the terminal's Ctrl-C reaches the whole foreground group
+    code, out, err = _finish(proc)
+    assert code == 130, (out, err)
+    assert "Interrupted: the model was saved" in out
+    _assert_no_process_left(proc)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault, expected, saved", [
+    (("--timeout-wait", "2", "--env-args", "--never-connect"), "did not connect within 2 s", False),
+    (("--env-args", "--communication-version", "2.0.0"), "speaks Communication API 2.0.0", False),
+    (("--timeout-wait", "3", "--save-freq", "200", "--env-args", "--hang-after", "500"), "sent nothing for 3 s", True),
+])
+def test_faults_end_the_run_with_one_line(tmp_path, fault, expected, saved):
+    proc = _learn(tmp_path, *fault)
+    code, out, err = _finish(proc)
+    assert code == 2, (out, err)
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("kerasrl-learn: error: ") and expected in line, err
+    assert STANDIN in line and "port " in line
+    assert ("The model was saved at step" in line) == saved
+    _assert_no_process_left(proc)

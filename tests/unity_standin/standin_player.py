@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""A stand-in for a Unity player built with the ML-Agents package, for tests without Unity.
+
+It is launched as a player is (``--mlagents-port PORT [-logFile FILE] [-nographics -batchmode]``),
+connects to the trainer as a gRPC client and plays the Unity side of the protocol: the
+initialization output (version, capabilities, behavior parameters, first agent infos), then
+one exchange per step until the trainer says QUIT or closes.
+
+The scene is Simple1D with ``--agents`` walkers of behavior ``Simple1D?team=0``: each sees its
+goal (-1 or +1) and walks 0.1 per step towards the goal (discrete action 1) or away (0); reaching
+either end terminates its episode (reward +-1.011 by goal, -0.001 per other step), ``--max-step``
+steps truncate it (``max_step_reached``). An agent that ends reports its terminal info and its
+next episode's first decision in the same message, as Unity does. ``--scene visual`` shows the
+goal as a PNG image (left or right half lit), ``--scene continuous`` takes a continuous action, ``--scene masked`` has a third
+discrete action (stay) that its action mask never allows.
+
+Faults for tests: ``--never-connect``, ``--crash-after N`` (exit 3 after N steps), ``--hang-after N``
+(stop answering after N steps), ``--communication-version V``. What arrives on the side
+channels is written to the log file; ``Simple1D/Goal`` is recorded on the statistics channel at
+every episode end.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import struct
+import sys
+import time
+import uuid
+import zlib
+from pathlib import Path
+
+import grpc
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's kerasrl, as the tests use
+from kerasrl.protos import unity_protocol_pb2 as pb  # noqa: E402
+from kerasrl.protos import unity_protocol_pb2_grpc as pb_grpc  # noqa: E402
+
+BEHAVIOR = "Simple1D?team=0"
+ENGINE = uuid.UUID("e951342c-4f7e-11ea-b238-784f4387d1f7")
+PARAMETERS = uuid.UUID("534c891e-810f-11ea-a9d0-822485860400")
+STATS = uuid.UUID("a1d8f7b7-cec8-50f9-b78b-d3e165a78520")
+IMAGE = (20, 20)
+
+
+def png(grey_rows: list[bytes]) -> bytes:
+    """An RGB PNG of grey rows (filter 0), as a player's camera sends one."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    height, width = len(grey_rows), len(grey_rows[0])
+    raw = b"".join(b"\x00" + bytes(v for v in row for _ in range(3)) for row in grey_rows)
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+class Scene:
+    def __init__(self, args: argparse.Namespace, log) -> None:
+        self.args, self.log = args, log
+        self.random = random.Random(0)
+        self.step_size = 0.1
+        self.agents = [{"id": 100 + i} for i in range(args.agents)]
+        half = IMAGE[1] // 2
+        self.images = {g: png([bytes(255 if (x < half) == (g < 0) else 0 for x in range(IMAGE[1]))] * IMAGE[0])
+                       for g in (-1, 1)}
+        self.stats: list[bytes] = []
+        self.echo: list[bytes] = []
+        for agent in self.agents:
+            self.reset_agent(agent)
+
+    def reset_agent(self, agent: dict) -> None:
+        agent.update(goal=self.random.choice([-1, 1]), position=0.0, steps=0)
+
+    def observation(self, agent: dict) -> pb.ObservationProto:
+        if self.args.scene == "visual":
+            return pb.ObservationProto(shape=[IMAGE[0], IMAGE[1], 1], compression_type=pb.PNG,
+                                       compressed_data=self.images[agent["goal"]])
+        return pb.ObservationProto(shape=[1], float_data=pb.ObservationProto.FloatData(data=[agent["goal"]]))
+
+    def info(self, agent: dict, reward: float = 0.0, done: bool = False, truncated: bool = False) -> pb.AgentInfoProto:
+        # the masked scene has a third action, "stay", which is never allowed (true: masked)
+        mask = [False, False, True] if self.args.scene == "masked" else []
+        return pb.AgentInfoProto(id=agent["id"], reward=reward, done=done, max_step_reached=truncated,
+                                 observations=[self.observation(agent)], action_mask=mask)
+
+    def decisions(self) -> list[pb.AgentInfoProto]:
+        return [self.info(agent) for agent in self.agents]
+
+    def step(self, actions: list[pb.AgentActionProto]) -> list[pb.AgentInfoProto]:
+        if len(actions) != len(self.agents):
+            raise SystemExit(f"stand-in: {len(actions)} actions for {len(self.agents)} agents")
+        ended, decisions = [], []
+        legacy = self.args.communication_version.split(".")[:2] in (["1", "0"], ["1", "1"], ["1", "2"])
+        for agent, action in zip(self.agents, actions):
+            # before Communication API 1.3 a player reads only the one float list
+            continuous = action.vector_actions_deprecated if legacy else action.continuous_actions
+            discrete = [int(v) for v in action.vector_actions_deprecated] if legacy else action.discrete_actions
+            if self.args.scene == "continuous":
+                delta = max(-self.step_size, min(self.step_size, continuous[0]))
+            elif discrete[0] == 2:
+                raise SystemExit("stand-in: the masked action 'stay' was taken")
+            else:
+                delta = self.step_size if discrete[0] == 1 else -self.step_size
+            agent["position"] = max(-1.0, min(1.0, agent["position"] + delta))
+            agent["steps"] += 1
+            reached = abs(agent["position"]) >= 1.0
+            truncated = not reached and agent["steps"] >= self.args.max_step
+            if reached or truncated:
+                reward = 1.011 * agent["position"] * agent["goal"] if reached else -0.001
+                ended.append(self.info(agent, reward, True, truncated))
+                self.record_stat("Simple1D/Goal", float(agent["goal"]))
+                self.reset_agent(agent)
+                decisions.append(self.info(agent))
+            else:
+                decisions.append(self.info(agent, -0.001))
+        return ended + decisions
+
+    def record_stat(self, key: str, value: float) -> None:
+        data = key.encode()
+        self.stats.append(struct.pack("<i", len(data)) + data + struct.pack("<fi", value, 0))
+
+    def side_channel_out(self) -> bytes:
+        out = b"".join(STATS.bytes_le + struct.pack("<i", len(m)) + m for m in self.stats) + b"".join(self.echo)
+        self.stats.clear()
+        self.echo.clear()
+        return out
+
+    def side_channel_in(self, data: bytes) -> None:
+        offset = 0
+        while offset < len(data):
+            channel = uuid.UUID(bytes_le=data[offset:offset + 16])
+            (size,) = struct.unpack_from("<i", data, offset + 16)
+            payload = data[offset + 20:offset + 20 + size]
+            offset += 20 + size
+            if channel == ENGINE:
+                (kind,) = struct.unpack_from("<i", payload)
+                value = struct.unpack_from("<f" if kind == 2 else f"<{(len(payload) - 4) // 4}i", payload, 4)
+                self.log(f"engine {kind} {' '.join(f'{v:g}' for v in value)}")
+            elif channel == PARAMETERS:
+                (n,) = struct.unpack_from("<i", payload)
+                key = payload[4:4 + n].decode()
+                _, value = struct.unpack_from("<if", payload, 4 + n)
+                self.log(f"parameter {key} {value:g}")
+                if key == "step_size":
+                    self.step_size = value
+            else:  # any other channel: echoed back, as a user's C# channel might answer
+                self.log(f"channel {channel} {payload.hex()}")
+                self.echo.append(channel.bytes_le + struct.pack("<i", len(payload)) + payload)
+
+
+def output_message(infos: list[pb.AgentInfoProto], scene: Scene) -> pb.UnityMessageProto:
+    message = pb.UnityMessageProto()
+    message.header.status = 200
+    message.unity_output.rl_output.agentInfos[BEHAVIOR].value.extend(infos)
+    message.unity_output.rl_output.side_channel = scene.side_channel_out()
+    return message
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--mlagents-port", type=int, required=True)
+    p.add_argument("-logFile", default=None)
+    p.add_argument("-nographics", action="store_true")
+    p.add_argument("-batchmode", action="store_true")
+    p.add_argument("--scene", choices=("vector", "visual", "continuous", "masked"), default="vector")
+    p.add_argument("--agents", type=int, default=1)
+    p.add_argument("--max-step", type=int, default=100)
+    p.add_argument("--communication-version", default="1.5.0")
+    p.add_argument("--never-connect", action="store_true")
+    p.add_argument("--crash-after", type=int, default=None)
+    p.add_argument("--hang-after", type=int, default=None)
+    p.add_argument("--late-behavior-after", type=int, default=None, help="a second behavior appears after N steps")
+    args = p.parse_args(argv)
+    log_file = open(args.logFile, "a", buffering=1) if args.logFile else None
+
+    def log(line: str) -> None:
+        if log_file is not None:
+            log_file.write(line + "\n")
+
+    log(f"stand-in player: port {args.mlagents_port} nographics={args.nographics} batchmode={args.batchmode}")
+    if args.never_connect:
+        time.sleep(3600)
+    scene = Scene(args, log)
+    stub = pb_grpc.UnityToExternalProtoStub(grpc.insecure_channel(f"localhost:{args.mlagents_port}"))
+    first = output_message(scene.decisions(), scene)
+    init = first.unity_output.rl_initialization_output
+    init.name, init.communication_version, init.package_version = "StandIn", args.communication_version, "2.0.1"
+    init.capabilities.baseRLCapabilities = True
+    init.capabilities.hybridActions = True
+    params = init.brain_parameters.add(brain_name=BEHAVIOR, is_training=True)
+    if args.scene == "continuous":
+        params.action_spec.num_continuous_actions = 1
+    else:
+        params.action_spec.num_discrete_actions = 1
+        params.action_spec.discrete_branch_sizes.append(3 if args.scene == "masked" else 2)
+    reply = stub.Exchange(first, wait_for_ready=True, timeout=120)
+    if reply.header.status == 400:
+        return 0
+    seed = reply.unity_input.rl_initialization_input.seed
+    log(f"seed {seed}")
+    scene.random.seed(seed)  # the goals of every reset on follow the trainer's seed
+    reply = stub.Exchange(pb.UnityMessageProto(header=pb.HeaderProto(status=200)))
+    steps = 0
+    while reply.header.status != 400:
+        rl_input = reply.unity_input.rl_input
+        scene.side_channel_in(rl_input.side_channel)
+        if rl_input.command == pb.QUIT:
+            break
+        if rl_input.command == pb.RESET:
+            log("reset")
+            for agent in scene.agents:
+                scene.reset_agent(agent)
+            infos = scene.decisions()
+        else:
+            steps += 1
+            if args.crash_after is not None and steps > args.crash_after:
+                log("crash")
+                return 3
+            if args.hang_after is not None and steps > args.hang_after:
+                log("hang")
+                time.sleep(3600)
+            infos = scene.step(list(rl_input.agent_actions[BEHAVIOR].value))
+        message = output_message(infos, scene)
+        if args.late_behavior_after is not None and steps > args.late_behavior_after:
+            late = message.unity_output.rl_initialization_output.brain_parameters.add(brain_name="Late")
+            late.action_spec.num_continuous_actions = 1
+            message.unity_output.rl_output.agentInfos["Late"].value.append(scene.info({"id": 1, "goal": 1}))
+        reply = stub.Exchange(message)
+    log("quit")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
