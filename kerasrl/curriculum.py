@@ -141,7 +141,8 @@ class MetaCurriculum:
 
     def __init__(self, folder: str, default_reset_parameters: Optional[Mapping[str, float]] = None) -> None:
         if not os.path.isdir(folder):
-            raise MetaCurriculumError(f"{folder} is not a folder: --curriculum names a folder with one JSON file per behavior (see the docs, Curricula and samplers).")
+            raise MetaCurriculumError(f"{folder} is not a folder: --curriculum names a folder with one JSON file per "
+                                      "behavior (see the docs, Curricula and samplers).")
         files = sorted(f for f in os.listdir(folder) if f.endswith(".json"))
         if not files:
             raise MetaCurriculumError(f"The curriculum folder {folder} holds no .json curriculum file.")
