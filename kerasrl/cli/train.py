@@ -122,6 +122,9 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
            env_params: Optional[EnvParameters] = None) -> tuple[Any, Any, dict[str, Any], int]:
     """The run context, the env manager, the trainers and the number of agents that ``args`` describe."""
     config = load_trainer_config(config_source(args.trainer_config_path or default_config))
+    if getattr(args, "threaded", False):  # --threaded: threaded: true in every section
+        config = TrainerConfig({name: replace(section, threaded=True) for name, section in config.sections.items()},
+                               config.source)
     workers = getattr(args, "workers", 1)
     env_manager = getattr(args, "env_manager", "subprocess")
     if env_manager != "subprocess" or getattr(args, "ray_address", None) or getattr(args, "ray_restart_workers", False):
