@@ -183,6 +183,15 @@ class _FitController(TrainerController):
             self._end_epoch()
         return n
 
+    def _finish_updates(self, drain: bool) -> None:
+        """Threaded: the updates that finish at the end of training end their epochs too."""
+        updates = self.trainer.updates_applied
+        super()._finish_updates(drain)
+        if drain and self.trainer.updates_applied != updates:
+            if not self._epoch_open:
+                self._begin_epoch()
+            self._end_epoch()
+
     def _episode_ends(self, count: int) -> None:
         trainer = self.trainer
         returns = list(trainer.recent_returns)[-count:]

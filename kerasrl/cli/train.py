@@ -29,7 +29,7 @@ from kerasrl.curriculum import MetaCurriculum, load_lessons
 from kerasrl.distribute import cluster
 from kerasrl.envs.ray_env_manager import ray_available
 from kerasrl.envs.registry import copies_per_worker, make_env_manager
-from kerasrl.exception import EnvironmentException, TrainerError
+from kerasrl.exception import EnvironmentException, TrainerError, UpdateThreadError
 from kerasrl.export import export_trainers
 from kerasrl.recording import record
 from kerasrl.samplers import SamplerManager, load_sampler_file
@@ -226,6 +226,11 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
         if tc.train_model and tc.saved_steps:  # the controller checkpoints before an env error propagates
             step = max(tc.saved_steps.values())
             raise EnvironmentException(f"{e} The model was saved at step {step}; continue with --resume.") from e
+        raise
+    except UpdateThreadError as e:  # the learner's state is the failed update's: the newest checkpoint stays
+        if tc.train_model and tc.saved_steps:
+            step = max(tc.saved_steps.values())
+            raise UpdateThreadError(f"{e} The newest checkpoint is at step {step}; continue with --resume.") from e
         raise
     finally:
         report.close()

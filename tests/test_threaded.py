@@ -1,0 +1,194 @@
+"""``threaded: true``: PPO updates in a thread of their own while acting goes on. It learns as
+the unthreaded trainer does, its data is one update old, seeded runs repeat, a failing update
+stops the run with one line and no thread left, and Ctrl-C / SIGTERM / --resume work."""
+import json
+import signal
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+from test_faults_signals import FINAL, ROOT, _learn, _saved_step, _stop_once_training
+
+import kerasrl
+from kerasrl.envs import EnvironmentException, SimpleEnvManager
+from kerasrl.envs.simple import Simple1DEnvironment
+from kerasrl.exception import TrainerConfigError, UpdateThreadError
+from kerasrl.trainers import TrainerController, initialize_trainers
+from kerasrl.trainers.ppo_trainer import PPOTrainer
+
+BASE = {"batch_size": 16, "buffer_size": 63, "hidden_units": 16, "num_layers": 1, "num_epoch": 3,
+        "learning_rate": 3.0e-3, "summary_freq": 10**6, "max_steps": 1500, "threaded": True}
+
+
+def _train(tmp_path, seed=0, save_freq=10**6, env=None, load=False, run="run", **overrides):
+    """A Simple1D run; returns the controller and its trainer."""
+    manager = SimpleEnvManager(env or Simple1DEnvironment(use_discrete=True, seed=seed))
+    config = {"default": {**BASE, **overrides}}
+    trainers = initialize_trainers(config, manager.behavior_specs, str(tmp_path / "s"), run, str(tmp_path / "m"),
+                                   keep_checkpoints=3, train_model=True, load_model=load, seed=seed)
+    tc = TrainerController(trainers, str(tmp_path / "m"), str(tmp_path / "s"), run, save_freq=save_freq,
+                           timers_path=str(tmp_path / f"{run}_timers.json"))
+    tc.start_learning(manager)
+    return tc, trainers["Simple1D"]
+
+
+def _update_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("kerasrl-update-")]
+
+
+@pytest.mark.parametrize("threaded", [False, True], ids=["unthreaded", "threaded"])
+def test_threaded_learns_simple1d_as_unthreaded_does(tmp_path, threaded):
+    _, trainer = _train(tmp_path, seed=1, threaded=threaded)
+    assert trainer.update_count >= 15
+    assert np.mean(trainer.recent_returns) > 0.9
+    assert not _update_threads()
+
+
+def test_with_rollouts_every_update_after_the_first_is_exactly_one_update_old(tmp_path):
+    _, trainer = _train(tmp_path, flush_on_update=True, max_steps=600)
+    staleness = trainer.stats["Policy/Staleness"]
+    assert len(staleness) == trainer.update_count >= 8
+    assert staleness == [0.0] + [1.0] * (len(staleness) - 1)
+    assert trainer.updates_applied == trainer.update_count  # the end waited for the last update
+
+
+def test_with_time_horizon_trajectories_an_update_sees_steps_at_most_two_updates_old(tmp_path):
+    # a trajectory cut at time_horizon that spans a hand-over keeps its oldest steps' weights
+    _, trainer = _train(tmp_path, max_steps=600, time_horizon=8)
+    staleness = trainer.stats["Policy/Staleness"]
+    assert len(staleness) == trainer.update_count >= 8
+    assert staleness[0] == 0.0 and set(staleness[1:]) <= {1.0, 2.0} and 1.0 in staleness
+
+
+def test_seeded_threaded_runs_repeat(tmp_path):
+    weights = []
+    for run in ("a", "b"):
+        _, trainer = _train(tmp_path / run, seed=3, max_steps=500, flush_on_update=True)
+        weights.append([v.numpy() for v in trainer.learner.actor_critic.trainable_variables])
+        weights.append(list(trainer.recent_returns))
+    assert all(np.array_equal(x, y) for x, y in zip(weights[0], weights[2]))
+    assert weights[1] == weights[3]
+
+
+def test_timers_show_how_much_acting_and_learning_overlap(tmp_path):
+    _train(tmp_path, max_steps=400)
+    tree = json.loads((tmp_path / "run_timers.json").read_text())
+    thread = next(c for c in tree["children"] if c["name"] == "update_thread:Simple1D")
+    assert thread["is_parallel"] and thread["children"][0]["name"] == "update"
+    assert thread["children"][0]["count"] >= 5
+    gauges = {g["name"]: g["value"] for g in tree["gauges"]}
+    busy, waited = gauges["Simple1D.threaded.update_seconds"], gauges["Simple1D.threaded.acting_waited_seconds"]
+    assert busy > 0 and gauges["Simple1D.threaded.overlap_seconds"] == pytest.approx(max(busy - waited, 0.0))
+
+
+def test_a_failing_update_stops_the_run_with_one_line_and_keeps_the_checkpoints(tmp_path, monkeypatch):
+    update = PPOTrainer._update
+    calls = []
+
+    def failing(self, step, stats):
+        calls.append(step)
+        if len(calls) == 6:
+            raise RuntimeError("the learner broke\nat update 6")
+        return update(self, step, stats)
+
+    monkeypatch.setattr(PPOTrainer, "_update", failing)
+    with pytest.raises(UpdateThreadError) as info:
+        _train(tmp_path, save_freq=128, max_steps=10**6)
+    message = str(info.value)
+    assert "\n" not in message and "Behavior Simple1D: the update failed: RuntimeError: the learner broke at update 6" in message
+    assert not _update_threads()
+    saved = sorted(int(p.name[6:-6]) for p in (tmp_path / "m" / "Simple1D").glob("model-*.index"))
+    assert saved and max(saved) >= 256
+    monkeypatch.setattr(PPOTrainer, "_update", update)
+    _, resumed = _train(tmp_path, load=True, save_freq=128, max_steps=max(saved) + 200)
+    assert resumed.step > max(saved)
+
+
+def test_an_environment_failure_stops_the_update_thread_and_saves(tmp_path):
+    class Broken(Simple1DEnvironment):
+        steps = 0
+
+        def step(self, actions):
+            out = super().step(actions)
+            self.steps += 1
+            if self.steps >= 300:
+                out[self.behavior_name].rewards[:] = np.nan
+            return out
+
+    with pytest.raises(EnvironmentException, match="NaN or inf"):
+        _train(tmp_path, env=Broken(use_discrete=True, seed=0), max_steps=10**6)
+    assert not _update_threads()
+    assert sorted(p.name for p in (tmp_path / "m" / "Simple1D").glob("model-*.index")) == ["model-299.index"]
+
+
+def test_ctrl_c_saves_after_the_update_in_progress_and_resume_continues(tmp_path):
+    class Interrupting(SimpleEnvManager):
+        calls = 0
+
+        def step(self):
+            self.calls += 1
+            if self.calls == 250:
+                raise KeyboardInterrupt
+            return super().step()
+
+    manager = Interrupting(Simple1DEnvironment(use_discrete=True, seed=0))
+    trainers = initialize_trainers({"default": {**BASE, "threaded": True}}, manager.behavior_specs, str(tmp_path / "s"),
+                                   "run", str(tmp_path / "m"), keep_checkpoints=2, train_model=True, load_model=False,
+                                   seed=0)
+    tc = TrainerController(trainers, str(tmp_path / "m"), str(tmp_path / "s"), "run", save_freq=10**6)
+    tc.start_learning(manager)
+    trainer = trainers["Simple1D"]
+    assert tc.interrupted and not _update_threads()
+    assert (tmp_path / "m" / "Simple1D" / f"model-{trainer.step}.index").exists()
+    assert trainer.updates_applied == trainer.update_count >= 2
+    _, resumed = _train(tmp_path, load=True, max_steps=trainer.step + 100)
+    assert resumed.update_count > trainer.update_count
+
+
+@pytest.mark.slow
+def test_sigterm_through_kerasrl_learn_threaded_saves_and_resume_continues(tmp_path):
+    proc, out, err = _stop_once_training(_learn(tmp_path, "--threaded", "--steps", "10000000", "--progress-every", "50"),
+                                         signal.SIGTERM)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "the model was saved; continue with --resume" in out
+    step = _saved_step(tmp_path)
+    assert step >= 100 and int(FINAL.search(out).group(1)) == step
+    resumed = subprocess.run(_learn(tmp_path, "--threaded", "--steps", str(step + 200), "--resume"), cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"Resumed Simple1D at step {step}" in resumed.stdout and _saved_step(tmp_path) > step
+
+
+def test_fit_threaded_ends_an_epoch_per_applied_update(tmp_path):
+    agent = kerasrl.PPO("Simple1D", seed=0, run_dir=str(tmp_path / "fit"), threaded=True, batch_size=16,
+                        buffer_size=63, hidden_units=16, num_layers=1, max_steps=10**6)
+    try:
+        history = agent.fit(640, verbose=0)
+        trainer = agent.trainer
+        assert trainer is not None and trainer.threaded
+        assert len(history.history["loss"]) == trainer.update_count >= 8
+        assert trainer.updates_applied == trainer.update_count
+    finally:
+        agent.close()
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"inference": "tf"}, "Behavior Simple1D: threaded: true acts with the numpy mirror"),
+    ({"trainer": "offline_bc", "batches_per_epoch": 2, "demo_path": "x.demo"},
+     "Behavior Simple1D: threaded: true is for the ppo trainer"),
+])
+def test_what_threaded_cannot_do_is_one_clear_error(tmp_path, overrides, message):
+    manager = SimpleEnvManager(Simple1DEnvironment(use_discrete=True, seed=0))
+    with pytest.raises(TrainerConfigError, match=message):
+        initialize_trainers({"default": {**BASE, "threaded": True, **overrides}}, manager.behavior_specs,
+                            str(tmp_path / "s"), "run", str(tmp_path / "m"), keep_checkpoints=1, train_model=True,
+                            load_model=False, seed=0)
+
+
+def test_threaded_is_off_by_default_and_read_from_the_config():
+    from kerasrl.settings import TrainerSettings
+    assert TrainerSettings().threaded is False
+    assert TrainerSettings.from_dict({"threaded": True}).threaded is True
+    with pytest.raises(TrainerConfigError, match="threaded"):
+        TrainerSettings.from_dict({"threaded": "sometimes"})
