@@ -113,6 +113,8 @@ class PPOTrainer(RLTrainer):
         self._applied = self._handed = self.update_count
         #: The statistics the update thread records, moved into each result.
         self._thread_stats: defaultdict[str, list[float]] = defaultdict(list)
+        #: Seconds acting waited for the first update of this session (threaded), None before it.
+        self.first_wait_seconds: Optional[float] = None
         if not self.threaded:
             return
         if not self.supports_threaded:
@@ -162,7 +164,10 @@ class PPOTrainer(RLTrainer):
         if self.processor.rollout is not None:
             self.processor.rollout.restart()
         if self._handed - 1 > self._applied:
+            waited = self._update_thread.waited_seconds
             self._apply(self._update_thread.wait_for(self._handed - 1))
+            if self.first_wait_seconds is None:  # the first update's: it includes any compile left
+                self.first_wait_seconds = self._update_thread.waited_seconds - waited
 
     def _threaded_update(self, work: UpdateWork) -> UpdateResult:
         """In the update thread: one update from ``work``'s trajectories; the new weights (and
