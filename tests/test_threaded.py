@@ -2,15 +2,18 @@
 the unthreaded trainer does, its data is one update old, seeded runs repeat, a failing update
 stops the run with one line and no thread left, and Ctrl-C / SIGTERM / --resume work."""
 import json
+import re
 import signal
 import subprocess
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 from test_faults_signals import FINAL, ROOT, _learn, _saved_step, _stop_once_training
 
 import kerasrl
+from kerasrl import recording
 from kerasrl.envs import EnvironmentException, SimpleEnvManager
 from kerasrl.envs.simple import Simple1DEnvironment
 from kerasrl.exception import TrainerConfigError, UpdateThreadError
@@ -192,3 +195,39 @@ def test_threaded_is_off_by_default_and_read_from_the_config():
     assert TrainerSettings.from_dict({"threaded": True}).threaded is True
     with pytest.raises(TrainerConfigError, match="threaded"):
         TrainerSettings.from_dict({"threaded": "sometimes"})
+
+
+@pytest.mark.slow
+def test_recurrent_normalized_policies_with_curiosity_and_bc_pretraining_run_threaded(tmp_path):
+    demo = str(tmp_path / "expert.demo")
+    recording.record(Simple1DEnvironment(True, seed=7), lambda obs: (obs > 0).astype(np.int32), 300, demo)
+    _, trainer = _train(tmp_path, max_steps=700, use_recurrent=True, sequence_length=4, memory_size=8,
+                        normalize=True, time_horizon=16, pretraining={"demo_path": demo, "strength": 0.5, "steps": 0},
+                        reward_signals={"extrinsic": {"strength": 1.0, "gamma": 0.99},
+                                        "curiosity": {"strength": 0.01, "gamma": 0.99, "encoding_size": 8}})
+    stats = trainer.stats
+    assert trainer.update_count >= 5 and len(stats["Policy/Staleness"]) == trainer.update_count
+    assert stats["Losses/Curiosity Forward Loss"] and stats["Losses/Pretraining Loss"]
+    assert all(np.isfinite(v) for v in stats["Losses/Value Loss"])
+    # the acting normalizer is the learner's after the last update
+    mirror = trainer.policy.numpy_model
+    mean, _ = trainer.learner.actor_critic.normalizer.numpy_stats()
+    assert np.array_equal(mirror.norm[0], mean)
+
+
+def test_the_docs_page_python_example_runs(tmp_path, monkeypatch):
+    page = (Path(__file__).resolve().parents[1] / "docs" / "threaded.md").read_text()
+    (block,) = re.findall(r"```python\n(.*?)```", page, re.S)
+    short = block.replace("agent.fit(50_000", "agent.fit(20_000")
+    assert short != block
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(short, "docs/threaded.md", "exec"), namespace)  # noqa: S102
+    rows = namespace["rows"]
+    assert [float(r["Policy/Staleness"]) for r in rows][-1] == 1.0
+    assert len(namespace["history"].history["loss"]) == namespace["agent"].trainer.update_count
+    (yaml_block,) = re.findall(r"```yaml\n(.*?)```", page, re.S)
+    import yaml
+
+    from kerasrl.settings import load_trainer_config
+    assert load_trainer_config(yaml.safe_load(yaml_block)).default.threaded is True
