@@ -231,3 +231,23 @@ def test_the_docs_page_python_example_runs(tmp_path, monkeypatch):
 
     from kerasrl.settings import load_trainer_config
     assert load_trainer_config(yaml.safe_load(yaml_block)).default.threaded is True
+
+
+@pytest.mark.slow
+def test_cli_threaded_with_workers_trains_exports_and_writes_the_timers(tmp_path, capsys):
+    from kerasrl.cli import main
+
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("default:\n  batch_size: 64\n  buffer_size: 255\n  hidden_units: 16\n  num_epoch: 2\n"
+                   "  flush_on_update: true\n  time_horizon: 32\n")
+    base = [str(cfg), "--env", "CartPole-v1", "--num-envs", "4", "--workers", "2", "--seed", "2", "--threaded",
+            "--results-dir", str(tmp_path), "--run-id", "w", "--progress-every", "1000"]
+    assert main(base + ["--steps", "2000"]) == 0
+    out = capsys.readouterr().out
+    assert "x4 in 2 worker processes" in out and int(FINAL.search(out).group(1)) >= 2000
+    assert not _update_threads()
+    tree = json.loads((tmp_path / "w" / "timers.json").read_text())
+    assert any(c["name"] == "update_thread:CartPole-v1" for c in tree["children"])
+    rows = (tmp_path / "w").rglob("CartPole-v1.csv")
+    assert any("Policy/Staleness" in p.read_text().splitlines()[0] for p in rows)
+    assert (tmp_path / "w" / "models" / "CartPole-v1" / "CartPole-v1.weights.h5").exists()
