@@ -251,3 +251,39 @@ def test_cli_threaded_with_workers_trains_exports_and_writes_the_timers(tmp_path
     rows = (tmp_path / "w").rglob("CartPole-v1.csv")
     assert any("Policy/Staleness" in p.read_text().splitlines()[0] for p in rows)
     assert (tmp_path / "w" / "models" / "CartPole-v1" / "CartPole-v1.weights.h5").exists()
+
+
+class TwoBehaviors(kerasrl.envs.Environment):
+    """Two Simple1D tasks side by side, one behavior each (one discrete, one continuous)."""
+
+    def __init__(self, seed):
+        self.parts = {"Left": Simple1DEnvironment(True, seed=seed, behavior_name="Left"),
+                      "Right": Simple1DEnvironment(False, seed=seed + 1, behavior_name="Right")}
+
+    @property
+    def behavior_specs(self):
+        return {name: env.behavior_specs[name] for name, env in self.parts.items()}
+
+    def reset(self, config=None):
+        return {k: v for env in self.parts.values() for k, v in env.reset(config).items()}
+
+    def step(self, actions):
+        return {k: v for name, env in self.parts.items() for k, v in env.step({name: actions[name]}).items()}
+
+
+def test_two_behaviors_each_update_in_their_own_thread(tmp_path):
+    manager = SimpleEnvManager(TwoBehaviors(seed=0))
+    config = {"default": {**BASE, "max_steps": 1200}, "Right": {**BASE, "max_steps": 1200, "threaded": False}}
+    trainers = initialize_trainers(config, manager.behavior_specs, str(tmp_path / "s"), "run", str(tmp_path / "m"),
+                                   keep_checkpoints=1, train_model=True, load_model=False, seed=0)
+    tc = TrainerController(trainers, str(tmp_path / "m"), str(tmp_path / "s"), "run", save_freq=10**6,
+                           timers_path=str(tmp_path / "timers.json"))
+    tc.start_learning(manager)
+    left, right = trainers["Left"], trainers["Right"]
+    assert left.threaded and not right.threaded
+    assert left.update_count >= 10 and right.update_count >= 10
+    assert set(left.stats["Policy/Staleness"][1:]) == {1.0} and "Policy/Staleness" not in right.stats
+    assert left.episodes_completed and right.episodes_completed
+    tree = json.loads((tmp_path / "timers.json").read_text())
+    assert [c["name"] for c in tree["children"] if c["name"].startswith("update_thread:")] == ["update_thread:Left"]
+    assert not _update_threads()

@@ -156,10 +156,10 @@ class PPOTrainer(RLTrainer):
     def _hand_over(self) -> None:
         """Give the pending trajectories to the update thread, then act with the weights of the
         update before (waiting for it if it is still running)."""
-        if self._update_thread is None or not self._update_thread.alive:
+        if self._update_thread is None:  # (a thread that failed raises its error at submit)
             self._update_thread = UpdateThread(f"Behavior {self.behavior_name}", self._threaded_update)
+        self._update_thread.submit(UpdateWork(self._pending, self.step, self._handed + 1))
         self._handed += 1
-        self._update_thread.submit(UpdateWork(self._pending, self.step, self._handed))
         self._pending, self._pending_rows = [], 0
         if self.processor.rollout is not None:
             self.processor.rollout.restart()
