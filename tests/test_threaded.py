@@ -285,5 +285,6 @@ def test_two_behaviors_each_update_in_their_own_thread(tmp_path):
     assert set(left.stats["Policy/Staleness"][1:]) == {1.0} and "Policy/Staleness" not in right.stats
     assert left.episodes_completed and right.episodes_completed
     tree = json.loads((tmp_path / "timers.json").read_text())
-    assert [c["name"] for c in tree["children"] if c["name"].startswith("update_thread:")] == ["update_thread:Left"]
+    names = [c["name"] for c in tree["children"]]  # (the timers are the process's: earlier runs' too)
+    assert "update_thread:Left" in names and "update_thread:Right" not in names
     assert not _update_threads()
