@@ -74,6 +74,22 @@ def test_seeded_threaded_runs_repeat(tmp_path):
     assert weights[1] == weights[3]
 
 
+def test_the_gil_switch_interval_is_short_only_while_an_update_thread_runs(tmp_path, monkeypatch):
+    import sys
+
+    before = sys.getswitchinterval()
+    seen = []
+    update = PPOTrainer._update
+
+    def watching(self, step, stats):
+        seen.append(sys.getswitchinterval())
+        return update(self, step, stats)
+
+    monkeypatch.setattr(PPOTrainer, "_update", watching)
+    _train(tmp_path, max_steps=300)
+    assert seen and all(v < before for v in seen) and sys.getswitchinterval() == before
+
+
 def test_timers_show_how_much_acting_and_learning_overlap(tmp_path):
     _train(tmp_path, max_steps=400)
     tree = json.loads((tmp_path / "run_timers.json").read_text())
