@@ -183,8 +183,8 @@ class PPOTrainer(RLTrainer):
                 weights = [v.numpy() for v in self.learner.actor_critic.trainable_variables]
             normalizer = self.learner.actor_critic.normalizer
             norm = None if normalizer is None else (*normalizer.numpy_stats(), normalizer.clip)
-            version = self.update_count
-        result = UpdateResult(version, (weights, norm), {k: list(v) for k, v in stats.items()}, metrics)
+        # (the hand-over's count, which the acting thread waits for, even if a callback reloaded the learner)
+        result = UpdateResult(work.version, (weights, norm), {k: list(v) for k, v in stats.items()}, metrics)
         stats.clear()
         return result
 
