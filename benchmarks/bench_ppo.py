@@ -67,9 +67,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 TARGET = 475.0  # changed by --task
 
 
-def task_config(task: Any, jit_compile: Optional[bool] = None, reward_signals: Optional[dict[str, Any]] = None) -> Any:
+def task_config(task: Any, jit_compile: Optional[bool] = None, reward_signals: Optional[dict[str, Any]] = None,
+                threaded: bool = False) -> Any:
     """The kerasrl config of ``task`` (``jit_compile``: None keeps the config's / the default;
-    ``reward_signals`` replaces the config's)."""
+    ``reward_signals`` replaces the config's; ``threaded``: updates in their own thread)."""
     from kerasrl.configs import config_path
     from kerasrl.settings import load_trainer_config, read_yaml
 
@@ -79,6 +80,7 @@ def task_config(task: Any, jit_compile: Optional[bool] = None, reward_signals: O
     section.pop("jit_compile", None)  # the default (kerasrl.common.fast_path) unless asked for
     if jit_compile is not None:
         section["jit_compile"] = jit_compile
+    section["threaded"] = threaded
     return load_trainer_config({"default": section})
 
 
@@ -119,7 +121,8 @@ def record_cartpole_demo(path: str, steps: int = 10_000) -> str:
 def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1", workers: int = 1,
                 make_kwargs: Optional[dict[str, Any]] = None, env_manager: str = "auto",
                 reward_signals: Optional[dict[str, Any]] = None, task: Any = None,
-                jit_compile: Optional[bool] = True, curve: Optional[list[tuple[int, float]]] = None) -> dict[str, Any]:
+                jit_compile: Optional[bool] = True, curve: Optional[list[tuple[int, float]]] = None,
+                threaded: bool = False) -> dict[str, Any]:
     import numpy as np
     from bench_tasks import TASKS
 
@@ -131,7 +134,7 @@ def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1"
     task = TASKS["cartpole"] if task is None else task
     env_id = task.env_id if env_id == "CartPole-v1" else env_id
     num_envs = task.num_envs
-    config = task_config(task, jit_compile, reward_signals)  # no summaries while timing
+    config = task_config(task, jit_compile, reward_signals, threaded)  # no summaries while timing
     reset_timers()
     t0 = time.perf_counter()
     manager = make_manager(env_id, num_envs, seed, workers, make_kwargs or {}, env_manager)
@@ -165,7 +168,9 @@ def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1"
     start = time.perf_counter()
     tc.start_learning(manager)
     wall = time.perf_counter() - start
-    trace = trainer.policy.trace_seconds + trainer.learner.trace_seconds
+    # Threaded, the compile runs beside acting: what it costs acting is the wait for the first update.
+    update_trace = (trainer.first_wait_seconds or 0.0) if threaded else trainer.learner.trace_seconds
+    trace = trainer.policy.trace_seconds + update_trace
     trace += sum(getattr(s, "trace_seconds", 0.0) for s in trainer.reward_signals.values())
     done = trainer.get_step
     tree = get_timer_tree()
@@ -188,12 +193,16 @@ def run_kerasrl(steps: int, seed: int, workdir: str, env_id: str = "CartPole-v1"
         "  of which reward-signal rewards": total(tree, "reward_signals.evaluate"),
         "export (once, at the end)": exported[0],
     }
+    gauges = {g["name"]: g["value"] for g in tree.get("gauges", [])}
+    if threaded:  # the update thread's time, beside the rest (not part of the wall time's sum)
+        breakdown["  update thread busy (parallel)"] = gauges.get(f"{env_id}.threaded.update_seconds", 0.0)
+        breakdown["  acting and updating overlapped"] = gauges.get(f"{env_id}.threaded.overlap_seconds", 0.0)
     breakdown["other"] = wall - sum(v for k, v in breakdown.items() if not k.startswith(" "))
     return {
         "sps": done / (wall - trace - exported[0]), "sps_all": done / (wall + setup), "reach": reached[0],
         "final": float(np.mean(trainer.recent_returns)) if trainer.recent_returns else float("nan"),
         "trace": trace, "setup": setup, "breakdown": breakdown, "wall": wall,
-        "act_trace": trainer.policy.trace_seconds, "update_trace": trainer.learner.trace_seconds,
+        "act_trace": trainer.policy.trace_seconds, "update_trace": update_trace,
         "share": trace / (wall + setup),
         "act_ms": 1000 * total(tree, "policy.act") / max(done / num_envs, 1),
         "jit": trainer.learner.use_xla,
@@ -355,6 +364,10 @@ def main() -> int:
     parser.add_argument("--curves", default=None, metavar="FILE",
                         help="write every run's rolling mean return at each episode end to this CSV "
                              "(benchmarks/plot_curves.py draws it)")
+    parser.add_argument("--threaded", action="store_true",
+                        help="kerasrl's runs with threaded: true (updates beside acting)")
+    parser.add_argument("--compare-unthreaded", action="store_true",
+                        help="with --threaded: also an unthreaded kerasrl run per seed, alternating")
     parser.add_argument("--xla-cache", default=None, metavar="DIR",
                         help="keep XLA's compiled code in DIR (kerasrl.common.fast_path.use_xla_cache): runs after the "
                              "first, and later invocations, load it instead of compiling")
@@ -403,11 +416,12 @@ def main() -> int:
     ours: list[dict[str, Any]] = []
     theirs: list[dict[str, Any]] = []
     curves = CurveWriter(args.curves, task.env_id, args.task) if args.curves else None
-    variants: dict[str, list[dict[str, Any]]] = {"default": [], "jit true": [], "jit false": []}
+    variants: dict[str, list[dict[str, Any]]] = {"default": [], "jit true": [], "jit false": [], "unthreaded": []}
     with tempfile.TemporaryDirectory() as tmp:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             curve: Optional[list[tuple[int, float]]] = [] if curves else None
-            r = run_kerasrl(args.steps, seed, os.path.join(tmp, str(seed)), task=task, jit_compile=None, curve=curve)
+            r = run_kerasrl(args.steps, seed, os.path.join(tmp, str(seed)), task=task, jit_compile=None, curve=curve,
+                            threaded=args.threaded)
             ours.append(r)
             if curves and curve is not None:
                 curves.write("kerasrl", seed, curve)
@@ -426,9 +440,14 @@ def main() -> int:
                 v = run_kerasrl(args.steps, seed, os.path.join(tmp, f"{seed}{name}"), task=task, jit_compile=jit)
                 variants[name].append(v)
                 print(f"kerasrl seed {seed} {name}: {v['sps']:.0f} steps/s ({v['sps_all']:.0f} with compile)", flush=True)
+            if args.threaded and args.compare_unthreaded:
+                v = run_kerasrl(args.steps, seed, os.path.join(tmp, f"{seed}u"), task=task, jit_compile=None)
+                variants["unthreaded"].append(v)
+                print(f"kerasrl seed {seed} unthreaded: {v['sps']:.0f} steps/s ({v['sps_all']:.0f} with compile), "
+                      f"{TARGET:g} reached at {v['reach']}, final mean {v['final']:.1f}", flush=True)
     print()
-    print(f"{task.env_id} ({args.task}: {task.num_envs} copies, config {task.config}), {args.steps} steps, "
-          f"{args.seeds} seeds (medians)")
+    print(f"{task.env_id} ({args.task}: {task.num_envs} copies, config {task.config}"
+          f"{', threaded' if args.threaded else ''}), {args.steps} steps, {args.seeds} seeds (medians)")
     header = f"{'':34s}{'kerasrl':>12s}" + (f"{'SB3':>12s}{'ratio/diff':>12s}" if have_sb3 else "")
     print(header)
     rows = [
@@ -450,6 +469,11 @@ def main() -> int:
         print(line)
     print("per seed, final return: kerasrl " + " ".join(f"{r['final']:.1f}" for r in ours)
           + ("; SB3 " + " ".join(f"{r['final']:.1f}" for r in theirs) if have_sb3 else ""))
+    if variants["unthreaded"]:
+        un = variants["unthreaded"]
+        print(f"kerasrl unthreaded, same seeds: {median([r['sps'] for r in un]):.0f} steps/s "
+              f"({median([r['sps_all'] for r in un]):.0f} with compile), threshold at "
+              f"{median([r['reach'] for r in un]):.0f}, final {median([r['final'] for r in un]):.1f}")
     if args.default_vs_best:
         base = median([r["sps"] for r in variants["default"]])
         print("\nkerasrl default (no jit_compile key) vs explicit choices, steps/s (no compile / compile counted):")

@@ -177,13 +177,22 @@ class _FitController(TrainerController):
         trainer = self.trainer
         if not self._epoch_open:
             self._begin_epoch()
-        updates, episodes = trainer.update_count, trainer.episodes_completed
+        updates, episodes = trainer.updates_applied, trainer.episodes_completed
         n = super().advance(env)
         if self.episodes and trainer.episodes_completed != episodes:
             self._episode_ends(trainer.episodes_completed - episodes)
-        if trainer.update_count != updates:
+        if trainer.updates_applied != updates:
             self._end_epoch()
         return n
+
+    def _finish_updates(self, drain: bool) -> None:
+        """Threaded: the updates that finish at the end of training end their epochs too."""
+        updates = self.trainer.updates_applied
+        super()._finish_updates(drain)
+        if drain and self.trainer.updates_applied != updates:
+            if not self._epoch_open:
+                self._begin_epoch()
+            self._end_epoch()
 
     def _episode_ends(self, count: int) -> None:
         trainer = self.trainer
@@ -195,11 +204,12 @@ class _FitController(TrainerController):
 
     def _end_epoch(self) -> None:
         self.logs = self.agent._epoch_logs(*self._epoch_start)
-        self.model.counters.assign([self.trainer.step, self.trainer.update_count])
-        self.callbacks.on_train_batch_end(0, self.logs)
-        for c in self.rl:
-            c.on_rollout_end({"step": self.logs["step"], "episodes": self.logs["episodes"], "fps": self.logs["fps"]})
-        self.callbacks.on_epoch_end(self.epoch, self.logs)
+        with self.trainer.learner_lock:  # threaded: the callbacks see the learner between updates
+            self.model.counters.assign([self.trainer.step, self.trainer.update_count])
+            self.callbacks.on_train_batch_end(0, self.logs)
+            for c in self.rl:
+                c.on_rollout_end({"step": self.logs["step"], "episodes": self.logs["episodes"], "fps": self.logs["fps"]})
+            self.callbacks.on_epoch_end(self.epoch, self.logs)
         self.epoch += 1
         self._epoch_open = False
 

@@ -28,5 +28,10 @@ class TrainerConfigError(UnityTrainerException, ValueError):
     """A trainer configuration is invalid; the message names the key."""
 
 
+class UpdateThreadError(TrainerError):
+    """A threaded trainer's update failed in its thread (the failure is the cause); raised in
+    the acting thread, which then stops."""
+
+
 class EnvironmentException(Exception):
     """Raised for a malformed spec, step result or action."""

@@ -7,7 +7,8 @@ global stack that ``hierarchical_timer``, ``timed``, ``set_gauge`` and friends u
 
 The timers wrap hot loops, so entering and leaving one is kept to a dictionary lookup, two
 ``time.perf_counter`` calls and a few attribute updates. Timers are not thread-safe: use one
-stack per thread (or per process, merging the trees with ``merge_worker_tree``).
+stack per thread (``thread_timer_stack`` makes a stack the default of the thread that enters it)
+or per process, merging the trees with ``merge_worker_tree``.
 """
 from __future__ import annotations
 
@@ -16,13 +17,16 @@ import json
 import math
 import os
 import tempfile
+import threading
+from contextlib import contextmanager
 from time import perf_counter
 from types import TracebackType
-from typing import Any, Callable, Mapping, Optional, TypeVar, Union
+from typing import Any, Callable, Iterator, Mapping, Optional, TypeVar, Union
 
 __all__ = [
     "GaugeNode", "TimerNode", "TimerStack", "get_timer_root", "get_timer_stack", "get_timer_tree",
-    "hierarchical_timer", "merge_worker_tree", "reset_timers", "set_gauge", "timed", "write_timer_tree",
+    "hierarchical_timer", "merge_worker_tree", "reset_timers", "set_gauge", "thread_timer_stack", "timed",
+    "write_timer_tree",
 ]
 
 
@@ -210,7 +214,7 @@ class hierarchical_timer:  # noqa: N801 - used like a function, as in ML-Agents 
 
     def __init__(self, name: str, timer_stack: Optional[TimerStack] = None) -> None:
         self._name = name
-        self._stack = timer_stack if timer_stack is not None else _global_timer_stack
+        self._stack = timer_stack if timer_stack is not None else (_thread.stack or _global_timer_stack)
         self._node: Optional[TimerNode] = None
         self._start = 0.0
 
@@ -252,13 +256,33 @@ def timed(func: F) -> F:
 _global_timer_stack = TimerStack()
 
 
+class _ThreadStack(threading.local):
+    """The stack that a thread's timers use by default (None: the global one)."""
+
+    stack: Optional[TimerStack] = None
+
+
+_thread = _ThreadStack()
+
+
+@contextmanager
+def thread_timer_stack(stack: TimerStack) -> Iterator[TimerStack]:
+    """Make ``stack`` the default of the calling thread's timers and gauges while the block runs
+    (a thread of its own, e.g. a trainer's update thread, then keeps a tree of its own)."""
+    previous, _thread.stack = _thread.stack, stack
+    try:
+        yield stack
+    finally:
+        _thread.stack = previous
+
+
 def get_timer_stack() -> TimerStack:
     """The global stack (e.g. for a worker process to send its tree and gauges back)."""
     return _global_timer_stack
 
 
 def set_gauge(name: str, value: float, timer_stack: Optional[TimerStack] = None) -> None:
-    (timer_stack or _global_timer_stack).set_gauge(name, value)
+    (timer_stack or _thread.stack or _global_timer_stack).set_gauge(name, value)
 
 
 def get_timer_tree(timer_stack: Optional[TimerStack] = None) -> dict[str, Any]:

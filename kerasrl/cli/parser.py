@@ -88,6 +88,9 @@ def _add_speed_flags(parser: argparse.ArgumentParser) -> None:
                    help="keep the XLA-compiled update in DIR, so that the next run of the same command loads it "
                         "instead of compiling (default: $KERASRL_XLA_CACHE, else ~/.cache/kerasrl/xla; 'off': no "
                         "cache)")
+    g.add_argument("--threaded", action="store_true",
+                   help="every PPO behavior updates in a thread of its own while acting goes on (threaded: true; "
+                        "the data of an update is one update old)")
 
 
 def _add_parameter_flags(parser: argparse.ArgumentParser) -> None:

@@ -37,7 +37,7 @@ from kerasrl.configs import config_source
 from kerasrl.distribute import cluster
 from kerasrl.envs.ray_env_manager import ray_available
 from kerasrl.envs.registry import UnityOptions, copies_per_worker, is_unity_env, make_env_manager
-from kerasrl.exception import EnvironmentException, TrainerError
+from kerasrl.exception import EnvironmentException, TrainerError, UpdateThreadError
 from kerasrl.export import export_trainers
 from kerasrl.recording import record
 from kerasrl.settings import RunContext, TrainerConfig, load_trainer_config
@@ -101,6 +101,9 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
            env_params: Optional[EnvParameters] = None) -> tuple[Any, Any, dict[str, Any], int]:
     """The run context, the env manager, the trainers and the number of agents that ``args`` describe."""
     config = load_trainer_config(config_source(args.trainer_config_path or default_config))
+    if getattr(args, "threaded", False):  # --threaded: threaded: true in every section
+        config = TrainerConfig({name: replace(section, threaded=True) for name, section in config.sections.items()},
+                               config.source)
     workers = getattr(args, "workers", 1)
     env_manager = getattr(args, "env_manager", "subprocess")
     if env_manager != "subprocess" or getattr(args, "ray_address", None) or getattr(args, "ray_restart_workers", False):
@@ -209,6 +212,11 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
         if tc.train_model and tc.saved_steps:  # the controller checkpoints before an env error propagates
             step = max(tc.saved_steps.values())
             raise EnvironmentException(f"{e} The model was saved at step {step}; continue with --resume.") from e
+        raise
+    except UpdateThreadError as e:  # the learner's state is the failed update's: the newest checkpoint stays
+        if tc.train_model and tc.saved_steps:
+            step = max(tc.saved_steps.values())
+            raise UpdateThreadError(f"{e} The newest checkpoint is at step {step}; continue with --resume.") from e
         raise
     finally:
         report.close()

@@ -133,11 +133,14 @@ class NumpyActorCritic:
         self.layers = layers
         self.head = (_block_diag(action[0], value[0]), np.concatenate([action[1], value[1]]))
 
-    def refresh_normalizer(self) -> None:
-        """Re-read the observation normalizer's statistics (after it saw new observations)."""
+    def refresh_normalizer(self, stats: Optional[tuple[np.ndarray, np.ndarray, float]] = None) -> None:
+        """Re-read the observation normalizer's statistics (after it saw new observations), or
+        take ``stats``, its ``(mean, 1/std, clip)`` as read before (a snapshot of another thread's)."""
         normalizer = self.model.normalizer
         self.norm = None
-        if normalizer is not None:
+        if stats is not None:
+            self.norm = (stats[0], stats[1], np.float32(stats[2]))
+        elif normalizer is not None:
             mean, inv_std = normalizer.numpy_stats()
             self.norm = (mean, inv_std, np.float32(normalizer.clip))
 

@@ -187,11 +187,15 @@ class PPOPolicy:
         tf_out = self._value_fn(inputs)
         return {name: tf_out[Field.value_estimates(name)].numpy() for name in self.stream_names}
 
-    def refresh(self, weights: Optional[Sequence[np.ndarray]] = None) -> None:
+    def refresh(self, weights: Optional[Sequence[np.ndarray]] = None,
+                normalizer: Optional[tuple[np.ndarray, np.ndarray, float]] = None) -> None:
         """Pick up the learner's new weights (the numpy mirror re-reads them, or takes
-        ``weights``, the model's trainable variables as numpy arrays; TF shares them)."""
+        ``weights``, the model's trainable variables as numpy arrays; TF shares them) and,
+        when given, the normalizer's ``(mean, 1/std, clip)`` that goes with them."""
         if self.numpy_model is not None:
             self.numpy_model.refresh(weights)
+            if normalizer is not None:
+                self.numpy_model.refresh_normalizer(normalizer)
 
     def refresh_normalizer(self) -> None:
         """Pick up the normalizer's new statistics (TF reads the shared variables already)."""

@@ -36,6 +36,7 @@ class TrainerSettings(_Checked):
     time_horizon: int = setting(64, at_least(1), "steps after which a trajectory is cut and bootstrapped")
     summary_freq: int = setting(1000, at_least(1), "steps (every agent's) between summaries")
     inference: str = setting("auto", one_of(*INFERENCE_MODES), "act in numpy (vector policies, MLP or LSTM) or tf")
+    threaded: bool = setting(False, doc="update in a thread of its own while acting goes on (data one update old)")
     network: NetworkSettings = field(default_factory=NetworkSettings)
     hyperparameters: PPOSettings = field(default_factory=PPOSettings)
     behavioral_cloning: BCTrainerSettings = field(default_factory=BCTrainerSettings)

@@ -129,8 +129,11 @@ class AgentProcessor:
         self.episode_stats = episode_stats
         #: With ``flush_on_update``: the rollout whose end closes every trajectory.
         self.rollout: Optional[Rollout] = None
+        #: The version (update count) of the weights acting now, when the trainer counts how old
+        #: its data is (threaded trainers); each trajectory carries its first step's version.
+        self.policy_version: Optional[int] = None
         self.agents = AgentCounters(["return_environment", *(f"return_{n}" for n in reward_signals),
-                                     "episode_steps", "trajectory_length"])
+                                     "episode_steps", "trajectory_length", "policy_version"])
         self._pending: dict[int, tuple[StepResult, int, dict[str, Any]]] = {}
         self.store_next_obs = any(s.needs_next_observations for s in reward_signals.values())
         #: Rewards, GAE and episode statistics of the signals that are not ``per_step``.
@@ -262,7 +265,8 @@ class AgentProcessor:
         """The agent's trajectory, its steps moved out of the agent's buffer, on the queue."""
         steps = self.buffer[agent_id].take()
         self.agents.set("trajectory_length", agent_id, 0.0)
-        self.queue.put(Trajectory(agent_id, steps, terminated, ended, bootstrap))
+        version = int(self.agents.get("policy_version", agent_id))
+        self.queue.put(Trajectory(agent_id, steps, terminated, ended, bootstrap, policy_version=version))
         if ended and self.episode_stats:
             self.record_episode_end(agent_id)
 
@@ -286,6 +290,9 @@ class AgentProcessor:
                 cols[f"return_{name}"][slots] += result.scaled_reward
             cols["return_environment"][slots] += fields[Field.ENVIRONMENT_REWARDS]
             cols["episode_steps"][slots] += 1.0
+            if self.policy_version is not None:  # the version of each trajectory's first step
+                starts = slots[cols["trajectory_length"][slots] == 0]
+                cols["policy_version"][starts] = self.policy_version
             cols["trajectory_length"][slots] += 1.0
             self.buffer.append_batch(ids, fields, padding_values=self.padding_values)
             self.transitions += len(ids)

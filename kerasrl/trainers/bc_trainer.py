@@ -33,7 +33,7 @@ from kerasrl.buffer import AgentBuffer, Buffer
 from kerasrl.demos import DemoError, describe_spec, load_demo
 from kerasrl.distribute import learner_strategy
 from kerasrl.envs.base import StepResult
-from kerasrl.exception import UnityTrainerException
+from kerasrl.exception import TrainerConfigError, UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
 from kerasrl.ppo.policy import PPOPolicy
@@ -85,6 +85,9 @@ class BCTrainer(RLTrainer):
 
     def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
+        if settings.threaded:
+            raise TrainerConfigError(f"Behavior {behavior_name}: threaded: true is for the ppo trainer (the "
+                                     f"{settings.trainer} trainer's updates are short); set threaded: false.")
         super().__init__(behavior_name, spec, settings, context, reward_buff_cap)
         self.seed = context.seed
         model, self.learner = bc_model(behavior_name, spec, settings, self.seed)

@@ -246,18 +246,35 @@ class TrainerController:
             if not self._environment_ready:
                 self.reset_environment(env_manager)
             self._run(env_manager)
+            self._finish_updates(drain=True)
             if self.global_step != 0 and self.train_model:
                 self._save_models()
         except KeyboardInterrupt:
             self.interrupted = True
+            self._finish_updates(drain=False)
             if self.train_model:
                 logger.info("Learning was interrupted. Please wait while the model is saved.")
                 self._save_models()
         except EnvironmentException:
+            self._finish_updates(drain=False)
             self._save_after_environment_failure()
             raise
         finally:
-            self._finish(env_manager, failed=sys.exc_info()[0] is not None)
+            failed = sys.exc_info()[0] is not None
+            if failed:
+                self._finish_updates(drain=False)
+            self._finish(env_manager, failed=failed)
+
+    def _finish_updates(self, drain: bool) -> None:
+        """Stop the trainers' update threads (``threaded``): after all their updates at the end
+        of training, else after the one in progress. After an error, a failure here is logged."""
+        for trainer in self.trainers.values():
+            try:
+                trainer.finish_updates(drain)
+            except Exception:
+                if drain:
+                    raise
+                logger.warning("Stopping the update thread of %s failed.", trainer.behavior_name, exc_info=True)
 
     def reset_environment(self, env_manager: EnvManager) -> None:
         """Hand each trainer's policy to the env manager and reset it with the first parameters

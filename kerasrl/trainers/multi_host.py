@@ -62,6 +62,8 @@ def weights_digest(model: Any) -> str:
 class MultiHostPPOTrainer(PPOTrainer):
     """A :class:`PPOTrainer` whose updates train on the rollouts of every host of ``cluster``."""
 
+    supports_threaded = False  # an update is a collective step of every host
+
     def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1, *, cluster: Cluster) -> None:
         check_settings(behavior_name, settings)

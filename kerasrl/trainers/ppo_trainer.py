@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+from collections import defaultdict
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -11,18 +13,19 @@ from kerasrl.bc.module import BCModule
 from kerasrl.common.gae import gae_and_returns
 from kerasrl.distribute import learner_strategy
 from kerasrl.envs.base import StepResult
-from kerasrl.exception import TrainerError, UnityTrainerException
+from kerasrl.exception import TrainerConfigError, TrainerError, UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
 from kerasrl.ppo.learner import PPOLearner
 from kerasrl.ppo.policy import PPOPolicy
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec
-from kerasrl.timers import hierarchical_timer
+from kerasrl.timers import get_timer_root, get_timer_stack, hierarchical_timer, merge_worker_tree, set_gauge
 from kerasrl.trainers.agent_processor import Rollout
 from kerasrl.trainers.checkpoint import CheckpointSaver
 from kerasrl.trainers.rl_trainer import RLTrainer
 from kerasrl.trainers.trajectory import Trajectory
+from kerasrl.trainers.update_thread import UpdateResult, UpdateThread, UpdateWork
 
 logger = logging.getLogger("kerasrl.trainers")
 
@@ -47,7 +50,15 @@ class PPOTrainer(RLTrainer):
 
     The learner owns the model, the optimizer and the schedules; the policy acts with the
     learner's weights; this trainer owns the step counter, the trajectories and the statistics.
+
+    ``threaded: true``: the updates run in an :class:`~kerasrl.trainers.update_thread.UpdateThread`
+    while the agents act. The acting thread cuts the trajectories into updates where an
+    unthreaded trainer would update, hands each over, and then takes the weights of the update
+    before it: an update's data was acted by weights one update older than its own start.
     """
+
+    #: Whether ``threaded: true`` is allowed (not where an update gathers from several hosts).
+    supports_threaded = True
 
     def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
@@ -79,6 +90,7 @@ class PPOTrainer(RLTrainer):
             hp = self.hyperparameters
             self.bc_module = BCModule(model, spec, settings.pretraining, hp.learning_rate, hp.batch_size, hp.num_epoch,
                                       seed=self.seed, behavior=behavior_name)
+        self._init_threading()
         self.saver = self._make_saver()
         if context.load_model:
             self.load_model()
@@ -87,6 +99,128 @@ class PPOTrainer(RLTrainer):
         #: Compile the update ahead at the first step of training (``PPOLearner.start_warm_up``),
         #: not before: by then every restore of the optimizer's state (checkpoints, callbacks) is done.
         self._warm_up_pending = context.train_model
+
+    # -- threaded updates ----------------------------------------------------------------
+    def _init_threading(self) -> None:
+        """``threaded``: the update thread's state (started at the first update)."""
+        self.threaded = bool(self.settings.threaded and self.context.train_model)
+        self._update_thread: Optional[UpdateThread] = None
+        #: Held while the learner's state changes (an update, the normalizer) or is read whole
+        #: (a checkpoint, ``kerasrl.PPO.fit``'s callbacks).
+        self.learner_lock = threading.RLock()
+        #: Trajectories taken from the queue since the last hand-over, and their update rows.
+        self._pending: list[Trajectory] = []
+        self._pending_rows = 0
+        #: The update count whose weights the policy acts with, and the last one handed over.
+        self._applied = self._handed = self.update_count
+        #: The statistics the update thread records, moved into each result.
+        self._thread_stats: defaultdict[str, list[float]] = defaultdict(list)
+        #: Seconds acting waited for the first update of this session (threaded), None before it.
+        self.first_wait_seconds: Optional[float] = None
+        if not self.threaded:
+            return
+        if not self.supports_threaded:
+            raise TrainerConfigError(f"Behavior {self.behavior_name}: threaded: true is not available when "
+                                     "training on several hosts; set threaded: false.")
+        if self._policy.numpy_model is None:
+            raise TrainerConfigError(
+                f"Behavior {self.behavior_name}: threaded: true acts with the numpy mirror of the policy, and this "
+                f"policy acts with TensorFlow (inference: {self.settings.inference}, a recurrent visual or resnet "
+                "network); set threaded: false or inference: auto.")
+        self.processor.policy_version = self.update_count
+        self.processor.deferred.stats = self._thread_stats
+
+    @property
+    def updates_applied(self) -> int:
+        """Updates whose weights the policy acts with (threaded: behind ``update_count`` while one runs)."""
+        return self._applied if self.threaded else self.update_count
+
+    def _sync_versions(self) -> None:
+        """After a restore: the update count is the policy's version."""
+        self._applied = self._handed = self.update_count
+        if self.threaded:
+            self.processor.policy_version = self.update_count
+
+    def _rows(self, trajectory: Trajectory) -> int:
+        """Update-buffer rows of ``trajectory`` (recurrent: whole padded sequences)."""
+        n, seq = len(trajectory), self.sequence_length
+        return -(-n // seq) * seq if seq > 1 else n
+
+    def _threaded_ready(self) -> bool:
+        """An unthreaded trainer's update condition, on the trajectories taken since the last hand-over."""
+        if self._update_thread is not None:
+            self._update_thread.check()
+        rollout = self.processor.rollout
+        if rollout is not None:
+            return rollout.done and self._pending_rows > 0
+        return self._pending_rows > self.hyperparameters.buffer_size
+
+    def _hand_over(self) -> None:
+        """Give the pending trajectories to the update thread, then act with the weights of the
+        update before (waiting for it if it is still running)."""
+        if self._update_thread is None:  # (a thread that failed raises its error at submit)
+            self._update_thread = UpdateThread(f"Behavior {self.behavior_name}", self._threaded_update)
+        self._update_thread.submit(UpdateWork(self._pending, self.step, self._handed + 1))
+        self._handed += 1
+        self._pending, self._pending_rows = [], 0
+        if self.processor.rollout is not None:
+            self.processor.rollout.restart()
+        if self._handed - 1 > self._applied:
+            waited = self._update_thread.waited_seconds
+            self._apply(self._update_thread.wait_for(self._handed - 1))
+            if self.first_wait_seconds is None:  # the first update's: it includes any compile left
+                self.first_wait_seconds = self._update_thread.waited_seconds - waited
+
+    def _threaded_update(self, work: UpdateWork) -> UpdateResult:
+        """In the update thread: one update from ``work``'s trajectories; the new weights (and
+        the normalizer's statistics) as an immutable snapshot."""
+        stats = self._thread_stats
+        with self.learner_lock:
+            oldest = min((t.policy_version for t in work.trajectories), default=self.update_count)
+            stats["Policy/Staleness"].append(float(self.update_count - oldest))
+            for trajectory in work.trajectories:
+                self.process_trajectory(trajectory)
+            weights, metrics = self._update(work.step, stats)
+            if weights is None:
+                weights = [v.numpy() for v in self.learner.actor_critic.trainable_variables]
+            normalizer = self.learner.actor_critic.normalizer
+            norm = None if normalizer is None else (*normalizer.numpy_stats(), normalizer.clip)
+        # (the hand-over's count, which the acting thread waits for, even if a callback reloaded the learner)
+        result = UpdateResult(work.version, (weights, norm), {k: list(v) for k, v in stats.items()}, metrics)
+        stats.clear()
+        return result
+
+    def _apply(self, result: UpdateResult) -> None:
+        """In the acting thread: act with ``result``'s weights from the next step on."""
+        weights, norm = result.weights
+        self._policy.refresh(weights, norm)
+        for key, values in result.stats.items():
+            self.stats[key].extend(values)
+        self.last_update_metrics = result.metrics
+        self._applied = result.version
+        self.processor.policy_version = result.version
+
+    def finish_updates(self, drain: bool) -> None:
+        """Stop the update thread: after every handed-over update (``drain``, the end of
+        training), else after the one in progress; the policy then acts with the learner's
+        weights, and the thread's timers join the run's (``update_thread:{behavior}``)."""
+        thread = self._update_thread
+        if thread is None:
+            return
+        thread.stop(drain and thread.error is None)
+        self._update_thread = None
+        for result in thread.finished():
+            self._apply(result)
+        with self.learner_lock:
+            self._policy.refresh()
+            self._sync_versions()
+        merge_worker_tree(thread.timers, root_name=f"update_thread:{self.behavior_name}", into=get_timer_root())
+        overlap = max(thread.busy_seconds - thread.waited_seconds, 0.0)
+        for name, value in (("update_seconds", thread.busy_seconds), ("acting_waited_seconds", thread.waited_seconds),
+                            ("overlap_seconds", overlap)):
+            set_gauge(f"{self.behavior_name}.threaded.{name}", value, get_timer_stack())
+        if drain:
+            thread.check()
 
     def _make_learner(self) -> PPOLearner:
         """The learner, built under the learners' strategy (acting stays on one device); a bad
@@ -125,14 +259,17 @@ class PPOTrainer(RLTrainer):
 
     # -- checkpoints -------------------------------------------------------------------
     def save_model(self) -> str:
-        """Checkpoint weights, optimizer slots, normalizer, step and update count."""
-        self.learner.wait_warm_up()  # its optimizer state is the warm-up's until it puts it back
-        return self.saver.save(self.step, self.update_count)
+        """Checkpoint weights, optimizer slots, normalizer, step and update count (threaded:
+        between two updates, with the learner's update count)."""
+        with self.learner_lock:
+            self.learner.wait_warm_up()  # its optimizer state is the warm-up's until it puts it back
+            return self.saver.save(self.step, self.update_count)
 
     def load_model(self) -> None:
         self.step, self.update_count = self.saver.restore()
         self.learner.set_schedules(self.step)
         self._policy.refresh()
+        self._sync_versions()
         logger.info("Restored %s at step %d", self.behavior_name, self.step)
 
     def initialize_from(self, model_path: str) -> None:
@@ -144,6 +281,7 @@ class PPOTrainer(RLTrainer):
         self.step, self.update_count = 0, 0
         learner.set_schedules(0)
         self._policy.refresh()
+        self._sync_versions()
         logger.info("Initialized %s from %s", self.behavior_name, model_path)
 
     @property
@@ -197,7 +335,8 @@ class PPOTrainer(RLTrainer):
         """Feed a closed trajectory's observations to the normalizer (the multi-host trainer
         defers them to the update, where every host's are gathered)."""
         self.learner.update_normalization(vector_obs)
-        self._policy.refresh_normalizer()
+        if not self.threaded:  # threaded: the acting policy takes the statistics with the weights
+            self._policy.refresh_normalizer()
 
     def end_episode(self) -> None:
         """An environment reset: also start every agent's recurrent memory afresh."""
@@ -214,7 +353,17 @@ class PPOTrainer(RLTrainer):
         update = self.training_buffer.update_buffer
         return len(update[Field.ACTIONS]) if Field.ACTIONS in update else 0
 
+    def process_trajectories(self) -> None:
+        """Threaded: only take the queued trajectories (the update thread processes them)."""
+        if not self.threaded:
+            return super().process_trajectories()
+        for trajectory in self.trajectory_queue.take_all():
+            self._pending.append(trajectory)
+            self._pending_rows += self._rows(trajectory)
+
     def is_ready_update(self) -> bool:
+        if self.threaded:
+            return self._threaded_ready()
         rollout = self.processor.rollout
         if rollout is not None:
             return rollout.done and self._update_buffer_length() > 0
@@ -229,33 +378,43 @@ class PPOTrainer(RLTrainer):
 
     def update_policy(self) -> None:
         """A PPO update over the update buffer, the reward signals' own updates, then clear it
-        (fully on-policy)."""
+        (fully on-policy). Threaded: hand the update over to the update thread."""
+        if self.threaded:
+            self._hand_over()
+            return
+        weights, self.last_update_metrics = self._update(self.step, self.stats)
+        if self.processor.rollout is not None:
+            self.processor.rollout.restart()
+        self._policy.refresh(weights)
+
+    def _update(self, step: int,
+                stats: defaultdict[str, list[float]]) -> tuple[Optional[list[np.ndarray]], dict[str, float]]:
+        """The update at trainer step ``step``, its statistics into ``stats``; returns the new
+        weights when the learner has them as numpy (else None: read them from the model) and
+        the update's metrics."""
         with hierarchical_timer("reward_signals.evaluate"):
             self.processor.deferred.finish(self.training_buffer.update_buffer, self.hyperparameters.lambd)
         batch = self.learning_batch()
         if not np.isfinite(batch[Field.ADVANTAGES]).all():
             raise UnityTrainerException(f"Behavior {self.behavior_name}: non-finite advantages in the update buffer.")
         with hierarchical_timer("ppo.update"):
-            metrics = self.learner.update(batch, self.step, seed=self.seed * 100003 + self.update_count)
+            metrics = self.learner.update(batch, step, seed=self.seed * 100003 + self.update_count)
         self.update_count += 1
         if not np.isfinite(metrics["loss"]) and self.nonfinite_loss == "raise":
             raise UnityTrainerException(f"Behavior {self.behavior_name}: the PPO loss became {metrics['loss']}.")
-        self.stats["Losses/Value Loss"].append(metrics["value_loss"])
-        self.stats["Losses/Policy Loss"].append(abs(metrics["policy_loss"]))
-        self.stats["Policy/Learning Rate"].append(metrics["learning_rate"])
+        stats["Losses/Value Loss"].append(metrics["value_loss"])
+        stats["Losses/Policy Loss"].append(abs(metrics["policy_loss"]))
+        stats["Policy/Learning Rate"].append(metrics["learning_rate"])
         n_sequences = max(self.hyperparameters.batch_size // self.sequence_length, 1)
         with hierarchical_timer("reward_signals.update"):
             for signal in self.reward_signals.values():
                 for key, value in signal.update(self.training_buffer.update_buffer, n_sequences).items():
-                    self.stats[key].append(value)
+                    stats[key].append(value)
         weights = self.learner.latest_weights
         if self.bc_module is not None:
             with hierarchical_timer("bc.update"):
-                for key, value in self.bc_module.update(self.step).items():
-                    self.stats[key].append(value)
+                for key, value in self.bc_module.update(step).items():
+                    stats[key].append(value)
             weights = None  # BC moved the weights after the PPO update: the policy re-reads them
-        self.last_update_metrics = metrics
         self.training_buffer.reset_update_buffer()
-        if self.processor.rollout is not None:
-            self.processor.rollout.restart()
-        self._policy.refresh(weights)
+        return weights, metrics

@@ -120,6 +120,10 @@ class Trainer:
     def update_policy(self) -> None:
         raise UnityTrainerException("The update_policy method was not implemented.")
 
+    def finish_updates(self, drain: bool) -> None:
+        """Stop updating in the background (``threaded``): after every update handed over
+        (``drain``) or after the one in progress. Trainers that update in line have nothing to do."""
+
     def close(self) -> None:
         self.stats_writer.close()
 

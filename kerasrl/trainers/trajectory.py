@@ -18,7 +18,8 @@ class Trajectory:
     ``bootstrap``: each reward signal's value estimate of the observation after the last step
     (empty when the processor was given no value function); ``terminated``: the episode ended
     in a terminal state (no bootstrap for signals that use terminal states); ``episode_ended``:
-    terminated or truncated, so the agent's next step starts a new episode.
+    terminated or truncated, so the agent's next step starts a new episode; ``policy_version``:
+    the update count of the weights that acted its first step (counted by threaded trainers).
     """
 
     agent_id: int
@@ -26,6 +27,7 @@ class Trajectory:
     terminated: bool = False
     episode_ended: bool = False
     bootstrap: dict[str, float] = field(default_factory=dict)
+    policy_version: int = 0
 
     def __len__(self) -> int:
         return max((len(f) for f in self.steps.values()), default=0)
