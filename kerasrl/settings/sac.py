@@ -33,7 +33,7 @@ class SACSettings(_Checked):
     learning_rate_schedule: str = setting("constant", one_of(*LEARNING_RATE_SCHEDULES),
                                           "constant, or linear decay to 0 at max_steps")
     tau: float = setting(0.005, unit_interval, "soft (Polyak) update rate of the target critics")
-    steps_per_update: float = setting(1.0, positive, "agent steps per gradient step")
+    steps_per_update: Optional[float] = setting(None, positive, "agent steps per gradient step (default 1)")
     save_replay_buffer: bool = setting(False, doc="checkpoint the replay buffer with the model (--resume continues with it)")
     train_interval: Optional[int] = setting(None, at_least(1), "older ML-Agents: agent steps between updates")
     num_update: Optional[int] = setting(None, at_least(1), "older ML-Agents: gradient steps per update")
@@ -43,14 +43,22 @@ class SACSettings(_Checked):
     jit_compile: Optional[bool] = setting(None, doc="compile the update with XLA (default: no, not faster for these MLPs)")
 
     def _check(self) -> None:
-        if self.train_interval is not None or self.num_update is not None:
-            interval = self.train_interval or 1
-            updates = self.num_update or 1
-            object.__setattr__(self, "steps_per_update", interval / updates)
-            object.__setattr__(self, "train_interval", None)
-            object.__setattr__(self, "num_update", None)
+        legacy = self.train_interval is not None or self.num_update is not None
+        if legacy and self.steps_per_update is None:
+            object.__setattr__(self, "steps_per_update", (self.train_interval or 1) / (self.num_update or 1))
             logger.warning("train_interval/num_update are older ML-Agents SAC keys: read as steps_per_update = %g "
                            "(write steps_per_update instead).", self.steps_per_update)
+        elif legacy:
+            logger.warning("train_interval/num_update (older ML-Agents SAC keys) are ignored beside steps_per_update.")
+        object.__setattr__(self, "train_interval", None)
+        object.__setattr__(self, "num_update", None)
+        if self.steps_per_update is None:
+            object.__setattr__(self, "steps_per_update", 1.0)
         if self.batch_size > self.buffer_size:
             raise TrainerConfigError(
                 f"batch_size ({self.batch_size}) is larger than the replay buffer (buffer_size = {self.buffer_size}).")
+
+    @property
+    def agent_steps_per_update(self) -> float:
+        """``steps_per_update`` as resolved (never None once the settings are built)."""
+        return float(self.steps_per_update or 1.0)

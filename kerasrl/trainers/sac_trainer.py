@@ -117,7 +117,7 @@ class SACTrainer(RLTrainer):
     def due_gradient_steps(self) -> int:
         """Gradient steps owed: one per ``steps_per_update`` agent steps after ``buffer_init_steps``."""
         hp = self.hyperparameters
-        return int((self.step - hp.buffer_init_steps) / hp.steps_per_update) - self.update_steps
+        return int((self.step - hp.buffer_init_steps) / hp.agent_steps_per_update) - self.update_steps
 
     def is_ready_update(self) -> bool:
         return len(self.replay) >= self.hyperparameters.batch_size and self.due_gradient_steps() >= 1
