@@ -32,6 +32,8 @@ from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.distributions import MaskedMultiCategorical
 from kerasrl.ppo.learner import PPOLearner
+from kerasrl.sac.exported import SACExportedPolicy
+from kerasrl.sac.networks import SACNetworks
 from kerasrl.settings import TrainerSettings, load_trainer_config
 from kerasrl.spec import BehaviorSpec
 from kerasrl.trainers.bc_trainer import BC_TRAINER_TYPES, bc_checkpoint_objects, bc_model
@@ -122,7 +124,7 @@ def _replace_path(tmp: str, path: str) -> None:
         os.replace(tmp, path)
 
 
-def save_savedmodel(policy: ExportedPolicy, path: str) -> str:
+def save_savedmodel(policy: "ExportedPolicy | SACExportedPolicy", path: str) -> str:
     """Write the SavedModel folder ``path`` with the ``deterministic`` and ``stochastic`` signatures."""
     tmp = path + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -139,7 +141,7 @@ def save_savedmodel(policy: ExportedPolicy, path: str) -> str:
     return path
 
 
-def save_onnx(policy: ExportedPolicy, path: str) -> str:
+def save_onnx(policy: "ExportedPolicy | SACExportedPolicy", path: str) -> str:
     """Write the ``deterministic`` function as ONNX to ``path`` (needs ``kerasrl[onnx]``)."""
     try:
         import tf2onnx
@@ -156,11 +158,13 @@ def save_onnx(policy: ExportedPolicy, path: str) -> str:
     return path
 
 
-def export_policy(model: ActorCritic, folder: str, behavior: str, onnx: Optional[bool] = None) -> dict[str, str]:
-    """Export ``model`` into ``folder``: ``{behavior}.savedmodel``, ``{behavior}.policy.json`` and,
-    when ``onnx`` (default: when tf2onnx is installed), ``{behavior}.onnx``. Returns the paths."""
+def export_policy(model: "ActorCritic | SACNetworks", folder: str, behavior: str,
+                  onnx: Optional[bool] = None) -> dict[str, str]:
+    """Export ``model`` (an actor-critic, or SAC's networks: their actor) into ``folder``:
+    ``{behavior}.savedmodel``, ``{behavior}.policy.json`` and, when ``onnx`` (default: when
+    tf2onnx is installed), ``{behavior}.onnx``. Returns the paths."""
     os.makedirs(folder, exist_ok=True)
-    policy = ExportedPolicy(model)
+    policy = SACExportedPolicy(model) if isinstance(model, SACNetworks) else ExportedPolicy(model)
     paths = {"savedmodel": save_savedmodel(policy, os.path.join(folder, f"{behavior}.savedmodel"))}
     if onnx or (onnx is None and onnx_available()):
         paths["onnx"] = save_onnx(policy, os.path.join(folder, f"{behavior}.onnx"))

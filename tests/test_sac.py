@@ -186,3 +186,25 @@ def test_sac_solves_simple1d(use_discrete, tmp_path):
                   {**SMALL, "max_steps": 1500, "buffer_init_steps": 100}, seed=1337)
     recent = list(trainer.reward_buffer)
     assert recent and np.mean(recent) > 0.9, recent
+
+
+# -- fit-style API ------------------------------------------------------------------------
+def test_fit_with_stock_callbacks_save_and_load(tmp_path):
+    import keras
+
+    import kerasrl
+
+    agent = kerasrl.SAC("Pendulum-v1", config="sac_pendulum", seed=0, run_dir=str(tmp_path / "run"),
+                        batch_size=32, hidden_units=32, buffer_init_steps=50, time_horizon=16)
+    csv = tmp_path / "log.csv"
+    history = agent.fit(200, callbacks=[keras.callbacks.CSVLogger(str(csv))], verbose=0)
+    assert agent.trainer is not None and agent.trainer.step >= 200
+    assert {"critic_loss", "actor_loss", "ent_coef", "episode_reward_mean", "fps"} <= set(history.history)
+    assert csv.read_text().count("\n") == len(history.history["critic_loss"]) + 1
+    observations = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    actions = agent.predict(observations)
+    assert actions.shape == (5, 1) and (np.abs(actions) <= 1).all()
+    path = agent.save(str(tmp_path / "sac.keras"))
+    loaded = kerasrl.load(path)
+    np.testing.assert_allclose(loaded.predict(observations), actions, rtol=1e-6)
+    agent.close()

@@ -125,6 +125,7 @@ class SACNetworks(keras.Model):
         for target, critic in zip(self.targets, self.critics):
             for t, c in zip(target.weights, critic.weights):
                 t.assign(c)
+        self.built = True
 
     def _build_all(self) -> None:
         obs = tf.zeros([1, self.vector_size])

@@ -56,6 +56,8 @@ class SACPolicy:
         self.layers: list[tuple[np.ndarray, np.ndarray]] = []
         self.heads: list[tuple[np.ndarray, np.ndarray]] = []
         self.stats: Optional[tuple[np.ndarray, np.ndarray]] = None
+        #: Seconds spent tracing (numpy acting traces nothing; run reports add it up).
+        self.trace_seconds = 0.0
         self.refresh()
 
     experience_fields = [Field.ACTIONS]

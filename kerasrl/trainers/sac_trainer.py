@@ -56,7 +56,9 @@ class SACTrainer(RLTrainer):
         self.processor.store_next_obs = True  # SAC's targets need every transition's next observation
         self.replay = ReplayBuffer(self.hyperparameters.buffer_size)
         self.rng = np.random.default_rng([self.seed, 1])
+        #: Gradient steps taken, and updates (calls of ``update_policy``: ``fit``'s epochs).
         self.update_steps = 0
+        self.update_count = 0
         self.last_update_metrics: dict[str, float] = {}
         self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, self.behavior_record(),
                                      model=self.networks, **self.learner.optimizers)
@@ -148,6 +150,7 @@ class SACTrainer(RLTrainer):
                     totals[k] = totals.get(k, 0.0) + v * count
                 done += count
         self.update_steps += due
+        self.update_count += 1
         metrics = {k: v / due for k, v in totals.items()}
         if not np.isfinite(metrics["critic_loss"]):
             raise UnityTrainerException(f"Behavior {self.behavior_name}: the SAC critic loss became "
