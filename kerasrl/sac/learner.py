@@ -33,7 +33,7 @@ logger = logging.getLogger("kerasrl")
 
 METRIC_NAMES = ("critic_loss", "actor_loss", "ent_coef_loss", "ent_coef", "q_value")
 #: The gradient steps one compiled call can run (a larger update takes several calls).
-STEPS_PER_CALL = 64
+STEPS_PER_CALL = 128
 #: Name of the stacked rewards ``[K, B, signals]`` in a learning batch.
 REWARDS = "rewards"
 NOISE, NEXT_NOISE = "noise", "next_noise"

@@ -34,9 +34,9 @@ class SACTrainer(RLTrainer):
     """Soft Actor-Critic over one behavior's agents.
 
     Every closed trajectory goes into the replay buffer. Once ``buffer_init_steps`` agent
-    steps are taken (with uniformly random actions) and the replay holds a mini-batch, an
-    update runs as many gradient steps as are due (one per ``steps_per_update`` agent steps),
-    all in one compiled call. With ``save_replay_buffer`` the replay is checkpointed with the
+    steps are taken (with uniformly random actions) and the replay holds a mini-batch, each
+    time new transitions arrive an update runs the gradient steps due (one per
+    ``steps_per_update`` agent steps) in as few compiled calls as ``STEPS_PER_CALL`` allows. With ``save_replay_buffer`` the replay is checkpointed with the
     model (``model-N.replay.h5``, written before ``model-N``), and ``--resume`` reloads it.
     """
 
@@ -60,6 +60,8 @@ class SACTrainer(RLTrainer):
         self.update_steps = 0
         self.update_count = 0
         self.last_update_metrics: dict[str, float] = {}
+        #: Transitions added to the replay since the last update.
+        self.new_transitions = 0
         self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, self.behavior_record(),
                                      model=self.networks, **self.learner.optimizers)
         if context.load_model:
@@ -110,6 +112,7 @@ class SACTrainer(RLTrainer):
             self.networks.normalizer.update(rows[Field.VECTOR_OBS])
             self._policy.refresh_normalizer()
         self.replay.add(rows)
+        self.new_transitions += n
 
     def end_episode(self) -> None:
         super().end_episode()
@@ -122,7 +125,10 @@ class SACTrainer(RLTrainer):
         return int((self.step - hp.buffer_init_steps) / hp.agent_steps_per_update) - self.update_steps
 
     def is_ready_update(self) -> bool:
-        return len(self.replay) >= self.hyperparameters.batch_size and self.due_gradient_steps() >= 1
+        """When new transitions reached the replay (a trajectory closed) and gradient steps are
+        due: the steps due since the last update then run together, on the replay as it is now."""
+        return (self.new_transitions > 0 and len(self.replay) >= self.hyperparameters.batch_size
+                and self.due_gradient_steps() >= 1)
 
     def learning_batches(self) -> dict[str, np.ndarray]:
         """``STEPS_PER_CALL`` uniform mini-batches (one compiled call's; the call uses as many as
@@ -151,6 +157,7 @@ class SACTrainer(RLTrainer):
                 done += count
         self.update_steps += due
         self.update_count += 1
+        self.new_transitions = 0
         metrics = {k: v / due for k, v in totals.items()}
         if not np.isfinite(metrics["critic_loss"]):
             raise UnityTrainerException(f"Behavior {self.behavior_name}: the SAC critic loss became "
