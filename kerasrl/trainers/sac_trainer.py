@@ -36,8 +36,9 @@ class SACTrainer(RLTrainer):
     Every closed trajectory goes into the replay buffer. Once ``buffer_init_steps`` agent
     steps are taken (with uniformly random actions) and the replay holds a mini-batch, each
     time new transitions arrive an update runs the gradient steps due (one per
-    ``steps_per_update`` agent steps) in as few compiled calls as ``STEPS_PER_CALL`` allows. With ``save_replay_buffer`` the replay is checkpointed with the
-    model (``model-N.replay.h5``, written before ``model-N``), and ``--resume`` reloads it.
+    ``steps_per_update`` agent steps) in as few compiled calls as ``STEPS_PER_CALL`` allows.
+    With ``save_replay_buffer`` the replay is checkpointed with the model (``model-N.replay.h5``,
+    written before ``model-N``), and ``--resume`` reloads it.
     """
 
     def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
