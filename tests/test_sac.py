@@ -196,11 +196,18 @@ def test_fit_with_stock_callbacks_save_and_load(tmp_path):
 
     agent = kerasrl.SAC("Pendulum-v1", config="sac_pendulum", seed=0, run_dir=str(tmp_path / "run"),
                         batch_size=32, hidden_units=32, buffer_init_steps=50, time_horizon=16)
-    csv = tmp_path / "log.csv"
-    history = agent.fit(200, callbacks=[keras.callbacks.CSVLogger(str(csv))], verbose=0)
+    csv, weights = tmp_path / "log.csv", tmp_path / "ckpt.weights.h5"
+    callbacks = [keras.callbacks.CSVLogger(str(csv)),
+                 keras.callbacks.ModelCheckpoint(str(weights), save_weights_only=True),
+                 keras.callbacks.EarlyStopping(monitor="critic_loss", mode="min", patience=10**6, restore_best_weights=True)]
+    history = agent.fit(200, callbacks=callbacks, verbose=0)
     assert agent.trainer is not None and agent.trainer.step >= 200
     assert {"critic_loss", "actor_loss", "ent_coef", "episode_reward_mean", "fps"} <= set(history.history)
     assert csv.read_text().count("\n") == len(history.history["critic_loss"]) + 1
+    step = agent.trainer.step
+    agent.fit(50, verbose=0)
+    agent.model.load_weights(str(weights))  # the checkpoint carries the training position
+    assert agent.trainer.step == step
     observations = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
     actions = agent.predict(observations)
     assert actions.shape == (5, 1) and (np.abs(actions) <= 1).all()
