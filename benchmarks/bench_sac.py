@@ -7,7 +7,9 @@ process, seed after seed. kerasrl's transitions reach the replay when a trajecto
 (``--time-horizon``, default the config's 64) and the gradient steps due by then run in one
 compiled call; SB3 takes one gradient step after every environment step.
 
-Printed per library and seed, then medians: env steps/s (kerasrl's without its one-time
+SB3 runs with one torch thread by default (``--torch-threads``): on a busy machine torch's
+default thread pool makes its small matrix products many times slower. Printed per library
+and seed, then medians: env steps/s (kerasrl's without its one-time
 tracing, and counting it), the mean return of the last 10 episodes, and the ratio
 kerasrl / SB3 of the medians.
 
@@ -52,11 +54,14 @@ def run_kerasrl(steps: int, seed: int, time_horizon: int | None) -> dict[str, An
             "return": float(np.mean(list(trainer.recent_returns)[-10:])), "trace_s": trace}
 
 
-def run_sb3(steps: int, seed: int) -> dict[str, Any]:
+def run_sb3(steps: int, seed: int, torch_threads: int) -> dict[str, Any]:
     import gymnasium
+    import torch
     from stable_baselines3 import SAC
     from stable_baselines3.common.monitor import Monitor
 
+    if torch_threads > 0:
+        torch.set_num_threads(torch_threads)
     env = Monitor(gymnasium.make(ENV))
     model = SAC("MlpPolicy", env, learning_rate=1e-3, batch_size=256, buffer_size=1_000_000, learning_starts=100,
                 tau=0.005, gamma=0.99, train_freq=1, gradient_steps=1, policy_kwargs={"net_arch": [256, 256]},
@@ -75,16 +80,20 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--time-horizon", type=int, default=None, help="kerasrl's time_horizon (default: the config's)")
     parser.add_argument("--no-sb3", action="store_true")
+    parser.add_argument("--torch-threads", type=int, default=1,
+                        help="SB3's torch threads (0: torch's default; on a busy machine its default thread pool "
+                             "is many times slower than one thread, so one is the fairer peer)")
     args = parser.parse_args()
     results: dict[str, list[dict[str, Any]]] = {"kerasrl": [], "sb3": []}
     for seed in range(args.seeds):
         names = ["kerasrl"] if args.no_sb3 else ["kerasrl", "sb3"]
         for name in names if seed % 2 == 0 else names[::-1]:  # alternate which library goes first
-            out = run_kerasrl(args.steps, seed, args.time_horizon) if name == "kerasrl" else run_sb3(args.steps, seed)
+            out = run_kerasrl(args.steps, seed, args.time_horizon) if name == "kerasrl" else run_sb3(args.steps, seed, args.torch_threads)
             results[name].append(out)
             print(f"{name:8s} seed {seed}: {out['steps_per_s']:7.1f} steps/s ({out['steps_per_s_all']:7.1f} with "
                   f"tracing {out['trace_s']:.1f} s), return of the last 10 episodes {out['return']:8.1f}", flush=True)
-    print(f"\nPendulum-v1, {args.steps} steps, medians over {args.seeds} seeds:")
+    threads = args.torch_threads or "default"
+    print(f"\nPendulum-v1, {args.steps} steps, medians over {args.seeds} seeds (SB3 torch threads: {threads}):")
     medians = {}
     for name, runs in results.items():
         if runs:
