@@ -88,7 +88,10 @@ def main() -> int:
     for seed in range(args.seeds):
         names = ["kerasrl"] if args.no_sb3 else ["kerasrl", "sb3"]
         for name in names if seed % 2 == 0 else names[::-1]:  # alternate which library goes first
-            out = run_kerasrl(args.steps, seed, args.time_horizon) if name == "kerasrl" else run_sb3(args.steps, seed, args.torch_threads)
+            if name == "kerasrl":
+                out = run_kerasrl(args.steps, seed, args.time_horizon)
+            else:
+                out = run_sb3(args.steps, seed, args.torch_threads)
             results[name].append(out)
             print(f"{name:8s} seed {seed}: {out['steps_per_s']:7.1f} steps/s ({out['steps_per_s_all']:7.1f} with "
                   f"tracing {out['trace_s']:.1f} s), return of the last 10 episodes {out['return']:8.1f}", flush=True)
