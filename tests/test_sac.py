@@ -215,3 +215,27 @@ def test_fit_with_stock_callbacks_save_and_load(tmp_path):
     loaded = kerasrl.load(path)
     np.testing.assert_allclose(loaded.predict(observations), actions, rtol=1e-6)
     agent.close()
+
+
+@pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
+def test_numpy_policy_acts_as_the_keras_actor(discrete):
+    from kerasrl.sac.policy import SACPolicy
+
+    spec = BehaviorSpec(((4,),), "discrete" if discrete else "continuous", (3, 2) if discrete else (2,))
+    settings = TrainerSettings.from_dict({**SMALL, "normalize": True, "activation": "swish"})
+    nets = SACLearner.for_behavior(spec, settings, seed=0, max_steps=100).networks
+    rng = np.random.default_rng(0)
+    nets.normalizer.update(rng.normal(2.0, 3.0, (100, 4)))
+    obs = rng.normal(2.0, 3.0, (20, 4)).astype(np.float32)
+    mask = np.ones((20, 5), np.float32)
+    mask[::2, 0] = 0.0
+    inputs = {Field.VECTOR_OBS: tf.constant(obs)}
+    if discrete:
+        inputs[Field.ACTION_MASK] = tf.constant(mask)
+    want = nets.act(inputs, None)[0].numpy()
+    got = SACPolicy(nets, deterministic=True).actions(obs, mask if discrete else None)
+    if discrete:
+        np.testing.assert_array_equal(got, want)
+        assert (got[::2, 0] != 0).all()
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
