@@ -172,11 +172,25 @@ def test_resume_continues_with_the_checkpointed_replay(tmp_path):
     assert len(second.replay) > len(first.replay)
 
 
-def test_unsupported_signal_is_an_error_naming_it(tmp_path):
-    section = {**SMALL, "reward_signals": {"extrinsic": {"strength": 1.0, "gamma": 0.99},
-                                           "curiosity": {"strength": 0.1, "gamma": 0.99, "encoding_size": 8}}}
-    with pytest.raises(Exception, match="curiosity"):
-        run(Simple1DEnvironment(use_discrete=False, seed=1), tmp_path, section)
+@pytest.mark.slow
+def test_curiosity_and_gail_train_and_reward_sampled_transitions(tmp_path):
+    from kerasrl import recording
+
+    demo = tmp_path / "expert.demo"
+    recording.record(Simple1DEnvironment(use_discrete=False, seed=5), lambda obs: np.where(obs > 0, 1.0, -1.0)
+                     .astype(np.float32), 60, demo)
+    signals = {"extrinsic": {"strength": 1.0, "gamma": 0.99},
+               "curiosity": {"strength": 0.1, "gamma": 0.9, "encoding_size": 8},
+               "gail": {"strength": 0.1, "gamma": 0.9, "demo_path": str(demo), "encoding_size": 8}}
+    trainer = run(Simple1DEnvironment(use_discrete=False, seed=1), tmp_path,
+                  {**SMALL, "max_steps": 150, "reward_signals": signals})
+    curiosity, gail = trainer.reward_signals["curiosity"], trainer.reward_signals["gail"]
+    assert curiosity.update_count == gail.update_count == trainer.update_count > 3
+    batch = trainer.learning_batches()
+    rewards = batch[REWARDS][:1].copy()
+    trainer._model_signal_rewards(batch, 1)
+    assert np.array_equal(batch[REWARDS][0, :, 0], rewards[0, :, 0])  # extrinsic: as stored
+    assert (np.abs(batch[REWARDS][0, :, 1:]).sum(axis=0) > 0).all()  # each model signal's, computed now
 
 
 @pytest.mark.slow

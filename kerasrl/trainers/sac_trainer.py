@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 
-from kerasrl.buffer import BufferException
+from kerasrl.buffer import AgentBuffer, BufferException
 from kerasrl.distribute import learner_strategy
 from kerasrl.exception import TrainerError, UnityTrainerException
 from kerasrl.fields import Field
@@ -25,8 +25,9 @@ from kerasrl.trainers.trajectory import Trajectory
 
 logger = logging.getLogger("kerasrl.trainers")
 
-#: Reward signals SAC can learn from (their rewards are computed as the agents step).
-SAC_REWARD_SIGNALS = ("extrinsic",)
+#: Reward signals SAC can learn from: the environment's, computed as the agents step, and the
+#: model signals, whose rewards are computed on each sampled mini-batch with their current model.
+SAC_REWARD_SIGNALS = ("extrinsic", "curiosity", "gail")
 REPLAY_SUFFIX = ".replay.h5"
 
 
@@ -63,8 +64,10 @@ class SACTrainer(RLTrainer):
         self.last_update_metrics: dict[str, float] = {}
         #: Transitions added to the replay since the last update.
         self.new_transitions = 0
+        signal_states = {f"reward_signal_{name}": signal.checkpoint_state()
+                         for name, signal in self.reward_signals.items() if signal.checkpoint_state() is not None}
         self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, self.behavior_record(),
-                                     model=self.networks, **self.learner.optimizers)
+                                     model=self.networks, **self.learner.optimizers, **signal_states)
         if context.load_model:
             self.load_model()
         elif context.initialize_from is not None:
@@ -101,8 +104,11 @@ class SACTrainer(RLTrainer):
             Field.VECTOR_OBS: steps[Field.VECTOR_OBS].get_batch(),
             Field.NEXT_VECTOR_OBS: steps[Field.NEXT_VECTOR_OBS].get_batch(),
             Field.ACTIONS: steps[Field.ACTIONS].get_batch(),
-            REWARDS: np.stack([steps[Field.rewards(s)].get_batch() for s in self.reward_signals], axis=-1),
+            # The model signals' rewards are computed when the transitions are sampled (zeros here).
+            REWARDS: np.stack([steps[Field.rewards(name)].get_batch() if signal.per_step else np.zeros(n, np.float32)
+                               for name, signal in self.reward_signals.items()], axis=-1),
             Field.TERMINATED: steps[Field.TERMINATED].get_batch(),
+            Field.DONE: steps[Field.DONE].get_batch(),
         }
         if self.spec.is_discrete:
             mask = np.asarray(steps[Field.ACTION_MASK].get_batch(), np.float32)
@@ -152,7 +158,9 @@ class SACTrainer(RLTrainer):
         with hierarchical_timer("sac.update"):
             while done < due:
                 count = min(due - done, STEPS_PER_CALL)
-                metrics = self.learner.update(self.learning_batches(), count, learning_rate)
+                stacked = self.learning_batches()
+                self._model_signal_rewards(stacked, count)
+                metrics = self.learner.update(stacked, count, learning_rate)
                 for k, v in metrics.items():
                     totals[k] = totals.get(k, 0.0) + v * count
                 done += count
@@ -163,6 +171,7 @@ class SACTrainer(RLTrainer):
         if not np.isfinite(metrics["critic_loss"]):
             raise UnityTrainerException(f"Behavior {self.behavior_name}: the SAC critic loss became "
                                         f"{metrics['critic_loss']}.")
+        self._update_model_signals(due)
         self.last_update_metrics = {**metrics, "learning_rate": learning_rate}
         self.stats["Losses/Value Loss"].append(metrics["critic_loss"])
         self.stats["Losses/Policy Loss"].append(abs(metrics["actor_loss"]))
@@ -171,6 +180,35 @@ class SACTrainer(RLTrainer):
         self.stats["Policy/Q Estimate"].append(metrics["q_value"])
         self.stats["Policy/Learning Rate"].append(learning_rate)
         self._policy.refresh()
+
+    def _model_signal_rewards(self, stacked: dict[str, np.ndarray], count: int) -> None:
+        """The model signals' rewards of the mini-batches the update uses, from their current models."""
+        for k, signal in enumerate(self.reward_signals.values()):
+            if signal.per_step:
+                continue
+            shape = stacked[REWARDS].shape[:2]
+            flat = {f: stacked[f][:count].reshape(count * shape[1], *stacked[f].shape[2:]) for f in signal.batch_fields}
+            rewards = signal.evaluate_batch(flat).scaled_reward.reshape(count, shape[1])
+            stacked[REWARDS][:count, :, k] = rewards
+            self.stats[signal.stat_name].append(float(np.mean(rewards)))
+
+    def _update_model_signals(self, gradient_steps: int) -> None:
+        """Train the model signals on ``gradient_steps`` uniform mini-batches of the replay
+        (each signal makes its ``num_epoch`` passes over them)."""
+        signals = [s for s in self.reward_signals.values() if not s.per_step]
+        if not signals:
+            return
+        batch_size = self.hyperparameters.batch_size
+        rows = min(gradient_steps * batch_size, len(self.replay))
+        sample = self.replay.sample(self.rng, (rows,))
+        buffer = AgentBuffer()
+        for field in {f for s in signals for f in s.batch_fields}:
+            buffer[field] = sample[field]
+        buffer[Field.MASKS] = np.ones(rows, np.float32)
+        with hierarchical_timer("reward_signals.update"):
+            for signal in signals:
+                for key, value in signal.update(buffer, batch_size).items():
+                    self.stats[key].append(value)
 
     # -- checkpoints -------------------------------------------------------------------
     def _replay_path(self, step: int) -> str:
