@@ -33,6 +33,7 @@ from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.distributions import MaskedMultiCategorical
 from kerasrl.ppo.learner import PPOLearner
 from kerasrl.sac.exported import SACExportedPolicy
+from kerasrl.sac.learner import SACLearner
 from kerasrl.sac.networks import SACNetworks
 from kerasrl.settings import TrainerSettings, load_trainer_config
 from kerasrl.spec import BehaviorSpec
@@ -248,11 +249,14 @@ def export_run(run_dir: str, onnx: Optional[bool] = None) -> dict[str, dict[str,
 
 
 def _checkpointed_model(behavior: str, kind: Optional[str], spec: BehaviorSpec, settings: TrainerSettings,
-                        seed: int) -> tuple[ActorCritic, dict[str, Any]]:
+                        seed: int) -> tuple["ActorCritic | SACNetworks", dict[str, Any]]:
     """The model to export and the objects that a checkpoint of trainer type ``kind`` (the
     behavior record's "trainer"; older records lack it: the settings' trainer then) holds."""
     if kind in BC_TRAINER_TYPES or (kind is None and settings.trainer in ("offline_bc", "online_bc")):
         model, bc_learner = bc_model(behavior, spec, settings, seed)
         return model, bc_checkpoint_objects(model, bc_learner)
+    if kind == "SACTrainer" or (kind is None and settings.trainer == "sac"):
+        sac = SACLearner.for_behavior(spec, settings, seed, settings.max_steps)
+        return sac.networks, {"model": sac.networks, **sac.optimizers}
     learner = PPOLearner.for_behavior(spec, list(settings.reward_signals), settings, seed, settings.max_steps)
     return learner.actor_critic, {"model": learner.actor_critic, "optimizer": learner.optimizer, "learner": learner}

@@ -253,3 +253,19 @@ def test_numpy_policy_acts_as_the_keras_actor(discrete):
         assert (got[::2, 0] != 0).all()
     else:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_exported_actor_acts_as_the_networks(tmp_path):
+    from kerasrl.export import export_policy
+
+    spec = BehaviorSpec(((4,),), "continuous", (2,))
+    nets = SACLearner.for_behavior(spec, TrainerSettings.from_dict({**SMALL, "normalize": True}), seed=0,
+                                   max_steps=100).networks
+    paths = export_policy(nets, str(tmp_path), "Agent", onnx=False)
+    loaded = tf.saved_model.load(paths["savedmodel"])
+    obs = np.random.default_rng(0).standard_normal((6, 4)).astype(np.float32)
+    out = loaded.signatures["deterministic"](vector_obs=tf.constant(obs))
+    np.testing.assert_allclose(out["action"].numpy(), nets.act({Field.VECTOR_OBS: tf.constant(obs)}, None)[0].numpy(),
+                               rtol=1e-6)
+    sampled = loaded.signatures["stochastic"](vector_obs=tf.constant(obs))["action"].numpy()
+    assert sampled.shape == (6, 2) and (np.abs(sampled) <= 1).all()
