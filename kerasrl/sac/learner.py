@@ -13,7 +13,6 @@ takes several calls), so that a run compiles one shape only.
 """
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any, Mapping, Optional, Sequence
 
@@ -28,8 +27,6 @@ from kerasrl.sac import loss
 from kerasrl.sac.networks import SACNetworks
 from kerasrl.settings import SACSettings, TrainerSettings
 from kerasrl.spec import BehaviorSpec
-
-logger = logging.getLogger("kerasrl")
 
 METRIC_NAMES = ("critic_loss", "actor_loss", "ent_coef_loss", "ent_coef", "q_value")
 #: The gradient steps one compiled call can run (a larger update takes several calls).
