@@ -23,7 +23,7 @@ _EXPORTS = {
     "kerasrl.fields": ("Field",),
     "kerasrl.exception": ("EnvironmentException", "TrainerConfigError", "TrainerError", "UnityTrainerException"),
     "kerasrl.settings": (
-        "BehavioralCloningSettings", "NetworkSettings", "PPOSettings", "RewardSignalSettings", "RunContext",
+        "BehavioralCloningSettings", "NetworkSettings", "PPOSettings", "RewardSignalSettings", "RunContext", "SACSettings",
         "TrainerConfig", "TrainerSettings", "load_trainer_config",
     ),
     "kerasrl.envs": (
@@ -33,8 +33,9 @@ _EXPORTS = {
     "kerasrl.buffer": ("AgentBuffer", "Buffer"),
     "kerasrl.trainers": ("TrainerController", "create_trainer", "create_trainers", "initialize_trainers"),
     "kerasrl.trainers.ppo_trainer": ("PPOTrainer",),
+    "kerasrl.trainers.sac_trainer": ("SACTrainer",),
     "kerasrl.timers": ("hierarchical_timer", "set_gauge"),
-    "kerasrl.api": ("PPO", "load"),
+    "kerasrl.api": ("PPO", "SAC", "load"),
     "kerasrl.distribute": ("get_strategy",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

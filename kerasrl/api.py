@@ -1,4 +1,5 @@
-"""The fit-style Python API: ``kerasrl.PPO(env, ...).fit(total_steps, callbacks=...)``, ``kerasrl.load``.
+"""The fit-style Python API: ``kerasrl.PPO(env, ...).fit(total_steps, callbacks=...)``, ``kerasrl.SAC``
+(the same for Soft Actor-Critic), ``kerasrl.load``.
 
 Built over the same objects as the command line: an env manager, a ``PPOTrainer`` (whose
 learner is built under the chosen ``tf.distribute`` strategy) and a ``TrainerController``
@@ -41,11 +42,14 @@ from kerasrl.envs.registry import make_env
 from kerasrl.exception import TrainerConfigError, TrainerError
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
+from kerasrl.sac.networks import SACNetworks
+from kerasrl.sac.policy import SACPolicy
 from kerasrl.settings import RunContext, TrainerSettings, read_trainer_config, trainer_config_from_dict
-from kerasrl.spec import BehaviorSpec, pick_behavior
+from kerasrl.spec import BehaviorSpec, concat_vector_observations, pick_behavior
 from kerasrl.trainers.controller import TrainerController
 from kerasrl.trainers.factory import create_trainer
 from kerasrl.trainers.ppo_trainer import PPOTrainer
+from kerasrl.trainers.sac_trainer import SACTrainer
 
 FORMAT = "kerasrl.ppo/1"
 #: The losses every epoch's logs hold (from the learner's update), besides the reward signals'.
@@ -145,8 +149,8 @@ class _FitController(TrainerController):
     """``TrainerController`` whose loop also drives the callbacks: an epoch ends at each policy
     update; training stops at ``target_step`` or when a callback sets ``model.stop_training``."""
 
-    def __init__(self, agent: "PPO", trainer: PPOTrainer, model: PolicyModel, callbacks: keras.callbacks.CallbackList,
-                 target_step: int, first_epoch: int):
+    def __init__(self, agent: "PPO | SAC", trainer: "PPOTrainer | SACTrainer", model: "PolicyModel | SACModel",
+                 callbacks: keras.callbacks.CallbackList, target_step: int, first_epoch: int):
         context = agent.context
         super().__init__({agent.behavior: trainer}, context.model_path, context.summaries_dir, context.run_id,
                          save_freq=2**62, training_seed=agent.seed)
@@ -480,13 +484,15 @@ class PPO:
         return agent
 
 
-def load(path: str, env: Any = None, num_envs: Optional[int] = None, run_dir: Optional[str] = None) -> PPO:
-    """A model that :meth:`PPO.save` (or ``ModelCheckpoint``) wrote. Without ``env`` it can
+def load(path: str, env: Any = None, num_envs: Optional[int] = None, run_dir: Optional[str] = None) -> "PPO | SAC":
+    """A model that :meth:`PPO.save` or :meth:`SAC.save` (or ``ModelCheckpoint``) wrote. Without ``env`` it can
     ``predict`` (and ``save``); with one it can also ``fit`` on, from the saved step (the
     optimizer's moments start afresh: ``BackupAndRestore`` or the run's checkpoints keep them)."""
     try:
         with zipfile.ZipFile(path) as z:
             meta = json.loads(z.read("kerasrl.json"))
+            if meta.get("format") == SAC_FORMAT:
+                return SAC._from_archive(meta, z, env, num_envs, run_dir)
             if meta.get("format") != FORMAT:
                 raise TrainerError(f"{path} is not a kerasrl PPO model (format {meta.get('format')!r}).")
             with tempfile.TemporaryDirectory() as folder:
@@ -494,3 +500,220 @@ def load(path: str, env: Any = None, num_envs: Optional[int] = None, run_dir: Op
                 return PPO._from_archive(meta, weights, env, num_envs, run_dir)
     except (OSError, zipfile.BadZipFile, KeyError, json.JSONDecodeError) as e:
         raise TrainerError(f"Cannot load a kerasrl model from {path}: {type(e).__name__}: {e}") from e
+
+
+# -- SAC -------------------------------------------------------------------------------
+SAC_FORMAT = "kerasrl.sac/1"
+#: The losses every SAC epoch's logs hold (from the update's gradient steps, averaged).
+SAC_UPDATE_KEYS = ("critic_loss", "actor_loss", "ent_coef_loss", "ent_coef", "q_value", "learning_rate")
+_SAC_WEIGHTS = "sac.weights.h5"
+
+
+class SACModel(keras.Model):
+    """What ``callback.model`` is during :meth:`SAC.fit`: the SAC networks (actor, critics,
+    targets, entropy coefficients, normalizer) plus the trainer's step and gradient-step count,
+    so that ``save_weights``/``load_weights`` carry the training position and ``save`` writes an
+    archive that :func:`load` reads."""
+
+    def __init__(self, agent: "SAC") -> None:
+        super().__init__(name="kerasrl_sac")
+        self._agent = agent
+        self.networks = agent._active_trainer().networks
+        self.counters = self.add_weight(name="counters", shape=(2,), initializer="zeros", trainable=False,
+                                        dtype="int64")
+        self.built = True
+
+    def call(self, inputs: Any, training: bool = False) -> Any:
+        return self.networks(inputs)
+
+    def save(self, filepath: str, overwrite: bool = True, **kwargs: Any) -> None:
+        self._agent.save(filepath, overwrite=overwrite)
+
+    def save_weights(self, filepath: str, overwrite: bool = True, **kwargs: Any) -> None:
+        trainer = self._agent._active_trainer()
+        self.counters.assign([trainer.step, trainer.update_steps])
+        tmp = f"{filepath}.tmp{os.getpid()}.weights.h5"
+        super().save_weights(tmp, overwrite=True)
+        os.replace(tmp, filepath)
+
+    def load_weights(self, filepath: str, **kwargs: Any) -> None:
+        super().load_weights(filepath, **kwargs)
+        self._agent._sync_from_weights(*(int(v) for v in self.counters.numpy()))
+
+    def set_weights(self, weights: Any) -> None:
+        trainer = self._agent._active_trainer()
+        super().set_weights(weights)
+        self._agent._sync_from_weights(trainer.step, trainer.update_steps)
+
+
+class SAC:
+    """Soft Actor-Critic on one behavior of ``env``, configured like ``kerasrl-learn`` (``trainer:
+    sac`` and ML-Agents' SAC keys) and trained with ``fit``.
+
+    ``env``: a Gymnasium id (``num_envs`` copies, default 1) or env, a built-in environment's
+    name, a kerasrl ``Environment`` or an env manager. ``config``: a trainer config (a YAML path,
+    a shipped config's name such as ``"sac_pendulum"``, or a dict in ML-Agents' form; ``trainer:
+    sac`` is implied); keyword ``hyperparameters`` take ML-Agents' key names and override the
+    behavior's section. Summaries and checkpoints go to ``run_dir`` (default: a new temporary
+    folder). An epoch of ``fit`` is one update (the gradient steps due when trajectories reach the
+    replay buffer).
+    """
+
+    _step: int
+    _updates: int
+
+    def __init__(self, env: Any, config: ConfigArg = None, behavior: Optional[str] = None, seed: Optional[int] = None,
+                 *, num_envs: Optional[int] = None, run_dir: Optional[str] = None, **hyperparameters: Any) -> None:
+        self.seed = int(seed) if seed is not None else random.randrange(10000)
+        self.env_manager = as_env_manager(env, 1 if num_envs is None else num_envs, self.seed)
+        try:
+            specs = self.env_manager.behavior_specs
+            self.behavior = pick_behavior(specs, behavior, TrainerError)
+            self.spec = specs[self.behavior]
+            raw = _raw_config(config)
+            raw["default"] = {"trainer": "sac", **(raw.get("default") or {})}
+            self.settings = behavior_settings(raw, self.behavior, hyperparameters)
+            self.run_dir = run_dir or tempfile.mkdtemp(prefix="kerasrl-")
+            self.context = RunContext.in_results_dir(os.path.dirname(os.path.abspath(self.run_dir)),
+                                                     os.path.basename(os.path.abspath(self.run_dir)), seed=self.seed,
+                                                     keep_checkpoints=2)
+            trainer = create_trainer(self.behavior, self.spec, self.settings, self.context)
+            if not isinstance(trainer, SACTrainer):
+                raise TrainerError(f"kerasrl.SAC trains with SAC; the config's trainer for {self.behavior} is "
+                                   f"{self.settings.trainer}.")
+            self.trainer: Optional[SACTrainer] = trainer
+        except BaseException:
+            if self.env_manager is not env:
+                self.env_manager.close()
+            raise
+        self.networks = trainer.networks
+        self.model: Optional[SACModel] = SACModel(self)
+
+    def fit(self, total_steps: int, callbacks: Optional[Sequence[keras.callbacks.Callback]] = None,
+            verbose: Union[int, str] = 1) -> keras.callbacks.History:
+        """Train for ``total_steps`` more environment steps (all copies counted; training stops
+        earlier at the config's ``max_steps`` or when a callback sets ``model.stop_training``).
+        One epoch per update; its logs hold ``episode_reward_mean``, ``episode_length_mean`` (last
+        100 episodes), ``fps``, the update's mean ``critic_loss``, ``actor_loss``, ``ent_coef_loss``,
+        ``ent_coef``, ``q_value``, ``learning_rate``, ``step`` and ``episodes``. ``verbose`` as
+        :meth:`PPO.fit`. Ctrl-C saves a checkpoint in the run folder and raises ``KeyboardInterrupt``."""
+        trainer, model = self._active_trainer(), self.model
+        assert model is not None  # a model with a trainer has its callback model
+        if isinstance(total_steps, bool) or not isinstance(total_steps, (int, np.integer)) or total_steps < 1:
+            raise TrainerError(f"total_steps must be a whole number >= 1, got {total_steps!r}.")
+        verbose = 1 if verbose == "auto" else verbose
+        if verbose not in (0, 1, 2):
+            raise TrainerError(f"verbose must be 0, 1, 2 or 'auto', got {verbose!r}.")
+        epochs = max(1, math.ceil(int(total_steps) / (self.settings.time_horizon + 1)))
+        progress = [FitProgress(int(total_steps), self.settings.summary_freq, int(verbose))] if verbose else []
+        cbs = keras.callbacks.CallbackList([*(callbacks or []), *progress], add_history=True, add_progbar=False,
+                                           model=model, verbose=verbose, epochs=epochs, steps=1)
+        for p in progress:
+            p.start(trainer.step)
+        model.stop_training = False
+        model._initial_epoch = None
+        cbs.on_train_begin()
+        first_epoch = model._initial_epoch or trainer.update_count
+        controller = _FitController(self, trainer, model, cbs, trainer.step + int(total_steps), first_epoch)
+        controller.start_learning(self.env_manager)
+        if controller.interrupted:
+            print(f"kerasrl: interrupted at step {trainer.step}; the checkpoint is in {self.context.model_path} "
+                  f"(run_dir={self.run_dir!r})", file=sys.stderr, flush=True)
+            raise KeyboardInterrupt
+        returns = trainer.recent_returns
+        cbs.on_train_end({**controller.logs, "step": float(trainer.step),
+                          "episode_reward_mean": float(np.mean(returns)) if returns else float("nan")})
+        return model.history
+
+    def _active_trainer(self) -> SACTrainer:
+        if self.trainer is None:
+            raise TrainerError("This model was loaded without an environment: kerasrl.load(path, env=...) to train it.")
+        return self.trainer
+
+    def _epoch_logs(self, start_time: float, start_step: int) -> dict[str, float]:
+        trainer = self._active_trainer()
+        metrics = trainer.last_update_metrics
+        returns, lengths = trainer.recent_returns, trainer.processor.recent_lengths
+        return {
+            "episode_reward_mean": float(np.mean(returns)) if returns else float("nan"),
+            "episode_length_mean": float(np.mean(lengths)) if lengths else float("nan"),
+            "fps": (trainer.step - start_step) / max(time.perf_counter() - start_time, 1e-9),
+            **{k: float(metrics[k]) for k in SAC_UPDATE_KEYS if k in metrics},
+            "step": float(trainer.step),
+            "episodes": float(trainer.episodes_completed),
+        }
+
+    def _sync_from_weights(self, step: int, updates: int) -> None:
+        trainer = self.trainer
+        if trainer is None:
+            return
+        trainer.step, trainer.update_steps = step, updates
+        trainer.policy.refresh()
+
+    def close(self) -> None:
+        """Close the environment and the trainer's summary writers."""
+        if self.trainer is not None:
+            self.env_manager.close()
+            self.trainer.close()
+
+    def predict(self, observations: Any, action_mask: Optional[np.ndarray] = None,
+                deterministic: bool = True) -> np.ndarray:
+        """Actions for a batch of vector observations ``[n, size]`` (or a list of one array per
+        observation): continuous ones in [-1, 1] (``tanh(μ)`` when deterministic, which the
+        environment maps onto its bounds), discrete ones the most probable allowed action of every
+        branch (or samples)."""
+        obs = PPO._checked_observations(self, observations)  # type: ignore[arg-type]
+        mask = PPO._checked_mask(self, action_mask, len(obs[0]))  # type: ignore[arg-type]
+        policy = SACPolicy(self.networks, seed=random.randrange(2**31), deterministic=bool(deterministic))
+        return policy.actions(concat_vector_observations(self.spec, obs), mask)
+
+    def save(self, path: str, overwrite: bool = True) -> str:
+        """Write a self-contained archive (settings, behavior spec, counters, every SAC network's
+        weights) to ``path`` atomically; :func:`load` reads it. Returns ``path``."""
+        if os.path.exists(path) and not overwrite:
+            raise TrainerError(f"{path} exists and overwrite=False.")
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        trainer = self.trainer
+        meta = {"format": SAC_FORMAT, "behavior": self.behavior, "seed": self.seed, "spec": self.spec.to_dict(),
+                "settings": self.settings.to_dict(),
+                "step": trainer.step if trainer is not None else self._step,
+                "update_count": trainer.update_steps if trainer is not None else self._updates}
+        tmp = f"{path}.tmp{os.getpid()}"
+        with tempfile.TemporaryDirectory() as folder:
+            weights = os.path.join(folder, _SAC_WEIGHTS)
+            self.networks.save_weights(weights)
+            try:
+                with zipfile.ZipFile(tmp, "w") as z:
+                    z.writestr("kerasrl.json", json.dumps(meta, indent=1))
+                    z.write(weights, _SAC_WEIGHTS)
+                os.replace(tmp, path)
+            finally:
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+        return path
+
+    @classmethod
+    def _from_archive(cls, meta: Mapping[str, Any], archive: zipfile.ZipFile, env: Any, num_envs: Optional[int],
+                      run_dir: Optional[str]) -> "SAC":
+        spec = BehaviorSpec.from_dict(meta["spec"])
+        with tempfile.TemporaryDirectory() as folder:
+            weights = archive.extract(_SAC_WEIGHTS, folder)
+            if env is not None:
+                agent = cls(env, config={"default": meta["settings"]}, behavior=meta["behavior"], seed=meta["seed"],
+                            num_envs=num_envs, run_dir=run_dir)
+                if agent.spec != spec:
+                    agent.close()
+                    raise TrainerError(f"The environment's behavior {meta['behavior']} is {agent.spec}; the saved "
+                                       f"model's is {spec}.")
+                agent.networks.load_weights(weights)
+                agent._sync_from_weights(int(meta["step"]), int(meta["update_count"]))
+                return agent
+            agent = cls.__new__(cls)
+            agent.behavior, agent.spec, agent.seed = meta["behavior"], spec, int(meta["seed"])
+            agent.settings = TrainerSettings.from_dict(meta["settings"], "the saved model's settings")
+            agent.trainer, agent.env_manager, agent.model = None, None, None
+            agent._step, agent._updates = int(meta["step"]), int(meta["update_count"])
+            agent.networks = SACNetworks(spec, list(agent.settings.reward_signals), agent.settings.network,
+                                         agent.settings.sac, seed=agent.seed, name="sac")
+            agent.networks.load_weights(weights)
+            return agent

@@ -34,6 +34,9 @@ from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.distributions import MaskedMultiCategorical
 from kerasrl.ppo.learner import PPOLearner
+from kerasrl.sac.exported import SACExportedPolicy
+from kerasrl.sac.learner import SACLearner
+from kerasrl.sac.networks import SACNetworks
 from kerasrl.settings import TrainerSettings, load_trainer_config
 from kerasrl.spec import BehaviorSpec
 from kerasrl.trainers.bc_trainer import BC_TRAINER_TYPES, bc_checkpoint_objects, bc_model
@@ -125,7 +128,7 @@ def _replace_path(tmp: str, path: str) -> None:
         os.replace(tmp, path)
 
 
-def save_savedmodel(policy: ExportedPolicy, path: str) -> str:
+def save_savedmodel(policy: "ExportedPolicy | SACExportedPolicy", path: str) -> str:
     """Write the SavedModel folder ``path`` with the ``deterministic`` and ``stochastic`` signatures."""
     tmp = path + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -142,7 +145,7 @@ def save_savedmodel(policy: ExportedPolicy, path: str) -> str:
     return path
 
 
-def save_onnx(policy: ExportedPolicy, path: str) -> str:
+def save_onnx(policy: "ExportedPolicy | SACExportedPolicy", path: str) -> str:
     """Write the ``deterministic`` function as ONNX to ``path`` (needs ``kerasrl[onnx]``)."""
     try:
         import tf2onnx
@@ -159,11 +162,13 @@ def save_onnx(policy: ExportedPolicy, path: str) -> str:
     return path
 
 
-def export_policy(model: ActorCritic, folder: str, behavior: str, onnx: Optional[bool] = None) -> dict[str, str]:
-    """Export ``model`` into ``folder``: ``{behavior}.savedmodel``, ``{behavior}.policy.json`` and,
-    when ``onnx`` (default: when tf2onnx is installed), ``{behavior}.onnx``. Returns the paths."""
+def export_policy(model: "ActorCritic | SACNetworks", folder: str, behavior: str,
+                  onnx: Optional[bool] = None) -> dict[str, str]:
+    """Export ``model`` (an actor-critic, or SAC's networks: their actor) into ``folder``:
+    ``{behavior}.savedmodel``, ``{behavior}.policy.json`` and, when ``onnx`` (default: when
+    tf2onnx is installed), ``{behavior}.onnx``. Returns the paths."""
     os.makedirs(folder, exist_ok=True)
-    policy = ExportedPolicy(model)
+    policy = SACExportedPolicy(model) if isinstance(model, SACNetworks) else ExportedPolicy(model)
     paths = {"savedmodel": save_savedmodel(policy, os.path.join(folder, f"{behavior}.savedmodel"))}
     if onnx or (onnx is None and onnx_available()):
         paths["onnx"] = save_onnx(policy, os.path.join(folder, f"{behavior}.onnx"))
@@ -249,11 +254,14 @@ def export_run(run_dir: str, onnx: Optional[bool] = None) -> dict[str, dict[str,
 
 
 def _checkpointed_model(behavior: str, kind: Optional[str], spec: BehaviorSpec, settings: TrainerSettings,
-                        seed: int) -> tuple[ActorCritic, dict[str, Any]]:
+                        seed: int) -> tuple["ActorCritic | SACNetworks", dict[str, Any]]:
     """The model to export and the objects that a checkpoint of trainer type ``kind`` (the
     behavior record's "trainer"; older records lack it: the settings' trainer then) holds."""
     if kind in BC_TRAINER_TYPES or (kind is None and settings.trainer in ("offline_bc", "online_bc")):
         model, bc_learner = bc_model(behavior, spec, settings, seed)
         return model, bc_checkpoint_objects(model, bc_learner)
+    if kind == "SACTrainer" or (kind is None and settings.trainer == "sac"):
+        sac = SACLearner.for_behavior(spec, settings, seed, settings.max_steps)
+        return sac.networks, {"model": sac.networks, **sac.optimizers}
     learner = PPOLearner.for_behavior(spec, list(settings.reward_signals), settings, seed, settings.max_steps)
     return learner.actor_critic, {"model": learner.actor_critic, "optimizer": learner.optimizer, "learner": learner}

@@ -35,6 +35,8 @@ class Field:
     ACTION_LOG_PROBS = "action_log_probs"
     #: Allowed actions, 1 = allowed, ``[n, Σ branches]`` (discrete; model input).
     ACTION_MASK = "action_mask"
+    #: The next step's allowed actions (discrete SAC's soft value of the next state).
+    NEXT_ACTION_MASK = "next_action_mask"
     #: Recurrent memory the policy acted with (model input); ``MEMORY_OUT`` is the next one.
     MEMORY = "memory"
     MEMORY_OUT = "memory_out"

@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"envs", "models"},
     {"common"},
     {"rewards"},
-    {"bc", "ppo"},
+    {"bc", "ppo", "sac"},
     {"trainers"},
     {"cli", "api", "callbacks", "export", "plot", "recording", "unity_export"},
 ]

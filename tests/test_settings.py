@@ -165,7 +165,7 @@ FAULTY = {
                                        ["memory_size", "PushBlockLearning", "6"]),
     "alias loop": ("A: B\nB: A\n", ["A -> B", "B -> A"]),
     "alias to a missing section": ("MyBehavior: PushBlok\n", ["MyBehavior", "PushBlok"]),
-    "unknown trainer": (default("trainer: sac"), ["trainer", "sac"]),
+    "unknown trainer": (default("trainer: dqn"), ["trainer", "dqn"]),
     "offline_bc without demo_path": (default("trainer: offline_bc\nbatches_per_epoch: 10"),
                                      ["demo_path", "offline_bc", "default"]),
     "online_bc without batches_per_epoch": (behavior("trainer: online_bc\nbrain_to_imitate: Teacher"),
@@ -328,7 +328,7 @@ def test_settings_are_frozen(obj, attr):
     (lambda: PPOSettings(batch_size=100, buffer_size=10), ["batch_size", "100"]),
     (lambda: PPOSettings(lambd=1.5), ["lambd", "1.5"]),
     (lambda: CuriositySettings(strength=0.1, gamma=0.99, encoding_size=0), ["encoding_size"]),
-    (lambda: TrainerSettings(trainer="sac"), ["trainer", "sac"]),
+    (lambda: TrainerSettings(trainer="dqn"), ["trainer", "dqn"]),
 ], ids=["hidden_units", "memory_size", "batch_size", "lambd", "encoding_size", "trainer"])
 def test_settings_built_in_python_are_checked(build, fragments):
     with raises_config_error(*fragments) as error:

@@ -4,7 +4,8 @@ A trainer config is ML-Agents 0.9's YAML: a ``default`` section, per-behavior se
 override it shallowly (a behavior's ``reward_signals`` replaces the default block whole), and
 string aliases (``MyBehavior: OtherSection``). Every flat key of a section belongs to one
 typed group: the trainer itself (``trainer``, ``max_steps``, ``time_horizon``, ...), the network
-(:class:`NetworkSettings`), the PPO hyper-parameters (:class:`PPOSettings`), the reward signals
+(:class:`NetworkSettings`), the PPO hyper-parameters (:class:`PPOSettings`), the SAC ones
+(:class:`SACSettings`, ``trainer: sac``), the reward signals
 (:class:`RewardSignalSettings` and its subclasses) and behavioral cloning
 (:class:`BehavioralCloningSettings`). The defaults live in these classes and nowhere else.
 
@@ -37,6 +38,7 @@ from kerasrl.settings.reward_signals import (
     RewardSignalSettings,
 )
 from kerasrl.settings.run_context import RunContext
+from kerasrl.settings.sac import LEARNING_RATE_SCHEDULES, SACSettings
 from kerasrl.settings.trainer import (
     BC_TRAINER_REQUIRED_KEYS,
     INFERENCE_MODES,
@@ -47,10 +49,10 @@ from kerasrl.settings.trainer import (
 
 __all__ = [
     "ACTIVATIONS", "ADAM_EPSILON_STYLES", "ADVANTAGE_NORMALIZATIONS", "BC_TRAINER_REQUIRED_KEYS", "CONV_STYLES",
-    "GAUSSIAN_STYLES", "INFERENCE_MODES", "INITIALIZERS", "KEY_GROUPS", "RECURRENT_STYLES", "REWARD_SIGNAL_SETTINGS",
-    "TRAINER_TYPES", "VIS_ENCODE_TYPES",
+    "GAUSSIAN_STYLES", "INFERENCE_MODES", "INITIALIZERS", "KEY_GROUPS", "LEARNING_RATE_SCHEDULES", "RECURRENT_STYLES",
+    "REWARD_SIGNAL_SETTINGS", "TRAINER_TYPES", "VIS_ENCODE_TYPES",
     "BCTrainerSettings", "BehavioralCloningSettings", "Check", "CuriositySettings", "GAILSettings", "NetworkSettings",
-    "PPOSettings", "RewardSignalSettings", "RunContext", "TrainerConfig", "TrainerSettings",
+    "PPOSettings", "RewardSignalSettings", "RunContext", "SACSettings", "TrainerConfig", "TrainerSettings",
     "at_least", "load_trainer_config", "one_of", "positive", "read_trainer_config", "read_yaml", "setting",
     "trainer_config_from_dict", "unit_interval",
 ]

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Union
 import yaml
 
 from kerasrl.exception import TrainerConfigError, one_line
-from kerasrl.settings.trainer import TrainerSettings, _build_settings, _convert_section
+from kerasrl.settings.trainer import TrainerSettings, _build_settings, _convert_section, inherited_values
 
 logger = logging.getLogger("kerasrl")
 
@@ -108,7 +108,9 @@ def trainer_config_from_dict(config: Mapping[str, Any], source: str = "the train
         if name == "default":
             continue
         where = f"section {name} of {source}"
-        values = {**default_values, **_convert_section(where, _resolve(config, name, source))}
+        own = _convert_section(where, _resolve(config, name, source))
+        trainer = own.get("trainer", default_values.get("trainer", TrainerSettings.trainer))
+        values = {**inherited_values(default_values, trainer), **own}
         sections[name] = _build_settings(values, where)
     return TrainerConfig(sections, source)
 

@@ -12,6 +12,7 @@ from kerasrl.spec import BehaviorSpec
 from kerasrl.trainers.bc_trainer import OfflineBCTrainer, OnlineBCTrainer
 from kerasrl.trainers.multi_host import MultiHostPPOTrainer
 from kerasrl.trainers.ppo_trainer import PPOTrainer
+from kerasrl.trainers.sac_trainer import SACTrainer
 from kerasrl.trainers.trainer import Trainer
 
 ConfigLike = Union[TrainerConfig, Mapping[str, Any], str, None]
@@ -27,6 +28,8 @@ def create_trainer(behavior: str, spec: BehaviorSpec, settings: TrainerSettings,
             return MultiHostPPOTrainer(behavior, spec, settings, context, reward_buff_cap, cluster=hosts)
     if settings.trainer == "ppo":
         return PPOTrainer(behavior, spec, settings, context, reward_buff_cap)
+    if settings.trainer == "sac":
+        return SACTrainer(behavior, spec, settings, context, reward_buff_cap)
     if settings.trainer in ("offline_bc", "online_bc"):
         cls = OfflineBCTrainer if settings.trainer == "offline_bc" else OnlineBCTrainer
         return cls(behavior, spec, settings, context, reward_buff_cap)

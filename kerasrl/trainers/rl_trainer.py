@@ -1,6 +1,7 @@
 """RLTrainer: a trainer with reward signals, an experience buffer and an agent processor."""
 from __future__ import annotations
 
+import threading
 from collections import deque
 from typing import Any, Mapping, Optional
 
@@ -42,6 +43,11 @@ class RLTrainer(Trainer):
         #: The trajectories that the agent processor closed, until ``process_trajectories`` takes them.
         self.trajectory_queue = TrajectoryQueue(behavior_name)
         self.processor: AgentProcessor
+        #: Policy updates made (restored from checkpoints on resume).
+        self.update_count = 0
+        #: Held while the learner's state changes or is read whole (a trainer that updates in its
+        #: own thread, ``threaded``, needs it; for the others it is never contended).
+        self.learner_lock = threading.RLock()
 
     def make_processor(self, experience_fields: list[str],
                        value_estimates: Optional[ValueEstimates] = None) -> AgentProcessor:
@@ -49,6 +55,11 @@ class RLTrainer(Trainer):
         return AgentProcessor(self.spec, self.reward_signals, experience_fields, self.stats, self.trajectory_queue,
                               time_horizon=self.settings.time_horizon, value_estimates=value_estimates,
                               reward_buffer=self.reward_buffer)
+
+    @property
+    def updates_applied(self) -> int:
+        """Updates whose weights the policy acts with (all of them, unless updates run in a thread)."""
+        return self.update_count
 
     @property
     def recent_returns(self) -> deque[float]:

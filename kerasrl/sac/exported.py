@@ -1,0 +1,50 @@
+"""The SAC actor as an exportable ``tf.Module``: ``deterministic`` and ``stochastic`` functions
+with flat, named inputs (what a SavedModel signature and tf2onnx need), as the PPO export's."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import tensorflow as tf
+
+from kerasrl.sac.networks import SACNetworks
+
+
+class SACExportedPolicy(tf.Module):
+    """``action`` (continuous: in [-1, 1]) and ``action_probs`` (discrete: the masked
+    probabilities; continuous: ``tanh(μ)``) from the actor, the normalizer included."""
+
+    def __init__(self, model: SACNetworks) -> None:
+        super().__init__(name="policy")
+        self.model = model
+        self.input_names = list(model.input_signature())
+        specs = list(model.input_signature().values())
+        self.deterministic = tf.function(self._flat(deterministic=True), input_signature=specs)
+        self.stochastic = tf.function(self._flat(deterministic=False), input_signature=specs)
+
+    def _flat(self, deterministic: bool) -> Callable[..., dict[str, tf.Tensor]]:
+        model, names = self.model, self.input_names
+
+        def call(*tensors: tf.Tensor) -> dict[str, tf.Tensor]:
+            inputs = dict(zip(names, tensors))
+            noise = None
+            if not deterministic:
+                shape = tf.stack([tf.shape(tensors[0])[0], len(model.branches) or model.action_size])
+                noise = (tf.random.uniform(shape, minval=1e-7, maxval=1.0) if model.is_discrete
+                         else tf.random.normal(shape))
+            action, probs = model.act(inputs, noise)
+            return {"action": action, "action_probs": probs}
+
+        return call
+
+    def description(self) -> dict[str, Any]:
+        """What a user of the exported files needs to feed and read them."""
+        model = self.model
+        return {
+            "trainer": "sac",
+            "inputs": {k: [None, *v.shape[1:]] for k, v in model.input_signature().items()},
+            "outputs": ["action", "action_probs"],
+            "is_continuous_control": int(not model.is_discrete),
+            "action_output_shape": list(model.spec.action_shape),
+            "memory_size": 0,
+            "normalized_inside": model.normalizer is not None,
+        }

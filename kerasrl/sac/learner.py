@@ -1,0 +1,182 @@
+"""The SAC learner: owns the networks and their three Adam optimizers, and runs many gradient
+steps per compiled call.
+
+One gradient step, in Stable-Baselines3's order: the entropy coefficients (with the policy's
+log-probabilities at the batch), the critics (towards the soft target of the target critics,
+with the coefficients from before their step), the actor (against the freshly updated
+critics), then the soft (Polyak) update of the targets with ``tau``. ``update`` takes the
+mini-batches of several gradient steps stacked along a leading axis and walks them in one
+``tf.while_loop`` inside one ``tf.function`` (XLA-compiled with ``jit_compile: true``): a
+call costs far more than a step of these small networks, so an update of ``K`` steps pays it
+once. Every call takes a stack of ``STEPS_PER_CALL`` mini-batches (padded; a larger update
+takes several calls), so that a run compiles one shape only.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from kerasrl import xla_cache
+from kerasrl.exception import TrainerError
+from kerasrl.fields import Field
+from kerasrl.optimizers import Adam
+from kerasrl.sac import loss
+from kerasrl.sac.networks import SACNetworks
+from kerasrl.settings import SACSettings, TrainerSettings
+from kerasrl.spec import BehaviorSpec
+
+METRIC_NAMES = ("critic_loss", "actor_loss", "ent_coef_loss", "ent_coef", "q_value")
+#: The gradient steps one compiled call can run (a larger update takes several calls).
+STEPS_PER_CALL = 128
+#: Name of the stacked rewards ``[K, B, signals]`` in a learning batch.
+REWARDS = "rewards"
+NOISE, NEXT_NOISE = "noise", "next_noise"
+
+
+class SACLearner:
+    """Trains :class:`SACNetworks` with SAC's losses (``kerasrl.sac.loss``)."""
+
+    def __init__(self, networks: SACNetworks, hyperparameters: Optional[SACSettings] = None,
+                 gammas: Sequence[float] = (0.99,), max_steps: int = TrainerSettings.max_steps) -> None:
+        self.strategy = tf.distribute.get_strategy()
+        if int(self.strategy.num_replicas_in_sync) > 1:
+            raise TrainerError("the sac trainer updates on one device: run it without --gpus/--cpu-replicas.")
+        hp = SACSettings() if hyperparameters is None else hyperparameters
+        if len(gammas) != len(networks.stream_names):
+            raise ValueError(f"one gamma per reward signal ({networks.stream_names}), got {list(gammas)}.")
+        self.hyperparameters = hp
+        self.networks = networks
+        self.max_steps = int(max_steps)
+        self.gammas = tf.constant(np.asarray(gammas, np.float32))
+        self.tau = float(hp.tau)
+        # XLA measured no faster for these MLPs (the steps are compute-bound) and compiles slower.
+        self.use_xla = bool(hp.jit_compile)
+
+        def adam() -> Adam:
+            return Adam(learning_rate=hp.learning_rate, epsilon=hp.adam_epsilon, epsilon_style="torch")
+
+        self.actor_optimizer, self.critic_optimizer, self.entropy_optimizer = adam(), adam(), adam()
+        self.actor_optimizer.build(networks.actor_variables)
+        self.critic_optimizer.build(networks.critic_variables)
+        self.entropy_optimizer.build([networks.log_ent_coef])
+        self._fn: Optional[Any] = None
+        self._traced: set[tuple[int, ...]] = set()
+        #: Seconds spent in calls that traced (and compiled) a new stack size.
+        self.trace_seconds = 0.0
+
+    @classmethod
+    def for_behavior(cls, spec: BehaviorSpec, settings: TrainerSettings, seed: int, max_steps: int) -> "SACLearner":
+        """A learner of new networks for ``spec`` (TensorFlow's global seed set first)."""
+        tf.random.set_seed(seed)
+        streams = list(settings.reward_signals)
+        networks = SACNetworks(spec, streams, settings.network, settings.sac, seed=seed, name="sac")
+        gammas = [settings.reward_signals[s].gamma for s in streams]
+        return cls(networks, settings.sac, gammas, max_steps)
+
+    def learning_rate(self, step: int) -> float:
+        """The step size at trainer step ``step``: constant, or linear decay towards 0 at ``max_steps``."""
+        hp = self.hyperparameters
+        if hp.learning_rate_schedule == "constant":
+            return hp.learning_rate
+        return max(hp.learning_rate * (1.0 - step / max(self.max_steps, 1)), 1e-10)
+
+    @property
+    def optimizers(self) -> dict[str, Adam]:
+        return {"actor_optimizer": self.actor_optimizer, "critic_optimizer": self.critic_optimizer,
+                "entropy_optimizer": self.entropy_optimizer}
+
+    # -- one gradient step ----------------------------------------------------------------
+    def _gradient_step(self, b: Mapping[str, tf.Tensor]) -> tf.Tensor:
+        nets = self.networks
+        obs, next_obs = nets.observe(b[Field.VECTOR_OBS]), nets.observe(b[Field.NEXT_VECTOR_OBS])
+        ent_coef = tf.exp(nets.log_ent_coef)  # read before the coefficients' own step, as SB3
+        with tf.GradientTape() as actor_tape:
+            pi, neg_entropy = self._policy(obs, b, next_state=False)  # one actor pass serves both losses
+            with actor_tape.stop_recording():
+                with tf.GradientTape() as tape:
+                    ent_loss = loss.entropy_coef_loss(nets.log_ent_coef, neg_entropy, nets.target_entropy)
+                self._apply(self.entropy_optimizer, tape, ent_loss, [nets.log_ent_coef])
+                critic_loss, q = self._critic_step(obs, next_obs, b, ent_coef)
+            actor_loss = self._actor_loss(obs, pi, neg_entropy, ent_coef)  # against the updated critics
+        self._apply(self.actor_optimizer, actor_tape, actor_loss, nets.actor_variables)
+        for t, c in zip(nets.target_variables, nets.critic_variables):
+            t.assign(t * (1.0 - self.tau) + self.tau * c)
+        return tf.stack([critic_loss, actor_loss, ent_loss, tf.reduce_mean(ent_coef), tf.reduce_mean(q)])
+
+    def _critic_step(self, obs: tf.Tensor, next_obs: tf.Tensor, b: Mapping[str, tf.Tensor],
+                     ent_coef: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """One step of the critics towards the soft target; returns their loss and Q₁ at the batch."""
+        nets = self.networks
+        target = loss.soft_target(b[REWARDS], b[Field.TERMINATED], self.gammas, self._next_value(next_obs, b, ent_coef))
+        with tf.GradientTape() as tape:
+            q = nets.q_values(nets.critics, obs, None if nets.is_discrete else b[Field.ACTIONS])
+            if nets.is_discrete:
+                q = [loss.discrete_taken_q(qi, b[Field.ACTIONS], nets.branches) for qi in q]
+                target = tf.repeat(target[:, :, None], len(nets.branches), axis=-1)
+            critic_loss = loss.critic_loss(q, target)
+        self._apply(self.critic_optimizer, tape, critic_loss, nets.critic_variables)
+        return critic_loss, q[0]
+
+    @staticmethod
+    def _apply(optimizer: Adam, tape: tf.GradientTape, value: tf.Tensor, variables: list[Any]) -> None:
+        optimizer.apply_gradients(zip(tape.gradient(value, variables), variables))
+
+    def _policy(self, obs: tf.Tensor, b: Mapping[str, tf.Tensor], next_state: bool) -> tuple[Any, tf.Tensor]:
+        """The policy at ``obs`` and ``log π`` per branch ``[B, branches]``: continuous, the action
+        sampled with the batch's noise and its log-probability; discrete, the masked probabilities
+        and log-probabilities, and each branch's ``Σₐ π log π``."""
+        nets = self.networks
+        if nets.is_discrete:
+            dist = nets.distribution(obs, b[Field.NEXT_ACTION_MASK if next_state else Field.ACTION_MASK])
+            probs, log_probs = dist.probs, tf.concat(dist.branch_log_probs, axis=-1)
+            return (probs, log_probs), loss.branch_neg_entropy(probs, log_probs, nets.branches)
+        action, log_prob = nets.sample(obs, b[NEXT_NOISE if next_state else NOISE])
+        return action, log_prob[:, None]
+
+    def _next_value(self, next_obs: tf.Tensor, b: Mapping[str, tf.Tensor], ent_coef: tf.Tensor) -> tf.Tensor:
+        nets = self.networks
+        pi, log_pi = self._policy(next_obs, b, next_state=True)
+        if nets.is_discrete:
+            next_q = nets.q_values(nets.targets, next_obs)
+            return loss.discrete_soft_value(tf.minimum(next_q[0], next_q[1]), pi[0], pi[1], ent_coef, nets.branches)
+        return loss.continuous_next_value(nets.q_values(nets.targets, next_obs, pi), log_pi[:, 0], ent_coef)
+
+    def _actor_loss(self, obs: tf.Tensor, pi: Any, log_pi: tf.Tensor, ent_coef: tf.Tensor) -> tf.Tensor:
+        nets = self.networks
+        if nets.is_discrete:
+            return loss.discrete_actor_loss(nets.q_values(nets.critics, obs), pi[0], pi[1], ent_coef, nets.branches)
+        return loss.continuous_actor_loss(nets.q_values(nets.critics, obs, pi), log_pi[:, 0], ent_coef)
+
+    # -- many steps per call --------------------------------------------------------------
+    def _build(self) -> Any:
+        def steps(stacked: dict[str, tf.Tensor], count: tf.Tensor, learning_rate: tf.Tensor) -> tf.Tensor:
+            for opt in (self.actor_optimizer, self.critic_optimizer, self.entropy_optimizer):
+                opt.learning_rate.assign(learning_rate)
+
+            def body(i: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+                return i + 1, totals + self._gradient_step({k: v[i] for k, v in stacked.items()})
+
+            _, totals = tf.while_loop(lambda i, _: i < count, body, (tf.constant(0), tf.zeros([len(METRIC_NAMES)])))
+            return totals
+
+        return tf.function(steps, jit_compile=self.use_xla, autograph=False)
+
+    def update(self, stacked: Mapping[str, np.ndarray], count: int, learning_rate: float) -> dict[str, float]:
+        """``count`` gradient steps, on the first ``count`` mini-batches of ``stacked`` (each field
+        ``[K, batch, ...]``, ``K >= count``: the rest is padding). Returns the mean metrics."""
+        if self._fn is None:
+            self._fn = self._build()
+        shape = tuple(next(iter(stacked.values())).shape[:2])
+        args = (dict(stacked), np.int32(count), np.float32(learning_rate))
+        if shape in self._traced:
+            totals = self._fn(*args)
+        else:
+            start = time.perf_counter()
+            with xla_cache.compiling():
+                totals = self._fn(*args)
+            self._traced.add(shape)
+            self.trace_seconds += time.perf_counter() - start
+        return {k: v / max(count, 1) for k, v in zip(METRIC_NAMES, totals.numpy().tolist())}

@@ -1,0 +1,139 @@
+"""Acting for SAC: the actor's forward pass in numpy, one batched call per step for every agent.
+
+The actor is a small MLP, for which a numpy forward pass costs a fraction of a compiled call;
+its weights (and the normalizer's statistics) are re-read after every update. Continuous
+actions are ``tanh(μ + σ·noise)`` in [-1, 1] (the environment maps them onto its bounds);
+discrete ones are drawn from the masked categorical of every branch (the Cython kernel the
+PPO mirror uses). Before ``buffer_init_steps`` the policy acts uniformly at random (allowed
+actions only). Noise comes from a seeded numpy generator, so runs are reproducible.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from kerasrl._kernels import sample_masked_categorical
+from kerasrl.arrays import shared_ones
+from kerasrl.envs.base import StepResult
+from kerasrl.envs.env_manager import ActionInfo
+from kerasrl.fields import Field
+from kerasrl.models.distributions import EPSILON
+from kerasrl.sac.networks import LOG_STD_MAX, LOG_STD_MIN, SACNetworks
+from kerasrl.spec import concat_vector_observations
+from kerasrl.timers import hierarchical_timer
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, np.float32(0.0), out=x)
+
+
+def _swish(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return x / (np.float32(1.0) + np.exp(-x))
+
+
+def _tanh(x: np.ndarray) -> np.ndarray:
+    return np.tanh(x, out=x)
+
+
+_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"relu": _relu, "tanh": _tanh, "swish": _swish}
+
+
+class SACPolicy:
+    """Decides every agent's action of one behavior from the actor's numpy mirror."""
+
+    def __init__(self, networks: SACNetworks, seed: int = 0, deterministic: bool = False) -> None:
+        self.networks = networks
+        self.spec = networks.spec
+        self.rng = np.random.default_rng(seed)
+        self.deterministic = deterministic
+        #: Act uniformly at random (the trainer sets it until ``buffer_init_steps``).
+        self.uniform = False
+        self.stream_names = list(networks.stream_names)
+        self.activation = _ACTIVATIONS[networks.activation]
+        self._branches = np.asarray(networks.branches, np.int64)
+        self.layers: list[tuple[np.ndarray, np.ndarray]] = []
+        self.heads: list[tuple[np.ndarray, np.ndarray]] = []
+        self.stats: Optional[tuple[np.ndarray, np.ndarray]] = None
+        #: Seconds spent tracing (numpy acting traces nothing; run reports add it up).
+        self.trace_seconds = 0.0
+        self.refresh()
+
+    experience_fields = [Field.ACTIONS]
+
+    def refresh(self) -> None:
+        """Re-read the actor's weights and the normalizer's statistics."""
+        actor = self.networks.actor
+        self.layers = [(d.kernel.numpy(), d.bias.numpy()) for d in actor.body.dense]
+        heads = [actor.logits] if actor.is_discrete else [actor.mu, actor.log_std]
+        self.heads = [(h.kernel.numpy(), h.bias.numpy()) for h in heads]
+        normalizer = self.networks.normalizer
+        self.stats = normalizer.numpy_stats() if normalizer is not None else None
+
+    refresh_normalizer = refresh
+
+    def forward(self, vector_obs: np.ndarray) -> list[np.ndarray]:
+        """The actor's outputs: ``[logits]`` or ``[μ, clipped log σ]``."""
+        x = np.asarray(vector_obs, np.float32)
+        if self.stats is not None:
+            mean, inv_std = self.stats
+            x = np.clip((x - mean) * inv_std, np.float32(-5.0), np.float32(5.0))
+        for kernel, bias in self.layers:
+            x = self.activation(x @ kernel + bias)
+        out = [x @ k + b for k, b in self.heads]
+        if len(out) == 2:
+            out[1] = np.clip(out[1], LOG_STD_MIN, LOG_STD_MAX)
+        return out
+
+    def actions(self, vector_obs: np.ndarray, action_mask: Optional[np.ndarray]) -> np.ndarray:
+        n = len(vector_obs)
+        if self.spec.is_discrete:
+            masks = np.ascontiguousarray(action_mask if action_mask is not None else shared_ones(n, sum(self._branches)),
+                                         np.float32)
+            logits = np.zeros_like(masks) if self.uniform else np.ascontiguousarray(self.forward(vector_obs)[0])
+            noise = np.maximum(self.rng.random((n, len(self._branches)), dtype=np.float32), np.float32(1e-7))
+            if self.deterministic and not self.uniform:
+                return self._mode(logits, masks)
+            actions = np.empty((n, len(self._branches)), np.int32)
+            log_probs = np.empty((n, len(self._branches)), np.float32)
+            sample_masked_categorical(logits, masks, noise, self._branches, EPSILON, actions, log_probs,
+                                      np.empty(n, np.float32))
+            return actions
+        if self.uniform:
+            return self.rng.uniform(-1.0, 1.0, (n, self.spec.action_size)).astype(np.float32)
+        mu, log_std = self.forward(vector_obs)
+        if self.deterministic:
+            return np.tanh(mu)
+        noise = self.rng.standard_normal(mu.shape, dtype=np.float32)
+        return np.tanh(mu + np.exp(log_std) * noise)
+
+    def _mode(self, logits: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        """The most probable allowed action of every branch."""
+        out, start = [], 0
+        for size in self._branches.tolist():
+            lg = np.where(masks[:, start : start + size] > 0, logits[:, start : start + size], -np.inf)
+            out.append(np.argmax(lg, axis=-1))
+            start += size
+        return np.stack(out, axis=-1).astype(np.int32)
+
+    def evaluate(self, result: StepResult) -> dict[str, Any]:
+        """Every agent's action; the vector observations acted on come back too, for the
+        agent processor. The processor stores one value estimate per reward signal: SAC's
+        critics are evaluated at update time, so these are zeros."""
+        vector_obs = concat_vector_observations(self.spec, result.observations)
+        with hierarchical_timer("policy.act"):
+            actions = self.actions(vector_obs, result.action_mask)
+        zeros = np.zeros(len(result), np.float32)
+        return {Field.ACTIONS: actions, Field.VECTOR_OBS: vector_obs,
+                **{Field.value_estimates(s): zeros for s in self.stream_names}}
+
+    def get_action(self, result: StepResult) -> ActionInfo:
+        if len(result) == 0:
+            dtype = np.int32 if self.spec.is_discrete else np.float32
+            return ActionInfo(np.zeros((0, self.spec.action_size), dtype), None, None, None)
+        out = self.evaluate(result)
+        return ActionInfo(action=out[Field.ACTIONS], memory=None, value=None, outputs=out)
+
+    def forget_agents(self) -> None:
+        """Nothing to forget: the policy keeps no per-agent state."""

@@ -1,0 +1,259 @@
+"""SACTrainer: trajectories → replay buffer → SAC updates of many gradient steps per call."""
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import re
+
+import numpy as np
+
+from kerasrl.buffer import AgentBuffer, BufferException
+from kerasrl.distribute import learner_strategy
+from kerasrl.exception import TrainerError, UnityTrainerException
+from kerasrl.fields import Field
+from kerasrl.sac.learner import NEXT_NOISE, NOISE, REWARDS, STEPS_PER_CALL, SACLearner
+from kerasrl.sac.networks import SACConfigError, SACNetworks
+from kerasrl.sac.policy import SACPolicy
+from kerasrl.sac.replay import ReplayBuffer
+from kerasrl.settings import RunContext, TrainerSettings
+from kerasrl.spec import BehaviorSpec
+from kerasrl.timers import hierarchical_timer
+from kerasrl.trainers.checkpoint import CHECKPOINT_NAME, CheckpointSaver
+from kerasrl.trainers.rl_trainer import RLTrainer
+from kerasrl.trainers.trajectory import Trajectory
+
+logger = logging.getLogger("kerasrl.trainers")
+
+#: Reward signals SAC can learn from: the environment's, computed as the agents step, and the
+#: model signals, whose rewards are computed on each sampled mini-batch with their current model.
+SAC_REWARD_SIGNALS = ("extrinsic", "curiosity", "gail")
+REPLAY_SUFFIX = ".replay.h5"
+
+
+class SACTrainer(RLTrainer):
+    """Soft Actor-Critic over one behavior's agents.
+
+    Every closed trajectory goes into the replay buffer. Once ``buffer_init_steps`` agent
+    steps are taken (with uniformly random actions) and the replay holds a mini-batch, each
+    time new transitions arrive an update runs the gradient steps due (one per
+    ``steps_per_update`` agent steps) in as few compiled calls as ``STEPS_PER_CALL`` allows.
+    With ``save_replay_buffer`` the replay is checkpointed with the model (``model-N.replay.h5``,
+    written before ``model-N``), and ``--resume`` reloads it.
+    """
+
+    def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
+                 reward_buff_cap: int = 1) -> None:
+        unsupported = [s for s in settings.reward_signals if s not in SAC_REWARD_SIGNALS]
+        if unsupported:
+            raise UnityTrainerException(f"Behavior {behavior_name}: reward signal {unsupported[0]} is not available "
+                                        f"with the sac trainer (available: {', '.join(SAC_REWARD_SIGNALS)}).")
+        super().__init__(behavior_name, spec, settings, context, reward_buff_cap)
+        self.seed = context.seed
+        self.hyperparameters = settings.sac
+        self.learner = self._make_learner()
+        self.networks: SACNetworks = self.learner.networks
+        self._policy = SACPolicy(self.networks, seed=self.seed)
+        self.processor = self.make_processor(SACPolicy.experience_fields)
+        self.processor.store_next_obs = True  # SAC's targets need every transition's next observation
+        self.replay = ReplayBuffer(self.hyperparameters.buffer_size)
+        self.rng = np.random.default_rng([self.seed, 1])
+        #: Gradient steps taken, and updates (calls of ``update_policy``: ``fit``'s epochs).
+        self.update_steps = 0
+        self.update_count = 0
+        self.last_update_metrics: dict[str, float] = {}
+        #: Transitions added to the replay since the last update.
+        self.new_transitions = 0
+        signal_states = {f"reward_signal_{name}": signal.checkpoint_state()
+                         for name, signal in self.reward_signals.items() if signal.checkpoint_state() is not None}
+        self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, self.behavior_record(),
+                                     model=self.networks, **self.learner.optimizers, **signal_states)
+        if context.load_model:
+            self.load_model()
+        elif context.initialize_from is not None:
+            self.initialize_from(os.path.join(context.initialize_from, behavior_name))
+        self._policy.uniform = self.step < self.hyperparameters.buffer_init_steps
+
+    def _make_learner(self) -> SACLearner:
+        try:
+            with learner_strategy().scope():
+                return SACLearner.for_behavior(self.spec, self.settings, self.seed, self.max_steps)
+        except (SACConfigError, TrainerError) as e:
+            raise UnityTrainerException(f"Behavior {self.behavior_name}: {e}") from e
+
+    @property
+    def policy(self) -> SACPolicy:
+        return self._policy
+
+    @property
+    def trained_model(self) -> SACNetworks:
+        return self.networks
+
+    def increment_step(self, n_steps: int) -> None:
+        super().increment_step(n_steps)
+        self._policy.uniform = self.step < self.hyperparameters.buffer_init_steps
+
+    # -- trajectories ------------------------------------------------------------------
+    def process_trajectory(self, trajectory: Trajectory) -> None:
+        """The trajectory's transitions into the replay buffer (and its observations into the normalizer)."""
+        steps = trajectory.steps
+        n = len(steps[Field.ACTIONS]) if Field.ACTIONS in steps else 0
+        if n == 0:
+            return
+        rows = {
+            Field.VECTOR_OBS: steps[Field.VECTOR_OBS].get_batch(),
+            Field.NEXT_VECTOR_OBS: steps[Field.NEXT_VECTOR_OBS].get_batch(),
+            Field.ACTIONS: steps[Field.ACTIONS].get_batch(),
+            # The model signals' rewards are computed when the transitions are sampled (zeros here).
+            REWARDS: np.stack([steps[Field.rewards(name)].get_batch() if signal.per_step else np.zeros(n, np.float32)
+                               for name, signal in self.reward_signals.items()], axis=-1),
+            Field.TERMINATED: steps[Field.TERMINATED].get_batch(),
+            Field.DONE: steps[Field.DONE].get_batch(),
+        }
+        if self.spec.is_discrete:
+            mask = np.asarray(steps[Field.ACTION_MASK].get_batch(), np.float32)
+            rows[Field.ACTION_MASK] = mask
+            # The next step's mask, where the trajectory holds it; all actions at its last step.
+            rows[Field.NEXT_ACTION_MASK] = np.concatenate([mask[1:], np.ones_like(mask[:1])])
+        if self.networks.normalizer is not None:
+            self.networks.normalizer.update(rows[Field.VECTOR_OBS])
+            self._policy.refresh_normalizer()
+        self.replay.add(rows)
+        self.new_transitions += n
+
+    def end_episode(self) -> None:
+        super().end_episode()
+        self._policy.forget_agents()
+
+    # -- updates -----------------------------------------------------------------------
+    def due_gradient_steps(self) -> int:
+        """Gradient steps owed: one per ``steps_per_update`` agent steps after ``buffer_init_steps``."""
+        hp = self.hyperparameters
+        return int((self.step - hp.buffer_init_steps) / hp.agent_steps_per_update) - self.update_steps
+
+    def is_ready_update(self) -> bool:
+        """When new transitions reached the replay (a trajectory closed) and gradient steps are
+        due: the steps due since the last update then run together, on the replay as it is now."""
+        return (self.new_transitions > 0 and len(self.replay) >= self.hyperparameters.batch_size
+                and self.due_gradient_steps() >= 1)
+
+    def learning_batches(self) -> dict[str, np.ndarray]:
+        """``STEPS_PER_CALL`` uniform mini-batches (one compiled call's; the call uses as many as
+        are due), with the noise of the policy's samples (continuous)."""
+        hp = self.hyperparameters
+        shape = (STEPS_PER_CALL, hp.batch_size)
+        stacked = self.replay.sample(self.rng, shape)
+        if self.spec.is_continuous:
+            noise_shape = (*shape, self.spec.action_size)
+            stacked[NOISE] = self.rng.standard_normal(noise_shape, dtype=np.float32)
+            stacked[NEXT_NOISE] = self.rng.standard_normal(noise_shape, dtype=np.float32)
+        return stacked
+
+    def update_policy(self) -> None:
+        """Every due gradient step, in calls of at most ``STEPS_PER_CALL``."""
+        due = self.due_gradient_steps()
+        totals: dict[str, float] = {}
+        learning_rate = self.learner.learning_rate(self.step)
+        done = 0
+        with hierarchical_timer("sac.update"):
+            while done < due:
+                count = min(due - done, STEPS_PER_CALL)
+                stacked = self.learning_batches()
+                self._model_signal_rewards(stacked, count)
+                metrics = self.learner.update(stacked, count, learning_rate)
+                for k, v in metrics.items():
+                    totals[k] = totals.get(k, 0.0) + v * count
+                done += count
+        self.update_steps += due
+        self.update_count += 1
+        self.new_transitions = 0
+        metrics = {k: v / due for k, v in totals.items()}
+        if not np.isfinite(metrics["critic_loss"]):
+            raise UnityTrainerException(f"Behavior {self.behavior_name}: the SAC critic loss became "
+                                        f"{metrics['critic_loss']}.")
+        self._update_model_signals(due)
+        self.last_update_metrics = {**metrics, "learning_rate": learning_rate}
+        self.stats["Losses/Value Loss"].append(metrics["critic_loss"])
+        self.stats["Losses/Policy Loss"].append(abs(metrics["actor_loss"]))
+        self.stats["Losses/Entropy Coefficient Loss"].append(metrics["ent_coef_loss"])
+        self.stats["Policy/Entropy Coefficient"].append(metrics["ent_coef"])
+        self.stats["Policy/Q Estimate"].append(metrics["q_value"])
+        self.stats["Policy/Learning Rate"].append(learning_rate)
+        self._policy.refresh()
+
+    def _model_signal_rewards(self, stacked: dict[str, np.ndarray], count: int) -> None:
+        """The model signals' rewards of the mini-batches the update uses, from their current models."""
+        for k, signal in enumerate(self.reward_signals.values()):
+            if signal.per_step:
+                continue
+            shape = stacked[REWARDS].shape[:2]
+            flat = {f: stacked[f][:count].reshape(count * shape[1], *stacked[f].shape[2:]) for f in signal.batch_fields}
+            rewards = signal.evaluate_batch(flat).scaled_reward.reshape(count, shape[1])
+            stacked[REWARDS][:count, :, k] = rewards
+            self.stats[signal.stat_name].append(float(np.mean(rewards)))
+
+    def _update_model_signals(self, gradient_steps: int) -> None:
+        """Train the model signals on ``gradient_steps`` uniform mini-batches of the replay
+        (each signal makes its ``num_epoch`` passes over them)."""
+        signals = [s for s in self.reward_signals.values() if not s.per_step]
+        if not signals:
+            return
+        batch_size = self.hyperparameters.batch_size
+        rows = min(gradient_steps * batch_size, len(self.replay))
+        sample = self.replay.sample(self.rng, (rows,))
+        buffer = AgentBuffer()
+        for field in {f for s in signals for f in s.batch_fields}:
+            buffer[field] = sample[field]
+        buffer[Field.MASKS] = np.ones(rows, np.float32)
+        with hierarchical_timer("reward_signals.update"):
+            for signal in signals:
+                for key, value in signal.update(buffer, batch_size).items():
+                    self.stats[key].append(value)
+
+    # -- checkpoints -------------------------------------------------------------------
+    def _replay_path(self, step: int) -> str:
+        return os.path.join(self.model_path, f"{CHECKPOINT_NAME}-{step}{REPLAY_SUFFIX}")
+
+    def save_model(self) -> str:
+        """Checkpoint the networks, the optimizers, the step and the gradient steps taken; with
+        ``save_replay_buffer`` the replay first (a checkpoint never lacks its replay)."""
+        if self.hyperparameters.save_replay_buffer:
+            os.makedirs(self.model_path, exist_ok=True)
+            self.replay.save(self._replay_path(self.step))
+        path = self.saver.save(self.step, self.update_steps)
+        if self.hyperparameters.save_replay_buffer:
+            self._remove_orphan_replays()
+        return path
+
+    def _remove_orphan_replays(self) -> None:
+        """Replays whose checkpoint the saver has deleted (beyond ``keep_checkpoints``)."""
+        pattern = re.compile(rf"^{CHECKPOINT_NAME}-(\d+){re.escape(REPLAY_SUFFIX)}$")
+        for path in glob.glob(os.path.join(self.model_path, f"{CHECKPOINT_NAME}-*{REPLAY_SUFFIX}")):
+            match = pattern.match(os.path.basename(path))
+            if match and not os.path.exists(os.path.join(self.model_path, f"{CHECKPOINT_NAME}-{match.group(1)}.index")):
+                os.unlink(path)
+
+    def load_model(self) -> None:
+        self.step, self.update_steps = self.saver.restore()
+        self._policy.refresh()
+        if self.hyperparameters.save_replay_buffer:
+            self._load_replay(self._replay_path(self.step))
+        logger.info("Restored %s at step %d", self.behavior_name, self.step)
+
+    def _load_replay(self, path: str) -> None:
+        if not os.path.exists(path):
+            logger.warning("%s: no replay buffer saved with the checkpoint of step %d (%s): training resumes with an "
+                           "empty one.", self.behavior_name, self.step, path)
+            return
+        try:
+            self.replay = ReplayBuffer.load(path, self.hyperparameters.buffer_size)
+        except BufferException as e:
+            raise UnityTrainerException(f"Behavior {self.behavior_name}: {e}") from e
+        logger.info("%s: replay buffer of %d transitions restored from %s", self.behavior_name, len(self.replay), path)
+
+    def initialize_from(self, model_path: str) -> None:
+        """Start from another run's newest intact checkpoint with the step counters back at 0."""
+        CheckpointSaver(model_path, 1, model=self.networks, **self.learner.optimizers).restore()
+        self.step, self.update_steps = 0, 0
+        self._policy.refresh()
+        logger.info("Initialized %s from %s", self.behavior_name, model_path)

@@ -1,0 +1,20 @@
+"""The Python blocks of docs/sac.md run (the training budget shortened) and do what the text says."""
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "sac.md"
+
+
+@pytest.mark.skipif(not PAGE.is_file(), reason="docs/sac.md is not in this tree (an installed package)")
+def test_sac_page_python_block_runs(tmp_path, monkeypatch):
+    (block,) = re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.S)
+    assert "agent.fit(20_000" in block
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(block.replace("20_000", "300"), str(PAGE), "exec"), namespace)  # noqa: S102 - the page's own code
+    assert (tmp_path / "sac_pendulum.csv").is_file() and (tmp_path / "pendulum_sac.keras").is_file()
+    actions = namespace["actions"]
+    assert actions.shape == (1, 1) and abs(float(actions[0, 0])) <= 1.0
