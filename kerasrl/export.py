@@ -172,7 +172,7 @@ def export_policy(model: "ActorCritic | SACNetworks", folder: str, behavior: str
     paths = {"savedmodel": save_savedmodel(policy, os.path.join(folder, f"{behavior}.savedmodel"))}
     if onnx or (onnx is None and onnx_available()):
         paths["onnx"] = save_onnx(policy, os.path.join(folder, f"{behavior}.onnx"))
-        if not unity_contract_supported(model):
+        if isinstance(model, ActorCritic) and not unity_contract_supported(model):  # PPO's (SAC's: not yet)
             paths["unity_onnx"] = save_unity_onnx(model, os.path.join(folder, f"{behavior}.unity.onnx"))
     info_path = os.path.join(folder, f"{behavior}.policy.json")
     with open(info_path + ".tmp", "w", encoding="utf-8") as f:

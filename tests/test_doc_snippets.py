@@ -79,6 +79,7 @@ RUN_BY = {
     "CartPole-v1.onnx": "tests/test_doc_snippets.py::test_export_examples",
     "kerasrl.create_trainers": "tests/test_public_api.py::test_documented_trainer_example_trains",
     "recording.record(": "tests/test_demos.py::test_documented_demonstration_example_records_and_loads",
+    "kerasrl.SAC(\"Pendulum-v1\"": "tests/test_sac_docs.py::test_sac_page_python_block_runs",
 }
 
 

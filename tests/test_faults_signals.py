@@ -224,7 +224,12 @@ def test_errors_show_one_line_and_no_tensorflow_chatter(tmp_path):
         cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert debug.returncode == 2 and "Traceback (most recent call last)" in debug.stderr  # --debug: the traceback,
     assert debug.stderr.splitlines()[-1].startswith("kerasrl-learn: error: ") and "batch_sizee" in debug.stderr  # exit 2
-    assert any(is_start_up_chatter(line) for line in debug.stderr.splitlines()), debug.stderr
+    assert not any(is_start_up_chatter(line) for line in debug.stderr.splitlines())  # found before TensorFlow loads
+    env_error = subprocess.run(  # an error found once TensorFlow is loaded: --debug hides none of its chatter
+        [sys.executable, "-m", "kerasrl.cli", "cartpole_zoo", "--env", "NoSuchEnv-v9", "--results-dir", str(tmp_path),
+         "--debug"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert env_error.returncode == 2 and "NoSuchEnv-v9" in env_error.stderr.splitlines()[-1]
+    assert any(is_start_up_chatter(line) for line in env_error.stderr.splitlines()), env_error.stderr
 
 
 def test_what_is_not_chatter_still_shows():

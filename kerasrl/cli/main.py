@@ -204,7 +204,9 @@ def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.Argumen
         try:
             check_args(args)
             load_trainer_config(config_source(args.trainer_config_path or default_config))  # its errors come first
-            env_params = EnvParameters.from_args(args) if args.record_demo is None else None
+            # (a multi-host run first says which flags it cannot take, once TensorFlow is loaded)
+            hosts = getattr(args, "worker_hosts", None) is not None or bool(os.environ.get("TF_CONFIG"))
+            env_params = EnvParameters.from_args(args) if args.record_demo is None and not hosts else None
             with tensorflow_start_up_hidden(args.debug):
                 from kerasrl.cli.train import record_demo, run_training  # after quiet_tensorflow: see the docstring
 
