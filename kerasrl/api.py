@@ -103,8 +103,49 @@ def as_env_manager(env: Any, num_envs: Optional[int], seed: int) -> Any:
     raise TrainerError(f"env must be a Gymnasium id or env, or a kerasrl environment or env manager; got {env!r}.")
 
 
+def _temporary_run_dir(agent: Any) -> str:
+    """A new temporary run folder for ``agent`` (``PPO`` or ``SAC`` without ``run_dir``):
+    ``agent._remove_run_dir`` removes it when called (``close``), when the agent is
+    garbage-collected or when Python exits; ``fit`` detaches it once a Ctrl-C saved into it."""
+    path = tempfile.mkdtemp(prefix="kerasrl-")
+    agent._remove_run_dir = weakref.finalize(agent, shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 # -- what the callbacks see as the model -----------------------------------------------
-class PolicyModel(keras.Model):
+class _TrainingModel(keras.Model):
+    """The model a ``fit`` callback sees: an agent's Keras objects plus a ``counters`` weight
+    (its step and update count), so that ``save_weights``/``load_weights`` carry the training
+    position, ``set_weights`` keeps it and ``save`` writes the agent's archive."""
+
+    _agent: Any
+    counters: Any
+
+    def position(self) -> tuple[int, int]:
+        """The trainer's step and update count."""
+        raise NotImplementedError
+
+    def save(self, filepath: str, overwrite: bool = True, **kwargs: Any) -> None:
+        self._agent.save(filepath, overwrite=overwrite)
+
+    def save_weights(self, filepath: str, overwrite: bool = True, **kwargs: Any) -> None:
+        self.counters.assign(list(self.position()))
+        tmp = f"{filepath}.tmp{os.getpid()}.weights.h5"
+        super().save_weights(tmp, overwrite=True)
+        os.replace(tmp, filepath)
+
+    def load_weights(self, filepath: str, **kwargs: Any) -> None:
+        super().load_weights(filepath, **kwargs)
+        self._agent._sync_from_weights(*(int(v) for v in self.counters.numpy()))
+
+    def set_weights(self, weights: Any) -> None:
+        """New weights (``EarlyStopping(restore_best_weights=True)``); the trainer keeps its step."""
+        step, updates = self.position()
+        super().set_weights(weights)
+        self._agent._sync_from_weights(step, updates)
+
+
+class PolicyModel(_TrainingModel):
     """What ``callback.model`` is during ``fit``: the learner (weights and optimizer) plus the
     trainer's step and update count, so that ``save_weights``/``load_weights`` (``BackupAndRestore``,
     ``ModelCheckpoint(save_weights_only=True)``) carry the training position, ``get_weights``/
@@ -123,25 +164,9 @@ class PolicyModel(keras.Model):
     def call(self, inputs: Any, training: bool = False) -> Any:
         return self.learner.actor_critic(inputs)
 
-    def save(self, filepath: str, overwrite: bool = True, **kwargs: Any) -> None:
-        self._agent.save(filepath, overwrite=overwrite)
-
-    def save_weights(self, filepath: str, overwrite: bool = True, **kwargs: Any) -> None:
+    def position(self) -> tuple[int, int]:
         trainer = self._agent._active_trainer()
-        self.counters.assign([trainer.step, trainer.update_count])
-        tmp = f"{filepath}.tmp{os.getpid()}.weights.h5"
-        super().save_weights(tmp, overwrite=True)
-        os.replace(tmp, filepath)
-
-    def load_weights(self, filepath: str, **kwargs: Any) -> None:
-        super().load_weights(filepath, **kwargs)
-        self._agent._sync_from_weights(*(int(v) for v in self.counters.numpy()))
-
-    def set_weights(self, weights: Any) -> None:
-        """New weights (``EarlyStopping(restore_best_weights=True)``); the trainer keeps its step."""
-        trainer = self._agent._active_trainer()
-        super().set_weights(weights)
-        self._agent._sync_from_weights(trainer.step, trainer.update_count)
+        return trainer.step, trainer.update_count
 
 
 # -- the loop --------------------------------------------------------------------------
@@ -266,7 +291,7 @@ class PPO:
                 net = self.settings.network
                 distribute.warn_if_small(net.hidden_units, net.num_layers, bool(self.spec.visual_observation_shapes),
                                          gpus)
-            self.run_dir = run_dir or self._temporary_run_dir()
+            self.run_dir = run_dir or _temporary_run_dir(self)
             self.context = RunContext.in_results_dir(os.path.dirname(os.path.abspath(self.run_dir)),
                                                      os.path.basename(os.path.abspath(self.run_dir)), seed=self.seed,
                                                      keep_checkpoints=2)
@@ -285,11 +310,6 @@ class PPO:
         self.actor_critic = trainer.learner.actor_critic
         self.model: Optional[PolicyModel] = PolicyModel(self)
         self._predict_fns: dict[bool, Any] = {}
-
-    def _temporary_run_dir(self) -> str:
-        path = tempfile.mkdtemp(prefix="kerasrl-")
-        self._remove_run_dir = weakref.finalize(self, shutil.rmtree, path, ignore_errors=True)
-        return path
 
     # -- training ------------------------------------------------------------------------
     def fit(self, total_steps: int, callbacks: Optional[Sequence[keras.callbacks.Callback]] = None,
@@ -509,7 +529,7 @@ SAC_UPDATE_KEYS = ("critic_loss", "actor_loss", "ent_coef_loss", "ent_coef", "q_
 _SAC_WEIGHTS = "sac.weights.h5"
 
 
-class SACModel(keras.Model):
+class SACModel(_TrainingModel):
     """What ``callback.model`` is during :meth:`SAC.fit`: the SAC networks (actor, critics,
     targets, entropy coefficients, normalizer) plus the trainer's step and gradient-step count,
     so that ``save_weights``/``load_weights`` carry the training position and ``save`` writes an
@@ -526,24 +546,9 @@ class SACModel(keras.Model):
     def call(self, inputs: Any, training: bool = False) -> Any:
         return self.networks(inputs)
 
-    def save(self, filepath: str, overwrite: bool = True, **kwargs: Any) -> None:
-        self._agent.save(filepath, overwrite=overwrite)
-
-    def save_weights(self, filepath: str, overwrite: bool = True, **kwargs: Any) -> None:
+    def position(self) -> tuple[int, int]:
         trainer = self._agent._active_trainer()
-        self.counters.assign([trainer.step, trainer.update_steps])
-        tmp = f"{filepath}.tmp{os.getpid()}.weights.h5"
-        super().save_weights(tmp, overwrite=True)
-        os.replace(tmp, filepath)
-
-    def load_weights(self, filepath: str, **kwargs: Any) -> None:
-        super().load_weights(filepath, **kwargs)
-        self._agent._sync_from_weights(*(int(v) for v in self.counters.numpy()))
-
-    def set_weights(self, weights: Any) -> None:
-        trainer = self._agent._active_trainer()
-        super().set_weights(weights)
-        self._agent._sync_from_weights(trainer.step, trainer.update_steps)
+        return trainer.step, trainer.update_steps
 
 
 class SAC:
@@ -565,6 +570,7 @@ class SAC:
     def __init__(self, env: Any, config: ConfigArg = None, behavior: Optional[str] = None, seed: Optional[int] = None,
                  *, num_envs: Optional[int] = None, run_dir: Optional[str] = None, **hyperparameters: Any) -> None:
         self.seed = int(seed) if seed is not None else random.randrange(10000)
+        self._remove_run_dir: Optional[weakref.finalize] = None  # as PPO's
         self.env_manager = as_env_manager(env, 1 if num_envs is None else num_envs, self.seed)
         try:
             specs = self.env_manager.behavior_specs
@@ -573,7 +579,7 @@ class SAC:
             raw = _raw_config(config)
             raw["default"] = {"trainer": "sac", **(raw.get("default") or {})}
             self.settings = behavior_settings(raw, self.behavior, hyperparameters)
-            self.run_dir = run_dir or tempfile.mkdtemp(prefix="kerasrl-")
+            self.run_dir = run_dir or _temporary_run_dir(self)
             self.context = RunContext.in_results_dir(os.path.dirname(os.path.abspath(self.run_dir)),
                                                      os.path.basename(os.path.abspath(self.run_dir)), seed=self.seed,
                                                      keep_checkpoints=2)
@@ -585,6 +591,8 @@ class SAC:
         except BaseException:
             if self.env_manager is not env:
                 self.env_manager.close()
+            if self._remove_run_dir is not None:
+                self._remove_run_dir()
             raise
         self.networks = trainer.networks
         self.model: Optional[SACModel] = SACModel(self)
@@ -617,8 +625,10 @@ class SAC:
         controller = _FitController(self, trainer, model, cbs, trainer.step + int(total_steps), first_epoch)
         controller.start_learning(self.env_manager)
         if controller.interrupted:
+            if self._remove_run_dir is not None:
+                self._remove_run_dir.detach()  # a temporary run folder now holds the checkpoint: it stays
             print(f"kerasrl: interrupted at step {trainer.step}; the checkpoint is in {self.context.model_path} "
-                  f"(run_dir={self.run_dir!r})", file=sys.stderr, flush=True)
+                  f"(run_dir={self.run_dir!r}, kept)", file=sys.stderr, flush=True)
             raise KeyboardInterrupt
         returns = trainer.recent_returns
         cbs.on_train_end({**controller.logs, "step": float(trainer.step),
@@ -651,10 +661,13 @@ class SAC:
         trainer.policy.refresh()
 
     def close(self) -> None:
-        """Close the environment and the trainer's summary writers."""
+        """Close the environment and the trainer's summary writers, and remove the temporary run
+        folder (as :meth:`PPO.close`)."""
         if self.trainer is not None:
             self.env_manager.close()
             self.trainer.close()
+        if self._remove_run_dir is not None:
+            self._remove_run_dir()
 
     def predict(self, observations: Any, action_mask: Optional[np.ndarray] = None,
                 deterministic: bool = True) -> np.ndarray:
@@ -712,6 +725,7 @@ class SAC:
             agent.behavior, agent.spec, agent.seed = meta["behavior"], spec, int(meta["seed"])
             agent.settings = TrainerSettings.from_dict(meta["settings"], "the saved model's settings")
             agent.trainer, agent.env_manager, agent.model = None, None, None
+            agent._remove_run_dir = None
             agent._step, agent._updates = int(meta["step"]), int(meta["update_count"])
             agent.networks = SACNetworks(spec, list(agent.settings.reward_signals), agent.settings.network,
                                          agent.settings.sac, seed=agent.seed, name="sac")

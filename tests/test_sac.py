@@ -231,6 +231,18 @@ def test_fit_with_stock_callbacks_save_and_load(tmp_path):
     agent.close()
 
 
+def test_the_temporary_run_folder_goes_with_the_agent():
+    import kerasrl
+
+    agent = kerasrl.SAC("Pendulum-v1", config="sac_pendulum", seed=0, batch_size=32, hidden_units=32,
+                        buffer_init_steps=50, time_horizon=16)
+    folder = agent.run_dir
+    agent.fit(100, verbose=0)
+    assert os.path.isdir(folder)
+    agent.close()
+    assert not os.path.exists(folder)
+
+
 @pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
 def test_numpy_policy_acts_as_the_keras_actor(discrete):
     from kerasrl.sac.policy import SACPolicy
