@@ -16,6 +16,7 @@ whose loop calls the callbacks — one Keras epoch per policy update::
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -26,7 +27,7 @@ import tempfile
 import time
 import weakref
 import zipfile
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, ClassVar, Iterator, Mapping, Optional, Sequence, TypeVar, Union
 
 import gymnasium
 import keras
@@ -49,11 +50,12 @@ from kerasrl.spec import BehaviorSpec, concat_vector_observations, pick_behavior
 from kerasrl.trainers.controller import TrainerController
 from kerasrl.trainers.factory import create_trainer
 from kerasrl.trainers.ppo_trainer import PPOTrainer
+from kerasrl.trainers.rl_trainer import RLTrainer
 from kerasrl.trainers.sac_trainer import SACTrainer
 
-FORMAT = "kerasrl.ppo/1"
-#: The losses every epoch's logs hold (from the learner's update), besides the reward signals'.
-UPDATE_KEYS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "learning_rate")
+PPO_FORMAT = "kerasrl.ppo/1"
+#: The losses every PPO epoch's logs hold (from the learner's update), besides the reward signals'.
+PPO_UPDATE_KEYS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "learning_rate")
 
 ConfigArg = Union[str, os.PathLike, Mapping[str, Any], None]
 
@@ -118,12 +120,15 @@ class _TrainingModel(keras.Model):
     (its step and update count), so that ``save_weights``/``load_weights`` carry the training
     position, ``set_weights`` keeps it and ``save`` writes the agent's archive."""
 
-    _agent: Any
-    counters: Any
+    def __init__(self, agent: "_Agent", name: str) -> None:
+        super().__init__(name=name)
+        self._agent = agent
+        self.counters = self.add_weight(name="counters", shape=(2,), initializer="zeros", trainable=False,
+                                        dtype="int64")
 
     def position(self) -> tuple[int, int]:
         """The trainer's step and update count."""
-        raise NotImplementedError
+        return self._agent._position()
 
     def save(self, filepath: str, overwrite: bool = True, **kwargs: Any) -> None:
         self._agent.save(filepath, overwrite=overwrite)
@@ -153,20 +158,28 @@ class PolicyModel(_TrainingModel):
     archive that :func:`load` reads (``ModelCheckpoint``)."""
 
     def __init__(self, agent: "PPO") -> None:
-        super().__init__(name="kerasrl_ppo")
-        self._agent = agent
+        super().__init__(agent, "kerasrl_ppo")
         self.learner = agent._active_trainer().learner
-        self.counters = self.add_weight(name="counters", shape=(2,), initializer="zeros", trainable=False,
-                                        dtype="int64")
         self.optimizer = self.learner.optimizer
         self.built = True
 
     def call(self, inputs: Any, training: bool = False) -> Any:
         return self.learner.actor_critic(inputs)
 
-    def position(self) -> tuple[int, int]:
-        trainer = self._agent._active_trainer()
-        return trainer.step, trainer.update_count
+
+class SACModel(_TrainingModel):
+    """What ``callback.model`` is during :meth:`SAC.fit`: the SAC networks (actor, critics,
+    targets, entropy coefficients, normalizer) plus the trainer's step and gradient-step count,
+    so that ``save_weights``/``load_weights`` carry the training position and ``save`` writes an
+    archive that :func:`load` reads."""
+
+    def __init__(self, agent: "SAC") -> None:
+        super().__init__(agent, "kerasrl_sac")
+        self.networks = agent._active_trainer().networks
+        self.built = True
+
+    def call(self, inputs: Any, training: bool = False) -> Any:
+        return self.networks(inputs)
 
 
 # -- the loop --------------------------------------------------------------------------
@@ -174,7 +187,7 @@ class _FitController(TrainerController):
     """``TrainerController`` whose loop also drives the callbacks: an epoch ends at each policy
     update; training stops at ``target_step`` or when a callback sets ``model.stop_training``."""
 
-    def __init__(self, agent: "PPO | SAC", trainer: "PPOTrainer | SACTrainer", model: "PolicyModel | SACModel",
+    def __init__(self, agent: "_Agent", trainer: Any, model: _TrainingModel,
                  callbacks: keras.callbacks.CallbackList, target_step: int, first_epoch: int):
         context = agent.context
         super().__init__({agent.behavior: trainer}, context.model_path, context.summaries_dir, context.run_id,
@@ -251,24 +264,30 @@ class _FitController(TrainerController):
         """Keep the environment and the trainer open for the next ``fit`` (``PPO.close`` ends them)."""
 
 
-# -- the agent -------------------------------------------------------------------------
-class PPO:
-    """PPO on one behavior of ``env``, configured like ``kerasrl-learn`` and trained with ``fit``.
+# -- the agents ------------------------------------------------------------------------
+class _Agent:
+    """What ``PPO`` and ``SAC`` share: building the environment, settings, run folder and
+    trainer; ``fit``; the epoch logs; ``close``; the observation checks of ``predict``; ``save``
+    and reading an archive. A subclass names its algorithm in the class attributes and fills in
+    the hooks (``_attach``, ``_build_networks``, ``_counters``, ``_continue_at``)."""
 
-    ``env``: a Gymnasium id (``num_envs`` copies, default 8) or env, a built-in environment's
-    name (``Simple1D``, ...), a kerasrl ``Environment`` or an env manager. ``config``: a trainer
-    config (a YAML path, a shipped config's name or a dict in ML-Agents' form); keyword
-    ``hyperparameters`` take ML-Agents' key names (``batch_size=64``, ``reward_signals={...}``)
-    and override the behavior's section, checked as the YAML is. ``gpus`` / ``cpu_replicas``
-    choose the learner's strategy (:func:`kerasrl.distribute.get_strategy`; logical CPU devices
-    must be split before TensorFlow starts). Summaries and checkpoints go to ``run_dir``
-    (default: a new temporary folder, removed by ``close``, when the agent is garbage-collected
-    or when Python exits; kept, and named on stderr, once a Ctrl-C saved a checkpoint in it).
-    """
+    #: The algorithm's name (the config's ``trainer`` value, upper-cased) and its trainer class.
+    ALGORITHM: ClassVar[str]
+    TRAINER: ClassVar[type[RLTrainer]]
+    #: The archive's format tag and the name of the weights file in it.
+    FORMAT: ClassVar[str]
+    WEIGHTS: ClassVar[str]
+    #: The update's losses every epoch's logs hold.
+    UPDATE_KEYS: ClassVar[tuple[str, ...]]
+    #: Copies of a Gymnasium id's env when ``num_envs`` is not given (None: the registry's default).
+    DEFAULT_NUM_ENVS: ClassVar[Optional[int]] = None
 
     #: The step and update count of a model loaded without an environment (it has no trainer to hold them).
     _step: int
     _updates: int
+    #: ``None``, as ``model``, for a model that ``load`` read without an environment.
+    trainer: Optional[Any]
+    model: Optional[_TrainingModel]
 
     def __init__(self, env: Any, config: ConfigArg = None, behavior: Optional[str] = None, seed: Optional[int] = None,
                  gpus: Optional[int] = None, cpu_replicas: Optional[int] = None, *, num_envs: Optional[int] = None,
@@ -281,119 +300,143 @@ class PPO:
         #: Removes the temporary run folder (``run_dir`` not given) when called, at ``close``, or
         #: when the agent is garbage-collected or Python exits; detached once a Ctrl-C saved into it.
         self._remove_run_dir: Optional[weakref.finalize] = None
-        self.env_manager = as_env_manager(env, num_envs, self.seed)
+        self.env_manager = as_env_manager(env, self.DEFAULT_NUM_ENVS if num_envs is None else num_envs, self.seed)
         try:
-            specs = self.env_manager.behavior_specs
-            self.behavior = pick_behavior(specs, behavior, TrainerError)
-            self.spec = specs[self.behavior]
-            self.settings = behavior_settings(config, self.behavior, hyperparameters)
-            if gpus:
-                net = self.settings.network
-                distribute.warn_if_small(net.hidden_units, net.num_layers, bool(self.spec.visual_observation_shapes),
-                                         gpus)
-            self.run_dir = run_dir or _temporary_run_dir(self)
-            self.context = RunContext.in_results_dir(os.path.dirname(os.path.abspath(self.run_dir)),
-                                                     os.path.basename(os.path.abspath(self.run_dir)), seed=self.seed,
-                                                     keep_checkpoints=2)
-            trainer = create_trainer(self.behavior, self.spec, self.settings, self.context)
-            if not isinstance(trainer, PPOTrainer):
-                raise TrainerError(f"kerasrl.PPO trains with PPO; the config's trainer for {self.behavior} is "
-                                   f"{self.settings.trainer}.")
-            #: ``None``, as ``model``, for a model that ``load`` read without an environment.
-            self.trainer: Optional[PPOTrainer] = trainer
+            trainer = self._make_trainer(config, behavior, hyperparameters, run_dir, gpus)
         except BaseException:
             if self.env_manager is not env:  # made here: nothing else will close it
                 self.env_manager.close()
             if self._remove_run_dir is not None:
                 self._remove_run_dir()
             raise
-        self.actor_critic = trainer.learner.actor_critic
-        self.model: Optional[PolicyModel] = PolicyModel(self)
-        self._predict_fns: dict[bool, Any] = {}
+        self.trainer = trainer
+        self._attach(trainer)
+
+    def _make_trainer(self, config: ConfigArg, behavior: Optional[str], hyperparameters: Mapping[str, Any],
+                      run_dir: Optional[str], gpus: Optional[int]) -> Any:
+        specs = self.env_manager.behavior_specs
+        self.behavior = pick_behavior(specs, behavior, TrainerError)
+        self.spec = specs[self.behavior]
+        raw = _raw_config(config)
+        if isinstance(raw.get("default", {}), Mapping):  # the algorithm's trainer unless the config names one
+            raw["default"] = {"trainer": self.ALGORITHM.lower(), **(raw.get("default") or {})}
+        self.settings = behavior_settings(raw, self.behavior, hyperparameters)
+        if gpus:
+            net = self.settings.network
+            distribute.warn_if_small(net.hidden_units, net.num_layers, bool(self.spec.visual_observation_shapes), gpus)
+        self.run_dir = run_dir or _temporary_run_dir(self)
+        self.context = RunContext.in_results_dir(os.path.dirname(os.path.abspath(self.run_dir)),
+                                                 os.path.basename(os.path.abspath(self.run_dir)), seed=self.seed,
+                                                 keep_checkpoints=2)
+        trainer = create_trainer(self.behavior, self.spec, self.settings, self.context)
+        if not isinstance(trainer, self.TRAINER):
+            trainer.close()
+            raise TrainerError(f"kerasrl.{self.ALGORITHM} trains with {self.ALGORITHM}; the config's trainer for "
+                               f"{self.behavior} is {self.settings.trainer}.")
+        return trainer
+
+    # -- hooks ---------------------------------------------------------------------------
+    def _attach(self, trainer: Any) -> None:
+        """Keep the trainer's networks and make the callback model (``model``)."""
+        raise NotImplementedError
+
+    def _build_networks(self) -> None:
+        """New networks for ``spec`` and ``settings`` (a model loaded without an environment)."""
+        raise NotImplementedError
+
+    @property
+    def _networks(self) -> keras.Model:
+        """The Keras object whose weights an archive holds."""
+        raise NotImplementedError
+
+    def _counters(self, trainer: Any) -> tuple[int, int]:
+        """The trainer's step and update count, as checkpoints and archives keep them."""
+        return trainer.step, trainer.update_count
+
+    def _continue_at(self, trainer: Any, step: int, updates: int) -> None:
+        """The trainer continues at ``step`` and ``updates`` with the weights just loaded."""
+        raise NotImplementedError
+
+    def _steps_per_epoch(self) -> int:
+        """About how many environment steps an epoch (one update) takes (Keras' ``epochs`` estimate)."""
+        raise NotImplementedError
+
+    def _extra_logs(self, trainer: Any) -> dict[str, float]:
+        """Logs an epoch holds besides the common ones and ``UPDATE_KEYS``."""
+        return {}
+
+    @contextlib.contextmanager
+    def _fitting(self, callbacks: keras.callbacks.CallbackList) -> Iterator[None]:
+        """Around one ``fit``'s training loop."""
+        yield
 
     # -- training ------------------------------------------------------------------------
     def fit(self, total_steps: int, callbacks: Optional[Sequence[keras.callbacks.Callback]] = None,
             verbose: Union[int, str] = 1) -> keras.callbacks.History:
         """Train for ``total_steps`` more environment steps (all copies counted; training stops
-        earlier at the config's ``max_steps``, which also sets the schedules' horizon, or when a
-        callback sets ``model.stop_training``). One epoch per policy update; its logs hold
-        ``episode_reward_mean``, ``episode_length_mean`` (last 100 episodes), ``fps``, the update's
-        losses (``loss``, ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``,
-        ``clip_fraction``), ``learning_rate``, each reward signal's losses, ``step`` and ``episodes``.
-        ``verbose``: 1 (or ``"auto"``) one progress bar over ``total_steps`` on a terminal, else a
-        line per summary period (``summary_freq`` steps); 2: a line per summary period; 0: silent
-        (:class:`kerasrl.callbacks.FitProgress`). Ctrl-C saves a checkpoint in the run folder, says
-        where on stderr, and raises ``KeyboardInterrupt``."""
-        if self.trainer is None or self.model is None:
-            raise TrainerError("This model was loaded without an environment: kerasrl.load(path, env=...) to train it.")
+        earlier at the config's ``max_steps`` or when a callback sets ``model.stop_training``).
+        One epoch per update. ``verbose``: 1 (or ``"auto"``) one progress bar over ``total_steps``
+        on a terminal, else a line per summary period (``summary_freq`` steps); 2: a line per
+        summary period; 0: silent (:class:`kerasrl.callbacks.FitProgress`). Ctrl-C saves a
+        checkpoint in the run folder, says where on stderr, and raises ``KeyboardInterrupt``."""
+        trainer, model = self._active_trainer(), self.model
+        assert model is not None  # a model with a trainer has its callback model
         if isinstance(total_steps, bool) or not isinstance(total_steps, (int, np.integer)) or total_steps < 1:
             raise TrainerError(f"total_steps must be a whole number >= 1, got {total_steps!r}.")
-        if verbose == "auto":
-            verbose = 1
+        verbose = 1 if verbose == "auto" else verbose
         if verbose not in (0, 1, 2):
             raise TrainerError(f"verbose must be 0, 1, 2 or 'auto', got {verbose!r}.")
-        hp = self.settings.hyperparameters
-        epochs = max(1, math.ceil(int(total_steps) / max(hp.buffer_size, 1)))
+        epochs = max(1, math.ceil(int(total_steps) / max(self._steps_per_epoch(), 1)))
         progress = [FitProgress(int(total_steps), self.settings.summary_freq, int(verbose))] if verbose else []
         cbs = keras.callbacks.CallbackList([*(callbacks or []), *progress], add_history=True, add_progbar=False,
-                                           model=self.model, verbose=verbose, epochs=epochs, steps=1)
+                                           model=model, verbose=verbose, epochs=epochs, steps=1)
         for p in progress:
-            p.start(self.trainer.step)
-        target = self.trainer.step + int(total_steps)
-        self.model.stop_training = False
-        self.model._initial_epoch = None
-        self.trainer.nonfinite_loss = "report" if any(
-            isinstance(c, keras.callbacks.TerminateOnNaN) for c in cbs.callbacks) else "raise"
-        cbs.on_train_begin()
-        first_epoch = self.model._initial_epoch or self.trainer.update_count
-        controller = _FitController(self, self.trainer, self.model, cbs, target, first_epoch)
-        try:
+            p.start(trainer.step)
+        model.stop_training = False
+        model._initial_epoch = None
+        with self._fitting(cbs):
+            cbs.on_train_begin()
+            first_epoch = model._initial_epoch or trainer.update_count
+            controller = _FitController(self, trainer, model, cbs, trainer.step + int(total_steps), first_epoch)
             controller.start_learning(self.env_manager)
-        finally:
-            self.trainer.nonfinite_loss = "raise"
         if controller.interrupted:  # Ctrl-C: the controller saved a checkpoint; the caller sees it, as in Keras
             if self._remove_run_dir is not None:
                 self._remove_run_dir.detach()  # a temporary run folder now holds the checkpoint: it stays
-            print(f"kerasrl: interrupted at step {self.trainer.step}; the checkpoint is in {self.context.model_path} "
+            print(f"kerasrl: interrupted at step {trainer.step}; the checkpoint is in {self.context.model_path} "
                   f"(run_dir={self.run_dir!r}, kept)", file=sys.stderr, flush=True)
             raise KeyboardInterrupt
-        returns = self.trainer.recent_returns
-        cbs.on_train_end({**controller.logs, "step": float(self.trainer.step),
+        returns = trainer.recent_returns
+        cbs.on_train_end({**controller.logs, "step": float(trainer.step),
                           "episode_reward_mean": float(np.mean(returns)) if returns else float("nan")})
-        return self.model.history
+        return model.history
 
-    def _active_trainer(self) -> PPOTrainer:
+    def _active_trainer(self) -> Any:
         """The trainer (a model loaded without an environment has none: it cannot train)."""
         if self.trainer is None:
             raise TrainerError("This model was loaded without an environment: kerasrl.load(path, env=...) to train it.")
         return self.trainer
 
+    def _position(self) -> tuple[int, int]:
+        return self._counters(self._active_trainer())
+
     def _epoch_logs(self, start_time: float, start_step: int) -> dict[str, float]:
         trainer = self._active_trainer()
         metrics = trainer.last_update_metrics
         returns, lengths = trainer.recent_returns, trainer.processor.recent_lengths
-        logs = {
+        return {
             "episode_reward_mean": float(np.mean(returns)) if returns else float("nan"),
             "episode_length_mean": float(np.mean(lengths)) if lengths else float("nan"),
             "fps": (trainer.step - start_step) / max(time.perf_counter() - start_time, 1e-9),
-            **{k: float(metrics[k]) for k in UPDATE_KEYS if k in metrics},
+            **{k: float(metrics[k]) for k in self.UPDATE_KEYS if k in metrics},
             "step": float(trainer.step),
             "episodes": float(trainer.episodes_completed),
+            **self._extra_logs(trainer),
         }
-        for key, values in trainer.stats.items():
-            if key.startswith("Losses/") and key not in ("Losses/Value Loss", "Losses/Policy Loss") and values:
-                logs[key[len("Losses/"):].lower().replace(" ", "_")] = float(values[-1])
-        return logs
 
     def _sync_from_weights(self, step: int, updates: int) -> None:
         """After weights (and counters) were loaded into the model: the trainer continues there."""
-        trainer = self.trainer
-        if trainer is None:
-            return
-        trainer.step, trainer.update_count = step, updates
-        trainer.learner.set_schedules(step)
-        trainer.policy.refresh()
-        trainer.policy.refresh_normalizer()
+        if self.trainer is not None:
+            self._continue_at(self.trainer, step, updates)
 
     def close(self) -> None:
         """Close the environment and the trainer's summary writers, and remove the temporary run
@@ -405,24 +448,6 @@ class PPO:
             self._remove_run_dir()
 
     # -- acting --------------------------------------------------------------------------
-    def predict(self, observations: Any, action_mask: Optional[np.ndarray] = None,
-                deterministic: bool = True) -> np.ndarray:
-        """Actions for a batch of observations (an array ``[n, ...]``, or a list with one array per
-        observation of the behavior). Deterministic: the most probable allowed action per branch
-        (discrete) or the clipped mean (continuous); else a sample. Recurrent policies start each
-        call from zero memory."""
-        obs = self._checked_observations(observations)
-        model, n = self.actor_critic, len(obs[0])
-        inputs = model.acting_inputs(obs, self._checked_mask(action_mask, n))
-        deterministic = bool(deterministic)
-        if deterministic:
-            noise = np.zeros((n, self.spec.action_size), np.float32)
-        else:
-            noise = model.draw_noise(np.random.default_rng(), n)
-        if deterministic not in self._predict_fns:
-            self._predict_fns[deterministic] = model.act_function(deterministic)
-        return self._predict_fns[deterministic](inputs, noise)[Field.ACTIONS].numpy()
-
     def _checked_mask(self, action_mask: Optional[np.ndarray], n: int) -> Optional[np.ndarray]:
         """``action_mask`` as float32 ``[n, Σ branches]`` (discrete; ``None``: all allowed)."""
         if action_mask is None or not self.spec.is_discrete:
@@ -450,26 +475,22 @@ class PPO:
 
     # -- saving --------------------------------------------------------------------------
     def save(self, path: str, overwrite: bool = True) -> str:
-        """Write a self-contained archive (settings, behavior spec, counters, actor-critic weights with
-        the normalizer) to ``path`` atomically; :func:`load` reads it. Returns ``path``."""
+        """Write a self-contained archive (settings, behavior spec, counters, the networks' weights
+        with the normalizer) to ``path`` atomically; :func:`load` reads it. Returns ``path``."""
         if os.path.exists(path) and not overwrite:
             raise TrainerError(f"{path} exists and overwrite=False.")
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        trainer = self.trainer
-        meta = {"format": FORMAT, "behavior": self.behavior, "seed": self.seed,
-                "spec": {"observation_shapes": [list(s) for s in self.spec.observation_shapes],
-                         "action_type": self.spec.action_type.value, "action_shape": list(self.spec.action_shape)},
-                "settings": self.settings.to_dict(),
-                "step": trainer.step if trainer is not None else self._step,
-                "update_count": trainer.update_count if trainer is not None else self._updates}
+        step, updates = self._counters(self.trainer) if self.trainer is not None else (self._step, self._updates)
+        meta = {"format": self.FORMAT, "behavior": self.behavior, "seed": self.seed, "spec": self.spec.to_dict(),
+                "settings": self.settings.to_dict(), "step": step, "update_count": updates}
         tmp = f"{path}.tmp{os.getpid()}"
         with tempfile.TemporaryDirectory() as folder:
-            weights = os.path.join(folder, "actor_critic.weights.h5")
-            self.actor_critic.save_weights(weights)
+            weights = os.path.join(folder, self.WEIGHTS)
+            self._networks.save_weights(weights)
             try:
                 with zipfile.ZipFile(tmp, "w") as z:
                     z.writestr("kerasrl.json", json.dumps(meta, indent=1))
-                    z.write(weights, "actor_critic.weights.h5")
+                    z.write(weights, self.WEIGHTS)
                 os.replace(tmp, path)
             finally:
                 if os.path.exists(tmp):
@@ -477,81 +498,137 @@ class PPO:
         return path
 
     @classmethod
-    def _from_archive(cls, meta: Mapping[str, Any], weights: str, env: Any, num_envs: Optional[int],
-                      run_dir: Optional[str]) -> "PPO":
-        spec = BehaviorSpec(tuple(tuple(s) for s in meta["spec"]["observation_shapes"]), meta["spec"]["action_type"],
-                            tuple(meta["spec"]["action_shape"]))
-        settings = meta["settings"]
-        if env is not None:
-            agent = cls(env, config={"default": settings}, behavior=meta["behavior"], seed=meta["seed"],
-                        num_envs=num_envs, run_dir=run_dir)
-            if agent.spec != spec:
-                agent.close()
-                raise TrainerError(f"The environment's behavior {meta['behavior']} is {agent.spec}; the saved model's "
-                                   f"is {spec}.")
-            agent.actor_critic.load_weights(weights)
-            agent._sync_from_weights(int(meta["step"]), int(meta["update_count"]))
+    def _from_archive(cls: type[AgentT], meta: Mapping[str, Any], archive: zipfile.ZipFile, env: Any,
+                      num_envs: Optional[int], run_dir: Optional[str]) -> AgentT:
+        spec = BehaviorSpec.from_dict(meta["spec"])
+        with tempfile.TemporaryDirectory() as folder:
+            weights = archive.extract(cls.WEIGHTS, folder)
+            if env is not None:
+                agent = cls(env, config={"default": meta["settings"]}, behavior=meta["behavior"], seed=meta["seed"],
+                            num_envs=num_envs, run_dir=run_dir)
+                if agent.spec != spec:
+                    agent.close()
+                    raise TrainerError(f"The environment's behavior {meta['behavior']} is {agent.spec}; the saved "
+                                       f"model's is {spec}.")
+                agent._networks.load_weights(weights)
+                agent._sync_from_weights(int(meta["step"]), int(meta["update_count"]))
+                return agent
+            agent = cls.__new__(cls)
+            agent.behavior, agent.spec, agent.seed = meta["behavior"], spec, int(meta["seed"])
+            agent.settings = TrainerSettings.from_dict(meta["settings"], "the saved model's settings")
+            agent.trainer, agent.env_manager, agent.model = None, None, None
+            agent._remove_run_dir = None
+            agent._step, agent._updates = int(meta["step"]), int(meta["update_count"])
+            agent._build_networks()
+            agent._networks.load_weights(weights)
             return agent
-        agent = cls.__new__(cls)
-        agent.behavior, agent.spec, agent.seed = meta["behavior"], spec, int(meta["seed"])
-        agent.settings = TrainerSettings.from_dict(settings, "the saved model's settings")
-        agent.trainer, agent.env_manager, agent.model, agent._predict_fns = None, None, None, {}
-        agent._remove_run_dir = None
-        agent._step, agent._updates = int(meta["step"]), int(meta["update_count"])
-        agent.actor_critic = ActorCritic(spec, list(agent.settings.reward_signals), agent.settings.network,
-                                         seed=agent.seed, name="actor_critic")
-        agent.actor_critic.load_weights(weights)
-        return agent
 
 
-def load(path: str, env: Any = None, num_envs: Optional[int] = None, run_dir: Optional[str] = None) -> "PPO | SAC":
-    """A model that :meth:`PPO.save` or :meth:`SAC.save` (or ``ModelCheckpoint``) wrote. Without ``env`` it can
-    ``predict`` (and ``save``); with one it can also ``fit`` on, from the saved step (the
-    optimizer's moments start afresh: ``BackupAndRestore`` or the run's checkpoints keep them)."""
-    try:
-        with zipfile.ZipFile(path) as z:
-            meta = json.loads(z.read("kerasrl.json"))
-            if meta.get("format") == SAC_FORMAT:
-                return SAC._from_archive(meta, z, env, num_envs, run_dir)
-            if meta.get("format") != FORMAT:
-                raise TrainerError(f"{path} is not a kerasrl PPO model (format {meta.get('format')!r}).")
-            with tempfile.TemporaryDirectory() as folder:
-                weights = z.extract("actor_critic.weights.h5", folder)
-                return PPO._from_archive(meta, weights, env, num_envs, run_dir)
-    except (OSError, zipfile.BadZipFile, KeyError, json.JSONDecodeError) as e:
-        raise TrainerError(f"Cannot load a kerasrl model from {path}: {type(e).__name__}: {e}") from e
+AgentT = TypeVar("AgentT", bound=_Agent)
+
+
+class PPO(_Agent):
+    """PPO on one behavior of ``env``, configured like ``kerasrl-learn`` and trained with ``fit``.
+
+    ``env``: a Gymnasium id (``num_envs`` copies, default 8) or env, a built-in environment's
+    name (``Simple1D``, ...), a kerasrl ``Environment`` or an env manager. ``config``: a trainer
+    config (a YAML path, a shipped config's name or a dict in ML-Agents' form); keyword
+    ``hyperparameters`` take ML-Agents' key names (``batch_size=64``, ``reward_signals={...}``)
+    and override the behavior's section, checked as the YAML is. ``gpus`` / ``cpu_replicas``
+    choose the learner's strategy (:func:`kerasrl.distribute.get_strategy`; logical CPU devices
+    must be split before TensorFlow starts). Summaries and checkpoints go to ``run_dir``
+    (default: a new temporary folder, removed by ``close``, when the agent is garbage-collected
+    or when Python exits; kept, and named on stderr, once a Ctrl-C saved a checkpoint in it).
+    """
+
+    ALGORITHM, TRAINER, FORMAT, WEIGHTS = "PPO", PPOTrainer, PPO_FORMAT, "actor_critic.weights.h5"
+    UPDATE_KEYS = PPO_UPDATE_KEYS
+    trainer: Optional[PPOTrainer]
+    model: Optional[PolicyModel]
+    _predict_fns: dict[bool, Any]
+
+    def _attach(self, trainer: PPOTrainer) -> None:
+        self.actor_critic = trainer.learner.actor_critic
+        self.model = PolicyModel(self)
+        self._predict_fns = {}
+
+    def _build_networks(self) -> None:
+        self.actor_critic = ActorCritic(self.spec, list(self.settings.reward_signals), self.settings.network,
+                                        seed=self.seed, name="actor_critic")
+        self._predict_fns = {}
+
+    @property
+    def _networks(self) -> keras.Model:
+        return self.actor_critic
+
+    def _continue_at(self, trainer: PPOTrainer, step: int, updates: int) -> None:
+        trainer.step, trainer.update_count = step, updates
+        trainer.learner.set_schedules(step)
+        trainer.policy.refresh()
+        trainer.policy.refresh_normalizer()
+
+    def _steps_per_epoch(self) -> int:
+        return self.settings.hyperparameters.buffer_size
+
+    def _extra_logs(self, trainer: PPOTrainer) -> dict[str, float]:
+        """Each reward signal's losses (the last of the update)."""
+        logs = {}
+        for key, values in trainer.stats.items():
+            if key.startswith("Losses/") and key not in ("Losses/Value Loss", "Losses/Policy Loss") and values:
+                logs[key[len("Losses/"):].lower().replace(" ", "_")] = float(values[-1])
+        return logs
+
+    @contextlib.contextmanager
+    def _fitting(self, callbacks: keras.callbacks.CallbackList) -> Iterator[None]:
+        """A non-finite loss is reported (not raised) while ``TerminateOnNaN`` watches."""
+        trainer = self._active_trainer()
+        trainer.nonfinite_loss = "report" if any(
+            isinstance(c, keras.callbacks.TerminateOnNaN) for c in callbacks.callbacks) else "raise"
+        try:
+            yield
+        finally:
+            trainer.nonfinite_loss = "raise"
+
+    def fit(self, total_steps: int, callbacks: Optional[Sequence[keras.callbacks.Callback]] = None,
+            verbose: Union[int, str] = 1) -> keras.callbacks.History:
+        """Train for ``total_steps`` more environment steps (all copies counted; training stops
+        earlier at the config's ``max_steps``, which also sets the schedules' horizon, or when a
+        callback sets ``model.stop_training``). One epoch per policy update; its logs hold
+        ``episode_reward_mean``, ``episode_length_mean`` (last 100 episodes), ``fps``, the update's
+        losses (``loss``, ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``,
+        ``clip_fraction``), ``learning_rate``, each reward signal's losses, ``step`` and ``episodes``.
+        ``verbose``: 1 (or ``"auto"``) one progress bar over ``total_steps`` on a terminal, else a
+        line per summary period (``summary_freq`` steps); 2: a line per summary period; 0: silent
+        (:class:`kerasrl.callbacks.FitProgress`). Ctrl-C saves a checkpoint in the run folder, says
+        where on stderr, and raises ``KeyboardInterrupt``."""
+        return super().fit(total_steps, callbacks, verbose)
+
+    def predict(self, observations: Any, action_mask: Optional[np.ndarray] = None,
+                deterministic: bool = True) -> np.ndarray:
+        """Actions for a batch of observations (an array ``[n, ...]``, or a list with one array per
+        observation of the behavior). Deterministic: the most probable allowed action per branch
+        (discrete) or the clipped mean (continuous); else a sample. Recurrent policies start each
+        call from zero memory."""
+        obs = self._checked_observations(observations)
+        model, n = self.actor_critic, len(obs[0])
+        inputs = model.acting_inputs(obs, self._checked_mask(action_mask, n))
+        deterministic = bool(deterministic)
+        if deterministic:
+            noise = np.zeros((n, self.spec.action_size), np.float32)
+        else:
+            noise = model.draw_noise(np.random.default_rng(), n)
+        if deterministic not in self._predict_fns:
+            self._predict_fns[deterministic] = model.act_function(deterministic)
+        return self._predict_fns[deterministic](inputs, noise)[Field.ACTIONS].numpy()
 
 
 # -- SAC -------------------------------------------------------------------------------
 SAC_FORMAT = "kerasrl.sac/1"
 #: The losses every SAC epoch's logs hold (from the update's gradient steps, averaged).
 SAC_UPDATE_KEYS = ("critic_loss", "actor_loss", "ent_coef_loss", "ent_coef", "q_value", "learning_rate")
-_SAC_WEIGHTS = "sac.weights.h5"
 
 
-class SACModel(_TrainingModel):
-    """What ``callback.model`` is during :meth:`SAC.fit`: the SAC networks (actor, critics,
-    targets, entropy coefficients, normalizer) plus the trainer's step and gradient-step count,
-    so that ``save_weights``/``load_weights`` carry the training position and ``save`` writes an
-    archive that :func:`load` reads."""
-
-    def __init__(self, agent: "SAC") -> None:
-        super().__init__(name="kerasrl_sac")
-        self._agent = agent
-        self.networks = agent._active_trainer().networks
-        self.counters = self.add_weight(name="counters", shape=(2,), initializer="zeros", trainable=False,
-                                        dtype="int64")
-        self.built = True
-
-    def call(self, inputs: Any, training: bool = False) -> Any:
-        return self.networks(inputs)
-
-    def position(self) -> tuple[int, int]:
-        trainer = self._agent._active_trainer()
-        return trainer.step, trainer.update_steps
-
-
-class SAC:
+class SAC(_Agent):
     """Soft Actor-Critic on one behavior of ``env``, configured like ``kerasrl-learn`` (``trainer:
     sac`` and ML-Agents' SAC keys) and trained with ``fit``.
 
@@ -559,43 +636,39 @@ class SAC:
     name, a kerasrl ``Environment`` or an env manager. ``config``: a trainer config (a YAML path,
     a shipped config's name such as ``"sac_pendulum"``, or a dict in ML-Agents' form; ``trainer:
     sac`` is implied); keyword ``hyperparameters`` take ML-Agents' key names and override the
-    behavior's section. Summaries and checkpoints go to ``run_dir`` (default: a new temporary
-    folder). An epoch of ``fit`` is one update (the gradient steps due when trajectories reach the
-    replay buffer).
+    behavior's section. ``gpus`` / ``cpu_replicas`` choose the learner's strategy, as for
+    :class:`PPO`. Summaries and checkpoints go to ``run_dir`` (default: a new temporary folder,
+    as :class:`PPO`'s). An epoch of ``fit`` is one update (the gradient steps due when
+    trajectories reach the replay buffer).
     """
 
-    _step: int
-    _updates: int
+    ALGORITHM, TRAINER, FORMAT, WEIGHTS = "SAC", SACTrainer, SAC_FORMAT, "sac.weights.h5"
+    UPDATE_KEYS = SAC_UPDATE_KEYS
+    DEFAULT_NUM_ENVS = 1
+    trainer: Optional[SACTrainer]
+    model: Optional[SACModel]
 
-    def __init__(self, env: Any, config: ConfigArg = None, behavior: Optional[str] = None, seed: Optional[int] = None,
-                 *, num_envs: Optional[int] = None, run_dir: Optional[str] = None, **hyperparameters: Any) -> None:
-        self.seed = int(seed) if seed is not None else random.randrange(10000)
-        self._remove_run_dir: Optional[weakref.finalize] = None  # as PPO's
-        self.env_manager = as_env_manager(env, 1 if num_envs is None else num_envs, self.seed)
-        try:
-            specs = self.env_manager.behavior_specs
-            self.behavior = pick_behavior(specs, behavior, TrainerError)
-            self.spec = specs[self.behavior]
-            raw = _raw_config(config)
-            raw["default"] = {"trainer": "sac", **(raw.get("default") or {})}
-            self.settings = behavior_settings(raw, self.behavior, hyperparameters)
-            self.run_dir = run_dir or _temporary_run_dir(self)
-            self.context = RunContext.in_results_dir(os.path.dirname(os.path.abspath(self.run_dir)),
-                                                     os.path.basename(os.path.abspath(self.run_dir)), seed=self.seed,
-                                                     keep_checkpoints=2)
-            trainer = create_trainer(self.behavior, self.spec, self.settings, self.context)
-            if not isinstance(trainer, SACTrainer):
-                raise TrainerError(f"kerasrl.SAC trains with SAC; the config's trainer for {self.behavior} is "
-                                   f"{self.settings.trainer}.")
-            self.trainer: Optional[SACTrainer] = trainer
-        except BaseException:
-            if self.env_manager is not env:
-                self.env_manager.close()
-            if self._remove_run_dir is not None:
-                self._remove_run_dir()
-            raise
+    def _attach(self, trainer: SACTrainer) -> None:
         self.networks = trainer.networks
-        self.model: Optional[SACModel] = SACModel(self)
+        self.model = SACModel(self)
+
+    def _build_networks(self) -> None:
+        self.networks = SACNetworks(self.spec, list(self.settings.reward_signals), self.settings.network,
+                                    self.settings.sac, seed=self.seed, name="sac")
+
+    @property
+    def _networks(self) -> keras.Model:
+        return self.networks
+
+    def _counters(self, trainer: SACTrainer) -> tuple[int, int]:
+        return trainer.step, trainer.update_steps
+
+    def _continue_at(self, trainer: SACTrainer, step: int, updates: int) -> None:
+        trainer.step, trainer.update_steps = step, updates
+        trainer.policy.refresh()
+
+    def _steps_per_epoch(self) -> int:
+        return self.settings.time_horizon + 1
 
     def fit(self, total_steps: int, callbacks: Optional[Sequence[keras.callbacks.Callback]] = None,
             verbose: Union[int, str] = 1) -> keras.callbacks.History:
@@ -605,69 +678,7 @@ class SAC:
         100 episodes), ``fps``, the update's mean ``critic_loss``, ``actor_loss``, ``ent_coef_loss``,
         ``ent_coef``, ``q_value``, ``learning_rate``, ``step`` and ``episodes``. ``verbose`` as
         :meth:`PPO.fit`. Ctrl-C saves a checkpoint in the run folder and raises ``KeyboardInterrupt``."""
-        trainer, model = self._active_trainer(), self.model
-        assert model is not None  # a model with a trainer has its callback model
-        if isinstance(total_steps, bool) or not isinstance(total_steps, (int, np.integer)) or total_steps < 1:
-            raise TrainerError(f"total_steps must be a whole number >= 1, got {total_steps!r}.")
-        verbose = 1 if verbose == "auto" else verbose
-        if verbose not in (0, 1, 2):
-            raise TrainerError(f"verbose must be 0, 1, 2 or 'auto', got {verbose!r}.")
-        epochs = max(1, math.ceil(int(total_steps) / (self.settings.time_horizon + 1)))
-        progress = [FitProgress(int(total_steps), self.settings.summary_freq, int(verbose))] if verbose else []
-        cbs = keras.callbacks.CallbackList([*(callbacks or []), *progress], add_history=True, add_progbar=False,
-                                           model=model, verbose=verbose, epochs=epochs, steps=1)
-        for p in progress:
-            p.start(trainer.step)
-        model.stop_training = False
-        model._initial_epoch = None
-        cbs.on_train_begin()
-        first_epoch = model._initial_epoch or trainer.update_count
-        controller = _FitController(self, trainer, model, cbs, trainer.step + int(total_steps), first_epoch)
-        controller.start_learning(self.env_manager)
-        if controller.interrupted:
-            if self._remove_run_dir is not None:
-                self._remove_run_dir.detach()  # a temporary run folder now holds the checkpoint: it stays
-            print(f"kerasrl: interrupted at step {trainer.step}; the checkpoint is in {self.context.model_path} "
-                  f"(run_dir={self.run_dir!r}, kept)", file=sys.stderr, flush=True)
-            raise KeyboardInterrupt
-        returns = trainer.recent_returns
-        cbs.on_train_end({**controller.logs, "step": float(trainer.step),
-                          "episode_reward_mean": float(np.mean(returns)) if returns else float("nan")})
-        return model.history
-
-    def _active_trainer(self) -> SACTrainer:
-        if self.trainer is None:
-            raise TrainerError("This model was loaded without an environment: kerasrl.load(path, env=...) to train it.")
-        return self.trainer
-
-    def _epoch_logs(self, start_time: float, start_step: int) -> dict[str, float]:
-        trainer = self._active_trainer()
-        metrics = trainer.last_update_metrics
-        returns, lengths = trainer.recent_returns, trainer.processor.recent_lengths
-        return {
-            "episode_reward_mean": float(np.mean(returns)) if returns else float("nan"),
-            "episode_length_mean": float(np.mean(lengths)) if lengths else float("nan"),
-            "fps": (trainer.step - start_step) / max(time.perf_counter() - start_time, 1e-9),
-            **{k: float(metrics[k]) for k in SAC_UPDATE_KEYS if k in metrics},
-            "step": float(trainer.step),
-            "episodes": float(trainer.episodes_completed),
-        }
-
-    def _sync_from_weights(self, step: int, updates: int) -> None:
-        trainer = self.trainer
-        if trainer is None:
-            return
-        trainer.step, trainer.update_steps = step, updates
-        trainer.policy.refresh()
-
-    def close(self) -> None:
-        """Close the environment and the trainer's summary writers, and remove the temporary run
-        folder (as :meth:`PPO.close`)."""
-        if self.trainer is not None:
-            self.env_manager.close()
-            self.trainer.close()
-        if self._remove_run_dir is not None:
-            self._remove_run_dir()
+        return super().fit(total_steps, callbacks, verbose)
 
     def predict(self, observations: Any, action_mask: Optional[np.ndarray] = None,
                 deterministic: bool = True) -> np.ndarray:
@@ -675,59 +686,26 @@ class SAC:
         observation): continuous ones in [-1, 1] (``tanh(μ)`` when deterministic, which the
         environment maps onto its bounds), discrete ones the most probable allowed action of every
         branch (or samples)."""
-        obs = PPO._checked_observations(self, observations)  # type: ignore[arg-type]
-        mask = PPO._checked_mask(self, action_mask, len(obs[0]))  # type: ignore[arg-type]
+        obs = self._checked_observations(observations)
+        mask = self._checked_mask(action_mask, len(obs[0]))
         policy = SACPolicy(self.networks, seed=random.randrange(2**31), deterministic=bool(deterministic))
         return policy.actions(concat_vector_observations(self.spec, obs), mask)
 
-    def save(self, path: str, overwrite: bool = True) -> str:
-        """Write a self-contained archive (settings, behavior spec, counters, every SAC network's
-        weights) to ``path`` atomically; :func:`load` reads it. Returns ``path``."""
-        if os.path.exists(path) and not overwrite:
-            raise TrainerError(f"{path} exists and overwrite=False.")
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        trainer = self.trainer
-        meta = {"format": SAC_FORMAT, "behavior": self.behavior, "seed": self.seed, "spec": self.spec.to_dict(),
-                "settings": self.settings.to_dict(),
-                "step": trainer.step if trainer is not None else self._step,
-                "update_count": trainer.update_steps if trainer is not None else self._updates}
-        tmp = f"{path}.tmp{os.getpid()}"
-        with tempfile.TemporaryDirectory() as folder:
-            weights = os.path.join(folder, _SAC_WEIGHTS)
-            self.networks.save_weights(weights)
-            try:
-                with zipfile.ZipFile(tmp, "w") as z:
-                    z.writestr("kerasrl.json", json.dumps(meta, indent=1))
-                    z.write(weights, _SAC_WEIGHTS)
-                os.replace(tmp, path)
-            finally:
-                if os.path.exists(tmp):
-                    os.remove(tmp)
-        return path
 
-    @classmethod
-    def _from_archive(cls, meta: Mapping[str, Any], archive: zipfile.ZipFile, env: Any, num_envs: Optional[int],
-                      run_dir: Optional[str]) -> "SAC":
-        spec = BehaviorSpec.from_dict(meta["spec"])
-        with tempfile.TemporaryDirectory() as folder:
-            weights = archive.extract(_SAC_WEIGHTS, folder)
-            if env is not None:
-                agent = cls(env, config={"default": meta["settings"]}, behavior=meta["behavior"], seed=meta["seed"],
-                            num_envs=num_envs, run_dir=run_dir)
-                if agent.spec != spec:
-                    agent.close()
-                    raise TrainerError(f"The environment's behavior {meta['behavior']} is {agent.spec}; the saved "
-                                       f"model's is {spec}.")
-                agent.networks.load_weights(weights)
-                agent._sync_from_weights(int(meta["step"]), int(meta["update_count"]))
-                return agent
-            agent = cls.__new__(cls)
-            agent.behavior, agent.spec, agent.seed = meta["behavior"], spec, int(meta["seed"])
-            agent.settings = TrainerSettings.from_dict(meta["settings"], "the saved model's settings")
-            agent.trainer, agent.env_manager, agent.model = None, None, None
-            agent._remove_run_dir = None
-            agent._step, agent._updates = int(meta["step"]), int(meta["update_count"])
-            agent.networks = SACNetworks(spec, list(agent.settings.reward_signals), agent.settings.network,
-                                         agent.settings.sac, seed=agent.seed, name="sac")
-            agent.networks.load_weights(weights)
-            return agent
+#: The agent class of each archive format.
+_AGENTS: dict[str, type[_Agent]] = {PPO.FORMAT: PPO, SAC.FORMAT: SAC}
+
+
+def load(path: str, env: Any = None, num_envs: Optional[int] = None, run_dir: Optional[str] = None) -> "PPO | SAC":
+    """A model that :meth:`PPO.save` or :meth:`SAC.save` (or ``ModelCheckpoint``) wrote. Without ``env`` it can
+    ``predict`` (and ``save``); with one it can also ``fit`` on, from the saved step (the
+    optimizer's moments start afresh: ``BackupAndRestore`` or the run's checkpoints keep them)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            meta = json.loads(z.read("kerasrl.json"))
+            agent = _AGENTS.get(meta.get("format"))
+            if agent is None:
+                raise TrainerError(f"{path} is not a kerasrl PPO or SAC model (format {meta.get('format')!r}).")
+            return agent._from_archive(meta, z, env, num_envs, run_dir)  # type: ignore[return-value]
+    except (OSError, zipfile.BadZipFile, KeyError, json.JSONDecodeError) as e:
+        raise TrainerError(f"Cannot load a kerasrl model from {path}: {type(e).__name__}: {e}") from e
