@@ -10,6 +10,14 @@ mini-batches of several gradient steps stacked along a leading axis and walks th
 call costs far more than a step of these small networks, so an update of ``K`` steps pays it
 once. Every call takes a stack of ``STEPS_PER_CALL`` mini-batches (padded; a larger update
 takes several calls), so that a run compiles one shape only.
+
+Under a ``tf.distribute`` strategy (networks and learner built inside ``strategy.scope()``, see
+``kerasrl.distribute``) ``batch_size`` stays the global mini-batch: each replica takes its
+``1/N`` of every mini-batch's rows, each loss and metric is the replica's share of the global
+mean (its local mean over ``N``) and the optimizers sum the gradients, so a step equals the
+one-device step on the same mini-batch. The loop over the gradient steps runs in cross-replica
+context, each step one ``strategy.run`` followed by the target update (TensorFlow refuses the
+optimizers' cross-replica sum inside a loop in replica context).
 """
 from __future__ import annotations
 
@@ -20,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasrl import xla_cache
-from kerasrl.exception import TrainerError
+from kerasrl.distribute import check_batch_size, distribute_minibatches
 from kerasrl.fields import Field
 from kerasrl.optimizers import Adam
 from kerasrl.sac import loss
@@ -36,15 +44,22 @@ REWARDS = "rewards"
 NOISE, NEXT_NOISE = "noise", "next_noise"
 
 
+def _replicas_in_sync() -> int:
+    """Replicas sharing the mini-batch of the step being traced (1 outside a strategy's ``run``)."""
+    ctx = tf.distribute.get_replica_context()
+    return int(ctx.num_replicas_in_sync) if ctx is not None else 1
+
+
 class SACLearner:
     """Trains :class:`SACNetworks` with SAC's losses (``kerasrl.sac.loss``)."""
 
     def __init__(self, networks: SACNetworks, hyperparameters: Optional[SACSettings] = None,
                  gammas: Sequence[float] = (0.99,), max_steps: int = TrainerSettings.max_steps) -> None:
+        #: The strategy whose scope the learner was built in (TensorFlow's default outside any).
         self.strategy = tf.distribute.get_strategy()
-        if int(self.strategy.num_replicas_in_sync) > 1:
-            raise TrainerError("the sac trainer updates on one device: run it without --gpus/--cpu-replicas.")
+        self.replicas = int(self.strategy.num_replicas_in_sync)
         hp = SACSettings() if hyperparameters is None else hyperparameters
+        check_batch_size(hp.batch_size, 1, self.replicas)
         if len(gammas) != len(networks.stream_names):
             raise ValueError(f"one gamma per reward signal ({networks.stream_names}), got {list(gammas)}.")
         self.hyperparameters = hp
@@ -52,8 +67,9 @@ class SACLearner:
         self.max_steps = int(max_steps)
         self.gammas = tf.constant(np.asarray(gammas, np.float32))
         self.tau = float(hp.tau)
-        # XLA measured no faster for these MLPs (the steps are compute-bound) and compiles slower.
-        self.use_xla = bool(hp.jit_compile)
+        # XLA measured no faster for these MLPs (the steps are compute-bound) and compiles slower;
+        # under a strategy the update runs without it (as PPO's).
+        self.use_xla = bool(hp.jit_compile) and self.replicas == 1
 
         def adam() -> Adam:
             return Adam(learning_rate=hp.learning_rate, epsilon=hp.adam_epsilon, epsilon_style="torch")
@@ -90,25 +106,34 @@ class SACLearner:
 
     # -- one gradient step ----------------------------------------------------------------
     def _gradient_step(self, b: Mapping[str, tf.Tensor]) -> tf.Tensor:
+        """One gradient step of the entropy coefficients, the critics and the actor (not the
+        targets: ``_update_targets``); returns this replica's share of the metrics."""
         nets = self.networks
+        share = 1.0 / float(_replicas_in_sync())  # a replica's losses are its share of the global mean
         obs, next_obs = nets.observe(b[Field.VECTOR_OBS]), nets.observe(b[Field.NEXT_VECTOR_OBS])
         ent_coef = tf.exp(nets.log_ent_coef)  # read before the coefficients' own step, as SB3
         with tf.GradientTape() as actor_tape:
             pi, neg_entropy = self._policy(obs, b, next_state=False)  # one actor pass serves both losses
             with actor_tape.stop_recording():
                 with tf.GradientTape() as tape:
-                    ent_loss = loss.entropy_coef_loss(nets.log_ent_coef, neg_entropy, nets.target_entropy)
+                    ent_loss = share * loss.entropy_coef_loss(nets.log_ent_coef, neg_entropy, nets.target_entropy)
                 self._apply(self.entropy_optimizer, tape, ent_loss, [nets.log_ent_coef])
-                critic_loss, q = self._critic_step(obs, next_obs, b, ent_coef)
-            actor_loss = self._actor_loss(obs, pi, neg_entropy, ent_coef)  # against the updated critics
+                critic_loss, q = self._critic_step(obs, next_obs, b, ent_coef, share)
+            actor_loss = share * self._actor_loss(obs, pi, neg_entropy, ent_coef)  # against the updated critics
         self._apply(self.actor_optimizer, actor_tape, actor_loss, nets.actor_variables)
+        return tf.stack([critic_loss, actor_loss, ent_loss, share * tf.reduce_mean(ent_coef),
+                         share * tf.reduce_mean(q)])
+
+    def _update_targets(self) -> None:
+        """The soft (Polyak) update of the target critics (in cross-replica context under a strategy)."""
+        nets = self.networks
         for t, c in zip(nets.target_variables, nets.critic_variables):
             t.assign(t * (1.0 - self.tau) + self.tau * c)
-        return tf.stack([critic_loss, actor_loss, ent_loss, tf.reduce_mean(ent_coef), tf.reduce_mean(q)])
 
     def _critic_step(self, obs: tf.Tensor, next_obs: tf.Tensor, b: Mapping[str, tf.Tensor],
-                     ent_coef: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """One step of the critics towards the soft target; returns their loss and Q₁ at the batch."""
+                     ent_coef: tf.Tensor, share: float) -> tuple[tf.Tensor, tf.Tensor]:
+        """One step of the critics towards the soft target; returns their loss (this replica's
+        ``share``) and Q₁ at the batch."""
         nets = self.networks
         target = loss.soft_target(b[REWARDS], b[Field.TERMINATED], self.gammas, self._next_value(next_obs, b, ent_coef))
         with tf.GradientTape() as tape:
@@ -116,7 +141,7 @@ class SACLearner:
             if nets.is_discrete:
                 q = [loss.discrete_taken_q(qi, b[Field.ACTIONS], nets.branches) for qi in q]
                 target = tf.repeat(target[:, :, None], len(nets.branches), axis=-1)
-            critic_loss = loss.critic_loss(q, target)
+            critic_loss = share * loss.critic_loss(q, target)
         self._apply(self.critic_optimizer, tape, critic_loss, nets.critic_variables)
         return critic_loss, q[0]
 
@@ -152,17 +177,45 @@ class SACLearner:
 
     # -- many steps per call --------------------------------------------------------------
     def _build(self) -> Any:
-        def steps(stacked: dict[str, tf.Tensor], count: tf.Tensor, learning_rate: tf.Tensor) -> tf.Tensor:
-            for opt in (self.actor_optimizer, self.critic_optimizer, self.entropy_optimizer):
-                opt.learning_rate.assign(learning_rate)
-
-            def body(i: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-                return i + 1, totals + self._gradient_step({k: v[i] for k, v in stacked.items()})
-
-            _, totals = tf.while_loop(lambda i, _: i < count, body, (tf.constant(0), tf.zeros([len(METRIC_NAMES)])))
-            return totals
-
+        steps = self._steps_replicated if self.replicas > 1 else self._steps_single
         return tf.function(steps, jit_compile=self.use_xla, autograph=False)
+
+    def _set_learning_rate(self, learning_rate: tf.Tensor) -> None:
+        for opt in (self.actor_optimizer, self.critic_optimizer, self.entropy_optimizer):
+            opt.learning_rate.assign(learning_rate)
+
+    def _steps_single(self, stacked: dict[str, tf.Tensor], count: tf.Tensor, learning_rate: tf.Tensor) -> tf.Tensor:
+        """``count`` gradient steps on one device, each on its mini-batch of ``stacked``."""
+        self._set_learning_rate(learning_rate)
+
+        def body(i: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            metrics = self._gradient_step({k: v[i] for k, v in stacked.items()})
+            with tf.control_dependencies([metrics]):
+                self._update_targets()
+            return i + 1, totals + metrics
+
+        _, totals = tf.while_loop(lambda i, _: i < count, body, (tf.constant(0), tf.zeros([len(METRIC_NAMES)])))
+        return totals
+
+    def _steps_replicated(self, per_replica: Any, count: tf.Tensor, learning_rate: tf.Tensor) -> tf.Tensor:
+        """``count`` gradient steps under the strategy: a loop in cross-replica context, each step
+        one ``strategy.run`` on the replicas' slices of its mini-batch, then the target update;
+        the metrics' shares are summed on each replica and once across replicas at the end."""
+        strategy = self.strategy
+        self._set_learning_rate(learning_rate)
+
+        def replica_step(i: tf.Tensor, local: dict[str, tf.Tensor], totals: tf.Tensor) -> tf.Tensor:
+            return totals + self._gradient_step({k: v[i] for k, v in local.items()})
+
+        def body(i: tf.Tensor, totals: Any) -> tuple[tf.Tensor, Any]:
+            totals = strategy.run(replica_step, args=(i, per_replica, totals))
+            with tf.control_dependencies(strategy.experimental_local_results(totals)):
+                self._update_targets()
+            return i + 1, totals
+
+        zeros = strategy.run(lambda: tf.zeros([len(METRIC_NAMES)]))
+        _, totals = tf.while_loop(lambda i, _: i < count, body, (tf.constant(0), zeros))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, totals, axis=None)
 
     def update(self, stacked: Mapping[str, np.ndarray], count: int, learning_rate: float) -> dict[str, float]:
         """``count`` gradient steps, on the first ``count`` mini-batches of ``stacked`` (each field
@@ -170,7 +223,10 @@ class SACLearner:
         if self._fn is None:
             self._fn = self._build()
         shape = tuple(next(iter(stacked.values())).shape[:2])
-        args = (dict(stacked), np.int32(count), np.float32(learning_rate))
+        inputs: Any = dict(stacked)
+        if self.replicas > 1:
+            inputs = distribute_minibatches(self.strategy, stacked, {k: tf.as_dtype(v.dtype) for k, v in stacked.items()})
+        args = (inputs, np.int32(count), np.float32(learning_rate))
         if shape in self._traced:
             totals = self._fn(*args)
         else:

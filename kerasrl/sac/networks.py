@@ -125,6 +125,11 @@ class SACNetworks(keras.Model):
         for target, critic in zip(self.targets, self.critics):
             for t, c in zip(target.weights, critic.weights):
                 t.assign(c)
+        #: Every network's weights by name, for TensorFlow checkpoints: Keras keeps lists of
+        #: layers (the critics, the targets, the hidden layers) out of a checkpoint's object graph.
+        self.checkpointed = tf.Module(name="checkpointed")
+        for net in (self.actor, *self.critics, *self.targets):
+            setattr(self.checkpointed, net.name, list(net.weights))
         self.built = True
 
     def _build_all(self) -> None:
@@ -162,8 +167,12 @@ class SACNetworks(keras.Model):
         return outs
 
     def distribution(self, obs: tf.Tensor, action_mask: tf.Tensor) -> MaskedMultiCategorical:
-        """The masked categorical of every branch (discrete)."""
+        """The masked categorical of every branch (discrete). A masked action's logit gets no
+        gradient: its only one would be rounding-sized (through the probabilities' epsilon),
+        which Adam would blow up into full steps."""
         (logits,) = self.actor(obs)
+        mask = tf.cast(action_mask, logits.dtype)
+        logits = mask * logits + (1.0 - mask) * tf.stop_gradient(logits)
         return MaskedMultiCategorical(logits, action_mask, self.branches)
 
     def sample(self, obs: tf.Tensor, noise: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
