@@ -128,7 +128,8 @@ class SACNetworks(keras.Model):
         #: Every network's weights by name, for TensorFlow checkpoints: Keras keeps lists of
         #: layers (the critics, the targets, the hidden layers) out of a checkpoint's object graph.
         self.checkpointed = tf.Module(name="checkpointed")
-        for net in (self.actor, *self.critics, *self.targets):
+        nets: list[keras.layers.Layer] = [self.actor, *self.critics, *self.targets]
+        for net in nets:
             setattr(self.checkpointed, net.name, list(net.weights))
         self.built = True
 
