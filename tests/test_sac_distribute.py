@@ -5,7 +5,8 @@ TensorFlow starts): several gradient steps of one update, discrete (two branches
 action, a normalizer) and continuous (two reward signals), give every network's weights —
 actor, critics, targets, entropy coefficients — within 1e-5 of the one-device update, the
 replicas bit-identical, the metrics equal; checkpoints cross between the strategies; a
-``batch_size`` the replicas cannot share is refused; ``kerasrl.SAC`` trains under the strategy.
+``batch_size`` the replicas cannot share is refused; behavioral cloning (``pretraining``) on
+the actor equals one device's too; ``kerasrl.SAC`` trains under the strategy.
 """
 from test_distribute import run_script
 
@@ -91,6 +92,28 @@ for case in CASES:
     CheckpointSaver(folder, 1, model=fresh.networks, **fresh.optimizers).restore()
     for a, b in zip(fresh.networks.weights, mirrored.networks.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+# Behavioral cloning (pretraining) on the actor: one update of several mini-batches.
+from kerasrl import recording
+from kerasrl.envs.simple import Simple1DEnvironment
+from kerasrl.sac.bc import SACBehavioralCloning
+from kerasrl.settings import BehavioralCloningSettings
+
+demo = os.path.join(tempfile.mkdtemp(), "expert.demo")
+recording.record(Simple1DEnvironment(False, seed=7), lambda o: np.where(o > 0, 1.0, -1.0).astype(np.float32), 80, demo)
+pretraining = BehavioralCloningSettings(demo_path=demo, strength=1.0, steps=0, num_epoch=2)
+CASES["simple1d"] = (Simple1DEnvironment(False, seed=1).behavior_specs["Simple1D"], {})
+clones = []
+for mirrored in (False, True):
+    nets = build("simple1d", mirrored).networks
+    distribute.set_strategy(strategy if mirrored else None)
+    clones.append(SACBehavioralCloning(nets, pretraining, 3e-3, 16, seed=4))
+    distribute.set_strategy(strategy)
+losses = [c.update(0) for c in clones]
+assert abs(losses[0]["Losses/Pretraining Loss"] - losses[1]["Losses/Pretraining Loss"]) < 1e-5, losses
+for a, b in zip(clones[0].networks.actor_variables, clones[1].networks.actor_variables):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=1e-5, err_msg=f"bc {a.path}")
+assert int(clones[1].optimizer.iterations.numpy()) == clones[0].batches > 1
 
 try:
     build("discrete", True, batch_size=2 * N + 1)

@@ -44,7 +44,7 @@ REWARDS = "rewards"
 NOISE, NEXT_NOISE = "noise", "next_noise"
 
 
-def _replicas_in_sync() -> int:
+def replicas_in_sync() -> int:
     """Replicas sharing the mini-batch of the step being traced (1 outside a strategy's ``run``)."""
     ctx = tf.distribute.get_replica_context()
     return int(ctx.num_replicas_in_sync) if ctx is not None else 1
@@ -109,7 +109,7 @@ class SACLearner:
         """One gradient step of the entropy coefficients, the critics and the actor (not the
         targets: ``_update_targets``); returns this replica's share of the metrics."""
         nets = self.networks
-        share = 1.0 / float(_replicas_in_sync())  # a replica's losses are its share of the global mean
+        share = 1.0 / float(replicas_in_sync())  # a replica's losses are its share of the global mean
         obs, next_obs = nets.observe(b[Field.VECTOR_OBS]), nets.observe(b[Field.NEXT_VECTOR_OBS])
         ent_coef = tf.exp(nets.log_ent_coef)  # read before the coefficients' own step, as SB3
         with tf.GradientTape() as actor_tape:

@@ -1,4 +1,4 @@
-"""Behavioral cloning's settings: the ``pretraining`` section (BC inside PPO) and the keys of
+"""Behavioral cloning's settings: the ``pretraining`` section (BC inside PPO or SAC) and the keys of
 the stand-alone ``offline_bc`` / ``online_bc`` trainers."""
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from kerasrl.settings.checks import _Checked, at_least, setting
 
 @dataclass(frozen=True, kw_only=True)
 class BehavioralCloningSettings(_Checked):
-    """The ``pretraining`` section: behavioral cloning from demonstrations inside PPO."""
+    """The ``pretraining`` section: behavioral cloning from demonstrations inside PPO or SAC."""
 
     demo_path: str = setting(doc="expert demonstrations (.demo file or folder)")
-    strength: float = setting(check=at_least(0.0), doc="BC learning rate relative to PPO's")
+    strength: float = setting(check=at_least(0.0), doc="BC learning rate relative to the trainer's (PPO's or SAC's)")
     steps: int = setting(check=at_least(0), doc="steps over which BC decays to 0 (0: constant)")
-    batch_size: Optional[int] = setting(None, at_least(1), "demonstration rows per batch (default: PPO's)")
-    num_epoch: Optional[int] = setting(None, at_least(1), "passes per update (default: PPO's)")
+    batch_size: Optional[int] = setting(None, at_least(1), "demonstration rows per batch (default: the trainer's)")
+    num_epoch: Optional[int] = setting(None, at_least(1), "passes per update (default: PPO's num_epoch; SAC: 1)")
     samples_per_update: int = setting(0, at_least(0), "samples per update (0: all)")
 
 

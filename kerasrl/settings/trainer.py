@@ -51,8 +51,6 @@ class TrainerSettings(_Checked):
     def _check(self) -> None:
         if not self.reward_signals:
             raise TrainerConfigError("No reward signals were defined. At least one must be used.")
-        if self.trainer == "sac" and self.pretraining is not None:
-            raise TrainerConfigError("pretraining (behavioral cloning) is not available with the sac trainer.")
         for key in BC_TRAINER_REQUIRED_KEYS.get(self.trainer, ()):
             if getattr(self.behavioral_cloning, key) is None:
                 raise TrainerConfigError(f"The hyper-parameter {key} could not be found for the {self.trainer} trainer.")

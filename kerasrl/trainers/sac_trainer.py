@@ -5,6 +5,7 @@ import glob
 import logging
 import os
 import re
+from typing import Optional
 
 import numpy as np
 
@@ -12,6 +13,7 @@ from kerasrl.buffer import AgentBuffer, BufferException
 from kerasrl.distribute import learner_strategy
 from kerasrl.exception import TrainerError, UnityTrainerException
 from kerasrl.fields import Field
+from kerasrl.sac.bc import SACBehavioralCloning
 from kerasrl.sac.learner import NEXT_NOISE, NOISE, REWARDS, STEPS_PER_CALL, SACLearner
 from kerasrl.sac.networks import SACConfigError, SACNetworks
 from kerasrl.sac.policy import SACPolicy
@@ -53,6 +55,11 @@ class SACTrainer(RLTrainer):
         self.hyperparameters = settings.sac
         self.learner = self._make_learner()
         self.networks: SACNetworks = self.learner.networks
+        #: Behavioral cloning from ``pretraining``'s demonstration after every SAC update.
+        self.bc_module: Optional[SACBehavioralCloning] = None
+        if settings.pretraining is not None:
+            self.bc_module = SACBehavioralCloning(self.networks, settings.pretraining, self.hyperparameters.learning_rate,
+                                                  self.hyperparameters.batch_size, self.seed, behavior_name)
         self._policy = SACPolicy(self.networks, seed=self.seed)
         self.processor = self.make_processor(SACPolicy.experience_fields)
         self.processor.store_next_obs = True  # SAC's targets need every transition's next observation
@@ -66,8 +73,9 @@ class SACTrainer(RLTrainer):
         self.new_transitions = 0
         signal_states = {f"reward_signal_{name}": signal.checkpoint_state()
                          for name, signal in self.reward_signals.items() if signal.checkpoint_state() is not None}
+        bc_state = {} if self.bc_module is None else {"bc_optimizer": self.bc_module.optimizer}
         self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, self.behavior_record(),
-                                     model=self.networks, **self.learner.optimizers, **signal_states)
+                                     model=self.networks, **self.learner.optimizers, **signal_states, **bc_state)
         if context.load_model:
             self.load_model()
         elif context.initialize_from is not None:
@@ -172,6 +180,10 @@ class SACTrainer(RLTrainer):
             raise UnityTrainerException(f"Behavior {self.behavior_name}: the SAC critic loss became "
                                         f"{metrics['critic_loss']}.")
         self._update_model_signals(due)
+        if self.bc_module is not None:
+            with hierarchical_timer("bc.update"):
+                for key, value in self.bc_module.update(self.step).items():
+                    self.stats[key].append(value)
         self.last_update_metrics = {**metrics, "learning_rate": learning_rate}
         self.stats["Losses/Value Loss"].append(metrics["critic_loss"])
         self.stats["Losses/Policy Loss"].append(abs(metrics["actor_loss"]))

@@ -1,0 +1,132 @@
+"""Behavioral cloning inside SAC: the ``pretraining`` section with ``trainer: sac``.
+
+After every SAC update the actor also imitates a demonstration, with its own Adam whose step
+size is SAC's ``learning_rate`` × ``strength``, decaying linearly to 0 over ``steps`` trainer
+steps (constant when ``steps`` is 0), as ML-Agents' SAC did. ``batch_size`` defaults to SAC's,
+``num_epoch`` to 1 (ML-Agents' SAC default) and ``samples_per_update`` (0: all) caps the rows
+one pass uses. The loss of a row: discrete, ``−Σ_branches log π(expert action)`` under the
+masked categorical; continuous, the mean squared error between the actor's sampled action
+``tanh(μ + σ·ε)`` and the expert's clipped to [−1, 1]. Every mini-batch of an update runs in
+one compiled call; under a strategy each replica takes its share of every mini-batch, with
+its loss as its share of the global mean (as the SAC learner's steps).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+import tensorflow as tf
+
+from kerasrl import distribute
+from kerasrl.demos import load_demo
+from kerasrl.fields import Field
+from kerasrl.optimizers import Adam
+from kerasrl.sac.learner import NOISE, replicas_in_sync
+from kerasrl.sac.networks import SACNetworks
+from kerasrl.settings import BehavioralCloningSettings
+
+LOSS_STAT = "Losses/Pretraining Loss"
+
+
+class SACBehavioralCloning:
+    """Behavioral cloning of ``settings.demo_path`` on the actor of ``networks`` (built in the
+    learner's strategy scope, which this takes too)."""
+
+    def __init__(self, networks: SACNetworks, settings: BehavioralCloningSettings, learning_rate: float,
+                 default_batch_size: int, seed: int = 0, behavior: str = "") -> None:
+        spec = networks.spec
+        _, demo = load_demo(settings.demo_path, spec, behavior)
+        self.networks, self.settings = networks, settings
+        self.base_learning_rate = float(learning_rate) * settings.strength
+        self.data = {Field.VECTOR_OBS: np.asarray(demo[Field.VECTOR_OBS].array, np.float32)}
+        actions = np.asarray(demo[Field.ACTIONS].array)
+        if spec.is_discrete:
+            self.data[Field.ACTIONS] = actions.astype(np.int32)
+            n = len(actions)
+            masks = demo[Field.ACTION_MASK].array if Field.ACTION_MASK in demo else np.ones((n, spec.action_mask_size))
+            self.data[Field.ACTION_MASK] = np.asarray(masks, np.float32)
+        else:
+            self.data[Field.ACTIONS] = np.clip(actions.astype(np.float32), -1.0, 1.0)
+        self.n_rows = len(actions)
+        self.batch_size = min(int(settings.batch_size or default_batch_size), self.n_rows)
+        per_epoch = max(self.n_rows // self.batch_size, 1)
+        if settings.samples_per_update > 0:
+            per_epoch = min(per_epoch, max(settings.samples_per_update // self.batch_size, 1))
+        self.batches = per_epoch * int(settings.num_epoch or 1)
+        self.strategy = distribute.learner_strategy()
+        self.replicas = distribute.replicas(self.strategy)
+        where = f"Behavior {behavior}: pretraining: " if behavior else "pretraining: "
+        distribute.check_batch_size(self.batch_size, 1, self.replicas, where=where)
+        with self.strategy.scope():
+            self.optimizer = Adam(learning_rate=self.base_learning_rate, name="sac_bc_adam")
+            self.optimizer.build(networks.actor_variables)
+        self.rng = np.random.default_rng([int(seed), 2])
+        self._fn = tf.function(self._steps if self.replicas == 1 else self._steps_replicated, autograph=False)
+
+    def learning_rate(self, step: int) -> float:
+        """``learning_rate × strength``, linearly to 0 at ``steps`` (constant when ``steps`` is 0)."""
+        if self.settings.steps == 0:
+            return self.base_learning_rate
+        return self.base_learning_rate * max(1.0 - float(step) / self.settings.steps, 0.0)
+
+    def loss(self, b: Mapping[str, tf.Tensor]) -> tf.Tensor:
+        """The mean imitation loss of a mini-batch (a replica's share of it under a strategy)."""
+        nets = self.networks
+        obs = nets.observe(b[Field.VECTOR_OBS])
+        if nets.is_discrete:
+            per_row = -nets.distribution(obs, b[Field.ACTION_MASK]).log_prob(b[Field.ACTIONS])
+        else:
+            action, _ = nets.sample(obs, b[NOISE])
+            per_row = tf.reduce_mean(tf.square(action - b[Field.ACTIONS]), axis=-1)
+        return tf.reduce_mean(per_row) / float(replicas_in_sync())
+
+    def _step(self, b: Mapping[str, tf.Tensor]) -> tf.Tensor:
+        variables = self.networks.actor_variables
+        with tf.GradientTape() as tape:
+            value = self.loss(b)
+        grads = tape.gradient(value, variables)
+        self.optimizer.apply_gradients(zip([tf.zeros_like(v) if g is None else g for g, v in zip(grads, variables)],
+                                           variables))
+        return value
+
+    def _steps(self, stacked: dict[str, tf.Tensor], learning_rate: tf.Tensor) -> tf.Tensor:
+        self.optimizer.learning_rate.assign(learning_rate)
+
+        def body(i: tf.Tensor, total: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            return i + 1, total + self._step({k: v[i] for k, v in stacked.items()})
+
+        n = tf.shape(next(iter(stacked.values())))[0]
+        return tf.while_loop(lambda i, _: i < n, body, (tf.constant(0), tf.constant(0.0)))[1]
+
+    def _steps_replicated(self, per_replica: Any, learning_rate: tf.Tensor) -> tf.Tensor:
+        self.optimizer.learning_rate.assign(learning_rate)
+
+        def replica_step(i: tf.Tensor, local: Mapping[str, tf.Tensor]) -> tf.Tensor:
+            return tf.reshape(self._step({k: v[i] for k, v in local.items()}), [1])
+
+        return distribute.run_minibatches(self.strategy, replica_step, per_replica, 1)[0]
+
+    def minibatches(self) -> dict[str, np.ndarray]:
+        """An update's mini-batches ``[batches, batch_size, ...]``: shuffled passes over the rows
+        (with the actor's sampling noise, continuous)."""
+        per_epoch = self.n_rows // self.batch_size
+        order = np.concatenate([self.rng.permutation(self.n_rows)[: per_epoch * self.batch_size]
+                                for _ in range(-(-self.batches // per_epoch))])
+        rows = order[: self.batches * self.batch_size].reshape(self.batches, self.batch_size)
+        stacked = {k: v[rows] for k, v in self.data.items()}
+        if not self.networks.is_discrete:
+            shape = (*rows.shape, self.networks.action_size)
+            stacked[NOISE] = self.rng.standard_normal(shape, dtype=np.float32)
+        return stacked
+
+    def update(self, step: int) -> dict[str, float]:
+        """One update's mini-batches in one compiled call; the mean loss as a statistic."""
+        lr = self.learning_rate(step)
+        if lr <= 0.0:
+            return {LOSS_STAT: 0.0}
+        stacked: Any = self.minibatches()
+        if self.replicas > 1:
+            dtypes = {k: tf.as_dtype(v.dtype) for k, v in stacked.items()}
+            stacked = distribute.distribute_minibatches(self.strategy, stacked, dtypes)
+        total = self._fn(stacked, np.float32(lr))
+        return {LOSS_STAT: float(total) / self.batches}
