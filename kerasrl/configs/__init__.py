@@ -19,6 +19,7 @@ They are package data, so they are there after ``pip install kerasrl`` too::
   (figures in docs/benchmarks/learning.md);
 * ``sac_pendulum``, ``sac_halfcheetah``: SAC (``trainer: sac``) with Stable-Baselines3's RL-Zoo
   settings for Pendulum-v1 and HalfCheetah-v5 (MuJoCo), in ML-Agents' SAC keys;
+  ``sac_cartpole``: discrete SAC on CartPole-v1 (its figures: ``benchmarks/sac_cartpole_seeds.py``);
 * ``offline_bc``: behavioral cloning alone on the built-in Simple1D from a recorded demo
   (``demos/Simple1D.demo``; its comments say how to record one). ``online_bc`` has no sample: it
   needs an environment with a second, teacher behavior that reports its actions, which no
