@@ -6,10 +6,11 @@ The SavedModel (``{behavior}.savedmodel/``) has two signatures over the same inp
 for continuous actions ``clip(μ, −s, s) / s``, ``s`` the action scale, 3 by default) and
 ``stochastic`` (an action sampled inside the graph), both by ``ActorCritic.select_action``.
 Inputs, named as the model's (``kerasrl.fields.Field``): ``vector_obs`` (raw: the observation
-normalizer is inside the graph), ``visual_obs{i}``, ``action_mask`` (discrete),
+normalizer is inside the graph), ``visual_obs{i}``, ``action_mask`` (discrete, hybrid),
 ``memory`` and ``prev_action`` (recurrent; ``prev_action`` for discrete actions with
 ``recurrent_style: mlagents``). Outputs keep ML-Agents 0.9's exported names: ``action``, ``action_probs`` (discrete:
-the masked probabilities; continuous: ``μ``), ``value_estimate`` (the first reward signal's),
+the masked probabilities; continuous: ``μ``; hybrid: ``μ`` then the masked probabilities; the
+hybrid ``action`` is the continuous actions then the branch indices, as floats), ``value_estimate`` (the first reward signal's),
 ``recurrent_out`` (the next memory, recurrent only). ``{behavior}.onnx`` is the
 ``deterministic`` function (ONNX opset 13); ``{behavior}.unity.onnx`` is the policy as the ML-Agents
 Unity package's inference runs it (``kerasrl.unity_export``; not for recurrent policies);
@@ -32,7 +33,7 @@ from kerasrl.envs.registry import BUILTIN_ENVS, make_env
 from kerasrl.exception import TrainerError
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
-from kerasrl.models.distributions import MaskedMultiCategorical
+from kerasrl.models.distributions import HybridDistribution, MaskedMultiCategorical
 from kerasrl.ppo.learner import PPOLearner
 from kerasrl.sac.exported import SACExportedPolicy
 from kerasrl.sac.learner import SACLearner
@@ -99,7 +100,13 @@ class ExportedPolicy(tf.Module):
         dist = model.distribution(out, inputs)
         noise = None if deterministic else model.graph_noise(tf.shape(inputs[self.input_names[0]])[0])
         action, _ = model.select_action(dist, noise, deterministic)
-        return self._outputs(out, action, dist.probs if isinstance(dist, MaskedMultiCategorical) else out["mu"])
+        if isinstance(dist, MaskedMultiCategorical):
+            probs = dist.probs
+        elif isinstance(dist, HybridDistribution):
+            probs = tf.concat([out["mu"], dist.categorical.probs], axis=-1)
+        else:
+            probs = out["mu"]
+        return self._outputs(out, action, probs)
 
     def description(self) -> dict[str, Any]:
         """What a user of the exported files needs to feed and read them."""
@@ -110,6 +117,7 @@ class ExportedPolicy(tf.Module):
             "inputs": {k: [None, *v.shape[1:]] for k, v in model.input_signature().items()},
             "outputs": outputs,
             "is_continuous_control": int(not model.is_discrete),
+            "action_type": spec.action_type.value,
             "action_output_shape": list(spec.action_shape),
             "memory_size": int(model.memory_size),
             "normalized_inside": model.normalizer is not None,

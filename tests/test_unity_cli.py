@@ -17,13 +17,14 @@ from tests.process_tools import free_ports, group_members
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STANDIN = os.path.join(ROOT, "tests", "unity_standin", "StandIn")
 FINAL = re.compile(r"^final steps=(\d+) mean_return=(\S+)", re.M)
-CONFIG = ("Simple1D:\n  batch_size: 16\n  buffer_size: 64\n  learning_rate: 5.0e-3\n  hidden_units: 16\n"
+CONFIG = ("Simple1D:\n  batch_size: 16\n  buffer_size: 64\n  learning_rate: {learning_rate}\n  hidden_units: 16\n"
           "  summary_freq: 500\n  max_steps: {steps}\n")
 
 
-def _learn(tmp_path, *args: str, steps: int = 3000, player: str = STANDIN) -> subprocess.Popen:
+def _learn(tmp_path, *args: str, steps: int = 3000, player: str = STANDIN,
+           learning_rate: float = 5.0e-3) -> subprocess.Popen:
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(CONFIG.format(steps=steps))
+    cfg.write_text(CONFIG.format(steps=steps, learning_rate=learning_rate))
     (port,) = free_ports(1)
     command = [sys.executable, "-m", "kerasrl.cli", str(cfg), "--env", player, "--base-port", str(port), "--seed", "1",
                "--results-dir", str(tmp_path), "--run-id", "r", "--progress-every", "1000", *args]
@@ -82,6 +83,18 @@ def test_trains_the_visual_scene_given_with_its_extension(tmp_path):
     assert code == 0, err
     m = FINAL.search(out)
     assert m and float(m.group(2)) >= 0.9, out
+
+
+@pytest.mark.slow
+def test_trains_the_hybrid_scene_on_two_players(tmp_path):
+    """Continuous and discrete actions at once: the player quits with an error unless every
+    action carries one of each, and the walker reaches its goal only when both heads learned."""
+    code, out, err = _finish(_learn(tmp_path, "--num-envs", "2", "--env-args", "--scene", "hybrid", steps=5000,
+                                    learning_rate=1.0e-2), timeout=180)
+    assert code == 0, err
+    m = FINAL.search(out)
+    assert m and float(m.group(2)) >= 0.9, out
+    assert all((tmp_path / "r" / "run_logs" / f"Player-{i}.log").read_text().rstrip().endswith("quit") for i in (0, 1))
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ pytest.importorskip("tf2onnx", reason="the Unity ONNX export needs kerasrl[onnx]
 
 DISCRETE = BehaviorSpec(((3,), (20, 24, 3), (2,)), "discrete", (3, 2))
 CONTINUOUS = BehaviorSpec(((4,),), "continuous", (2,))
+HYBRID = BehaviorSpec(((4,),), "hybrid", (2, 3, 2))  # 2 continuous actions, branches of 3 and 2
 
 
 def _model(spec: BehaviorSpec) -> ActorCritic:
@@ -77,6 +78,33 @@ def test_continuous_contract_and_actions(tmp_path):
     sampled = out["continuous_actions"]
     assert sampled.shape == (32, 2) and (np.abs(sampled) <= 1.0).all()
     assert not np.allclose(sampled, keras)  # drawn, not the mean
+
+
+def test_hybrid_contract_has_both_kinds_of_actions(tmp_path):
+    model = _model(HYBRID)
+    path = save_unity_onnx(model, str(tmp_path / "h.unity.onnx"))
+    graph = onnx.load(path).graph
+    assert {i.name: _shape(i) for i in graph.input} == {"obs_0": [None, 4], "action_masks": [None, 5]}
+    outputs = {o.name: _shape(o) for o in graph.output}
+    assert outputs == {"version_number": [1], "memory_size": [1], "continuous_actions": [None, 2],
+                       "deterministic_continuous_actions": [None, 2], "continuous_action_output_shape": [1],
+                       "discrete_actions": [None, 2], "deterministic_discrete_actions": [None, 2],
+                       "discrete_action_output_shape": [2]}
+    obs = _observations(HYBRID, 32, np.random.default_rng(0))
+    mask = np.ones((32, 5), np.float32)
+    mask[:, 1] = mask[:, 2] = 0.0  # branch 0 may take only action 0
+    session = ort.InferenceSession(path)
+    out = dict(zip([o.name for o in session.get_outputs()], session.run(None, {"obs_0": obs[0], "action_masks": mask})))
+    assert out["continuous_action_output_shape"].tolist() == [2.0]
+    assert out["discrete_action_output_shape"].tolist() == [3.0, 2.0]
+    assert out["version_number"].tolist() == [3.0] and out["memory_size"].tolist() == [0.0]
+    keras = ExportedPolicy(model).deterministic(tf.constant(obs[0]), tf.constant(mask))["action"].numpy()
+    np.testing.assert_allclose(out["deterministic_continuous_actions"], keras[:, :2], atol=1e-5)
+    np.testing.assert_array_equal(out["deterministic_discrete_actions"], keras[:, 2:].astype(np.int64))
+    assert out["discrete_actions"].dtype == np.int64 and (out["discrete_actions"][:, 0] == 0).all()
+    assert ((out["discrete_actions"] >= 0) & (out["discrete_actions"] < [3, 2])).all()
+    assert np.abs(out["continuous_actions"]).max() <= 1.0
+    assert not np.allclose(out["continuous_actions"], keras[:, :2])  # drawn, not the mean
 
 
 def test_export_policy_writes_it_beside_the_others_but_not_for_recurrent_policies(tmp_path):
