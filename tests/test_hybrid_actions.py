@@ -124,3 +124,117 @@ def test_action_features_are_the_floats_then_one_hot_branches():
     actions = tf.constant([[0.5, -0.25, 2.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
     np.testing.assert_allclose(action_features(actions, SPEC).numpy(),
                                [[0.5, -0.25, 0, 0, 1, 0, 1], [0.0, 1.0, 1, 0, 0, 1, 0]])
+
+
+def _signal_rows(n: int, rng: np.random.Generator) -> dict:
+    from tests.test_reward_signals import make_rows
+
+    rows = make_rows(SPEC, n, rng)
+    rows[Field.ACTIONS][:, 2:] = np.stack([rng.integers(0, b, n) for b in SPEC.discrete_branches], 1)
+    return rows
+
+
+@pytest.mark.parametrize("kind", ["curiosity", "gail"])
+def test_curiosity_and_gail_take_both_kinds_of_actions(kind):
+    from tests.test_reward_signals import as_buffer, make_signal
+
+    rng = np.random.default_rng(4)
+    options = {} if kind == "curiosity" else {"use_actions": True}
+    signal = make_signal(kind, SPEC, NetworkSettings(), demo=(SPEC, as_buffer(_signal_rows(40, rng))), **options)
+    rows = _signal_rows(24, rng)
+    stats = signal.update(as_buffer(rows), n_sequences=2)
+    assert set(stats) == set(signal.loss_names) and all(math.isfinite(v) for v in stats.values())
+    rewards = signal.evaluate_batch({k: rows[k] for k in signal.batch_fields}).scaled_reward
+    assert rewards.shape == (24,) and np.isfinite(rewards).all() and rewards.any()
+    if kind == "curiosity":  # the inverse model: squared error of the continuous part + each branch's cross-entropy
+        model, batch = signal.model, {k: tf.constant(v) for k, v in rows.items()}
+        phi, phi_next = model.encode(batch, nxt=False), model.encode(batch, nxt=True)
+        hidden = model.inverse_hidden(tf.concat([phi, phi_next], axis=-1))
+        actions = rows[Field.ACTIONS]
+        hand = ((model.inverse_out[0](hidden).numpy() - actions[:, :2]) ** 2).sum(1)
+        for k, layer in enumerate(model.inverse_out[1:]):
+            probs = tf.nn.softmax(layer(hidden)).numpy()
+            hand -= np.log(probs[np.arange(24), actions[:, 2 + k].astype(int)] + 1e-10)
+        got = model.inverse_loss(phi, phi_next, action_features(tf.constant(actions), SPEC)).numpy()
+        np.testing.assert_allclose(got, hand, rtol=1e-5)
+
+
+def test_behavioral_cloning_adds_the_squared_error_and_the_branches_negative_log_likelihood():
+    from kerasrl.bc.learner import BCLearner, imitation_batch
+    from tests.test_reward_signals import as_buffer
+
+    rng = np.random.default_rng(6)
+    rows = _signal_rows(12, rng)
+    rows[Field.ACTIONS][:, :2] *= 1.5  # the expert's continuous actions are clipped to [-1, 1]
+    rows[Field.ACTION_MASK] = np.ones((12, 5), np.float32)
+    rows[Field.EPISODE_ID] = np.zeros(12, np.int64)
+    model = _model()
+    batch = imitation_batch(SPEC, as_buffer(rows), model)
+    loss = BCLearner(model, 1e-3, sample_noise=False).loss({k: tf.constant(v) for k, v in batch.items()}, None)
+    out = model(model.acting_inputs([rows[Field.VECTOR_OBS]]))
+    actions = rows[Field.ACTIONS]
+    squashed = np.clip(out["mu"].numpy(), -3, 3) / 3
+    hand = ((squashed - np.clip(actions[:, :2], -1, 1)) ** 2).mean(1)
+    start = 0
+    for k, size in enumerate(SPEC.discrete_branches):
+        z = out["logits"].numpy()[:, start:start + size]
+        p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
+        p = (p + EPSILON) / (p + EPSILON).sum(1, keepdims=True)
+        hand -= np.log(p[np.arange(12), actions[:, 2 + k].astype(int)] + EPSILON)
+        start += size
+    np.testing.assert_allclose(loss.numpy(), hand.mean(), rtol=1e-5)
+
+
+class _Recorder:
+    """A one-step Gymnasium env that keeps the actions it is given."""
+
+    def __new__(cls, space):
+        import gymnasium
+        from gymnasium import spaces
+
+        class Env(gymnasium.Env):
+            observation_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+            action_space = space
+            taken: list = []
+
+            def reset(self, *, seed=None, options=None):
+                return np.zeros(2, np.float32), {}
+
+            def step(self, action):
+                Env.taken.append(action)
+                return np.zeros(2, np.float32), 0.0, False, False, {}
+
+        return Env()
+
+
+def test_gymnasium_tuple_and_dict_action_spaces_are_hybrid_actions():
+    import gymnasium
+    from gymnasium import spaces
+
+    from kerasrl.envs.gym_adapter import GymnasiumEnv
+
+    box = spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32))
+    env = GymnasiumEnv(_Recorder(spaces.Tuple((box, spaces.Discrete(3, start=1)))))
+    spec = env.behavior_specs[env.behavior_name]
+    assert (spec.action_type.value, spec.action_shape) == ("hybrid", (2, 3))
+    env.reset()
+    env.step({env.behavior_name: np.array([[0.5, -1.0, 2.0]], np.float32)})
+    action = type(env.env).taken[-1]
+    np.testing.assert_allclose(action[0], [1.0, 0.0])
+    assert action[1] == 3  # branch index 2 of Discrete(3, start=1)
+    with pytest.raises(EnvironmentException, match="fall outside branch sizes"):
+        env.step({env.behavior_name: np.array([[0.5, -1.0, 3.0]], np.float32)})
+
+    space = spaces.Dict({"move": spaces.MultiDiscrete([2, 4]), "aim": spaces.Box(-1.0, 1.0, (1,), np.float32)})
+    vector = gymnasium.vector.SyncVectorEnv([lambda: _Recorder(space)] * 2)
+    env = GymnasiumEnv(vector)
+    assert env.behavior_specs[env.behavior_name].action_shape == (1, 2, 4)
+    env.reset()
+    env.step({env.behavior_name: np.array([[0.25, 1, 3], [-0.5, 0, 2]], np.float32)})
+    taken = [e.taken[-1] for e in vector.envs]
+    assert [list(a) for a in taken] == [list(space.spaces)] * 2  # the space's own key order
+    np.testing.assert_array_equal(taken[1]["move"], [0, 2])
+    np.testing.assert_allclose(taken[0]["aim"], [0.25])
+
+    with pytest.raises(EnvironmentException, match="must hold one Box and one Discrete or MultiDiscrete"):
+        GymnasiumEnv(_Recorder(spaces.Tuple((box, box))))

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from kerasrl.exception import TrainerError
 from kerasrl.export import ExportedPolicy, export_policy
+from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.settings import NetworkSettings
 from kerasrl.spec import BehaviorSpec
@@ -115,3 +116,25 @@ def test_export_policy_writes_it_beside_the_others_but_not_for_recurrent_policie
     assert "unity_onnx" not in export_policy(recurrent, str(tmp_path / "b"), "Memory", onnx=True)
     with pytest.raises(TrainerError, match="recurrent policies are not exported for Unity"):
         UnityInferencePolicy(recurrent)
+
+
+def test_export_policy_writes_a_hybrid_policy_in_every_form(tmp_path):
+    """SavedModel, ONNX and Unity ONNX of a hybrid policy act alike: the continuous actions, then
+    the branch indices."""
+    model = _model(HYBRID)
+    paths = export_policy(model, str(tmp_path), "Hybrid", onnx=True)
+    obs = _observations(HYBRID, 16, np.random.default_rng(2))[0]
+    mask = np.ones((16, 5), np.float32)
+    mask[:, 0] = 0.0  # branch 0 never takes action 0
+    expected = model.act(model.acting_inputs([obs], mask), np.zeros((16, 4), np.float32), True)[Field.ACTIONS].numpy()
+    saved = tf.saved_model.load(paths["savedmodel"]).signatures["deterministic"]
+    np.testing.assert_allclose(saved(vector_obs=tf.constant(obs), action_mask=tf.constant(mask))["action"].numpy(),
+                               expected, atol=1e-5)
+    onnx_action = ort.InferenceSession(paths["onnx"]).run(["action"], {"vector_obs": obs, "action_mask": mask})[0]
+    np.testing.assert_allclose(onnx_action, expected, atol=1e-5)
+    unity = ort.InferenceSession(paths["unity_onnx"])
+    cont, disc = unity.run(["deterministic_continuous_actions", "deterministic_discrete_actions"],
+                           {"obs_0": obs, "action_masks": mask})
+    np.testing.assert_allclose(cont, expected[:, :2], atol=1e-5)
+    np.testing.assert_array_equal(disc, expected[:, 2:].astype(np.int64))
+    assert (disc[:, 0] != 0).all()
