@@ -238,3 +238,16 @@ def test_gymnasium_tuple_and_dict_action_spaces_are_hybrid_actions():
 
     with pytest.raises(EnvironmentException, match="must hold one Box and one Discrete or MultiDiscrete"):
         GymnasiumEnv(_Recorder(spaces.Tuple((box, box))))
+
+
+def test_sac_refuses_hybrid_actions_in_one_line(tmp_path):
+    from gymnasium import spaces
+
+    import kerasrl
+    from kerasrl.exception import TrainerError
+    from kerasrl.envs.gym_adapter import GymnasiumEnv
+
+    space = spaces.Tuple((spaces.Box(-1.0, 1.0, (1,), np.float32), spaces.Discrete(2)))
+    env = GymnasiumEnv(_Recorder(space), behavior_name="Hybrid")
+    with pytest.raises(TrainerError, match="^Behavior Hybrid has hybrid actions .* sac trainer does not take"):
+        kerasrl.SAC(env, run_dir=str(tmp_path / "run"))
