@@ -244,8 +244,8 @@ def test_sac_refuses_hybrid_actions_in_one_line(tmp_path):
     from gymnasium import spaces
 
     import kerasrl
-    from kerasrl.exception import TrainerError
     from kerasrl.envs.gym_adapter import GymnasiumEnv
+    from kerasrl.exception import TrainerError
 
     space = spaces.Tuple((spaces.Box(-1.0, 1.0, (1,), np.float32), spaces.Discrete(2)))
     env = GymnasiumEnv(_Recorder(space), behavior_name="Hybrid")
