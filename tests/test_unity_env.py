@@ -142,6 +142,62 @@ def test_continuous_scene(tmp_path):
         env.close()
 
 
+def test_hybrid_scene_gets_both_kinds_of_actions(tmp_path):
+    """The hybrid scene's player walks by the continuous stride in the discrete direction (and
+    quits with an error unless each action carries one of each)."""
+    env = _env(tmp_path, "--scene", "hybrid", seed=3)
+    try:
+        spec = env.behavior_specs[BEHAVIOR]
+        assert spec.is_hybrid and (spec.continuous_size, spec.discrete_branches) == (1, (2,))
+        goal = env.reset()[BEHAVIOR].observations[0][0, 0]
+        towards = 1.0 if goal > 0 else 0.0
+        for _ in range(3):  # a stride at or below 0: the walker stays
+            r = env.step({BEHAVIOR: np.array([[-0.5, 1.0 - towards]], np.float32)})[BEHAVIOR]
+            assert not r.done.any() and np.allclose(r.rewards, -0.001)
+        for step in range(14):  # 0.1 per step (a stride above 0.1 is clipped): the goal is 10 or 11 steps away
+            r = env.step({BEHAVIOR: np.array([[0.1 if step % 2 else 0.5, towards]], np.float32)})[BEHAVIOR]
+            if r.done.any():
+                break
+        assert step in (9, 10) and r.terminated[0] and np.isclose(r.rewards[0], 1.011)
+        with pytest.raises(Exception, match="Discrete actions for behavior 'Simple1D\\?team=0' fall outside"):
+            env.step({BEHAVIOR: np.array([[0.5, 2.0]], np.float32)})
+    finally:
+        env.close()
+    assert _log(tmp_path).rstrip().endswith("quit")
+
+
+def test_a_trainer_killed_with_sigkill_takes_its_player_along(tmp_path):
+    """SIGKILL leaves the trainer no cleanup: the kernel's parent-death signal ends its player
+    (which, as a Unity player, would play on without its trainer)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the parent-death signal is Linux's")
+    (port,) = free_ports(1)
+    script = ("import sys, time; from kerasrl.envs.unity import UnityEnvironment; "
+              f"env = UnityEnvironment({STANDIN!r}, base_port={port}, additional_args=['--outlive-trainer']); "
+              "print('ready', flush=True); time.sleep(60)")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trainer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                               env=dict(os.environ, PYTHONPATH=root))
+    try:
+        assert trainer.stdout.readline().strip() == "ready"
+        (player,) = _players_on(port)
+        trainer.send_signal(signal.SIGKILL)
+        trainer.wait(10)
+        deadline = time.monotonic() + 10
+        while _alive(player) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(player), "the player outlived its SIGKILLed trainer"
+    finally:
+        trainer.kill()
+        for pid in _players_on(port):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_action_masks(tmp_path):
     env = _env(tmp_path, "--scene", "masked", "--agents", "2")
     try:

@@ -17,7 +17,8 @@ at once: the discrete action is the direction, as in the vector scene, and the c
 the stride (clipped to [0, 0.1]: at 0 or below the walker stays).
 
 Faults for tests: ``--never-connect``, ``--crash-after N`` (exit 3 after N steps), ``--hang-after N``
-(stop answering after N steps), ``--communication-version V``. What arrives on the side
+(stop answering after N steps), ``--communication-version V``; ``--outlive-trainer`` plays on
+when the trainer is gone, as a Unity player does (by default the stand-in exits then). What arrives on the side
 channels is written to the log file; ``Simple1D/Goal`` is recorded on the statistics channel at
 every episode end.
 """
@@ -174,6 +175,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--never-connect", action="store_true")
     p.add_argument("--crash-after", type=int, default=None)
     p.add_argument("--hang-after", type=int, default=None)
+    p.add_argument("--outlive-trainer", action="store_true",
+                   help="play on when the trainer is gone (as a Unity player does), instead of exiting")
     p.add_argument("--late-behavior-after", type=int, default=None, help="a second behavior appears after N steps")
     args = p.parse_args(argv)
     log_file = open(args.logFile, "a", buffering=1) if args.logFile else None
@@ -187,6 +190,17 @@ def main(argv: list[str]) -> int:
         time.sleep(3600)
     scene = Scene(args, log)
     stub = pb_grpc.UnityToExternalProtoStub(grpc.insecure_channel(f"localhost:{args.mlagents_port}"))
+
+    def exchange(message: pb.UnityMessageProto, **kwargs) -> pb.UnityMessageProto:
+        try:
+            return stub.Exchange(message, **kwargs)
+        except grpc.RpcError:
+            if not args.outlive_trainer:
+                raise
+            log("trainer gone: playing on")
+            time.sleep(3600)
+            raise
+
     first = output_message(scene.decisions(), scene)
     init = first.unity_output.rl_initialization_output
     init.name, init.communication_version, init.package_version = "StandIn", args.communication_version, "2.0.1"
@@ -198,13 +212,13 @@ def main(argv: list[str]) -> int:
     if args.scene != "continuous":
         params.action_spec.num_discrete_actions = 1
         params.action_spec.discrete_branch_sizes.append(3 if args.scene == "masked" else 2)
-    reply = stub.Exchange(first, wait_for_ready=True, timeout=120)
+    reply = exchange(first, wait_for_ready=True, timeout=120)
     if reply.header.status == 400:
         return 0
     seed = reply.unity_input.rl_initialization_input.seed
     log(f"seed {seed}")
     scene.random.seed(seed)  # the goals of every reset on follow the trainer's seed
-    reply = stub.Exchange(pb.UnityMessageProto(header=pb.HeaderProto(status=200)))
+    reply = exchange(pb.UnityMessageProto(header=pb.HeaderProto(status=200)))
     steps = 0
     while reply.header.status != 400:
         rl_input = reply.unity_input.rl_input
@@ -230,7 +244,7 @@ def main(argv: list[str]) -> int:
             late = message.unity_output.rl_initialization_output.brain_parameters.add(brain_name="Late")
             late.action_spec.num_continuous_actions = 1
             message.unity_output.rl_output.agentInfos["Late"].value.append(scene.info({"id": 1, "goal": 1}))
-        reply = stub.Exchange(message)
+        reply = exchange(message)
     log("quit")
     return 0
 
