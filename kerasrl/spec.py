@@ -141,6 +141,13 @@ def concat_vector_observations(spec: BehaviorSpec, observations: Sequence[np.nda
     return np.concatenate([observations[i] for i in idx], axis=1)
 
 
+def behavior_file_name(behavior: str) -> str:
+    """``behavior`` as it names files and folders (checkpoints, metrics CSV, TensorBoard folder,
+    exported models): ``?`` and ``=`` become ``_``, so that a team suffix names no file with them
+    (``Striker?team=1`` -> ``Striker_team_1``); the behavior itself keeps its id everywhere else."""
+    return behavior.replace("?", "_").replace("=", "_")
+
+
 def pick_behavior(specs: Mapping[str, BehaviorSpec], behavior: Optional[str],
                   error: type[Exception] = ValueError) -> str:
     """``behavior`` if the environment has it, else (``None``) its only behavior; otherwise

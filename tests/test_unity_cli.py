@@ -73,8 +73,12 @@ def test_trains_the_standin_scene_to_its_threshold(tmp_path):
     assert m and int(m.group(1)) >= 3000 and float(m.group(2)) >= 0.9, out
     log = (tmp_path / "r" / "run_logs" / "Player-0.log").read_text()
     assert "nographics=True batchmode=True" in log and "engine 2 10" in log and "seed 1" in log
-    assert (tmp_path / "r" / "models" / "Simple1D?team=0").is_dir()
-    assert "Simple1D/Goal" in (tmp_path / "r" / "Simple1D?team=0.csv").read_text().splitlines()[0]
+    # files name the behavior Simple1D?team=0 without "?" or "=": checkpoints, exports, CSV, TensorBoard
+    models = tmp_path / "r" / "models" / "Simple1D_team_0"
+    assert {"Simple1D_team_0.unity.onnx", "Simple1D_team_0.weights.h5"} <= set(os.listdir(models))
+    assert "Simple1D/Goal" in (tmp_path / "r" / "Simple1D_team_0.csv").read_text().splitlines()[0]
+    assert "r_Simple1D_team_0" in os.listdir(tmp_path / "r" / "summaries")
+    assert not [p for p in tmp_path.rglob("*") if "?" in p.name or "=" in p.name]
 
 
 @pytest.mark.slow
@@ -116,7 +120,7 @@ def test_two_players_on_consecutive_ports(tmp_path):
     assert "seed 1" in logs[0] and "seed 2" in logs[1]
     assert all(log.rstrip().endswith("quit") for log in logs)
     # what the scenes recorded came through the worker processes
-    assert "Simple1D/Goal" in (tmp_path / "r" / "Simple1D?team=0.csv").read_text().splitlines()[0]
+    assert "Simple1D/Goal" in (tmp_path / "r" / "Simple1D_team_0.csv").read_text().splitlines()[0]
 
 
 @pytest.mark.slow
@@ -127,7 +131,7 @@ def test_a_player_that_crashes_mid_run(tmp_path):
     line = err.strip().splitlines()[-1]
     assert "exited with code 3" in line and STANDIN in line and "port " in line and "Player-0.log" in line, err
     assert "The model was saved at step" in line
-    assert any(n.startswith("model-") for n in os.listdir(tmp_path / "r" / "models" / "Simple1D?team=0"))
+    assert any(n.startswith("model-") for n in os.listdir(tmp_path / "r" / "models" / "Simple1D_team_0"))
     _assert_no_process_left(proc)
 
 

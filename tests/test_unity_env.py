@@ -398,3 +398,32 @@ def test_make_env_takes_a_player_path(tmp_path):
     assert not is_unity_env("CartPole-v1") and not is_unity_env("ALE/Pong-v5")
     with pytest.raises(Exception, match="is one Unity player here; --num-envs must be 1"):
         make_env(STANDIN, 2, 0)
+
+
+def test_a_team_suffix_names_no_file_with_question_mark_or_equals(tmp_path):
+    """Checkpoints, metrics, TensorBoard and exported files name ``Striker?team=1`` as
+    ``Striker_team_1``; two behaviors that would share one name are refused in one line."""
+    from kerasrl.exception import TrainerError
+    from kerasrl.export import export_policy
+    from kerasrl.models.actor_critic import ActorCritic
+    from kerasrl.settings import NetworkSettings, RunContext
+    from kerasrl.spec import BehaviorSpec, behavior_file_name
+    from kerasrl.trainers.factory import create_trainers
+
+    assert behavior_file_name("Striker?team=1") == "Striker_team_1"
+    assert behavior_file_name("CartPole-v1") == "CartPole-v1"
+    context = RunContext.in_results_dir(str(tmp_path), "run")
+    paths = [context.behavior_model_path("Striker?team=1"), context.metrics_path("Striker?team=1"),
+             context.summary_path("Striker?team=1")]
+    assert [os.path.relpath(p, tmp_path) for p in paths] == [
+        "run/models/Striker_team_1", "run/Striker_team_1.csv", "run/summaries/run_Striker_team_1"]
+    spec = BehaviorSpec(((3,),), "discrete", (2,))
+    model = ActorCritic(spec, network=NetworkSettings(hidden_units=4), seed=0)
+    files = export_policy(model, paths[0], "Striker?team=1", onnx=False)
+    assert sorted(os.path.basename(p) for p in files.values()) == ["Striker_team_1.policy.json",
+                                                                    "Striker_team_1.savedmodel"]
+    with open(files["policy_json"]) as f:
+        assert '"behavior": "Striker?team=1"' in f.read()  # the id itself is kept
+    with pytest.raises(TrainerError, match="Behaviors 'Striker\\?team=1' and 'Striker_team_1' would write .* "
+                                           "under one name, 'Striker_team_1'"):
+        create_trainers(None, {"Striker?team=1": spec, "Striker_team_1": spec}, context)
