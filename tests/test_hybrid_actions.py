@@ -66,6 +66,21 @@ def test_the_numpy_mirror_acts_as_the_keras_model():
         np.testing.assert_array_equal(numpy_out[Field.ACTIONS_PRE][:, 2:], actions[:, 2:])
 
 
+def test_the_visual_numpy_mirror_acts_as_the_keras_model():
+    from kerasrl.models.numpy_visual import NumpyVisualActorCritic
+
+    spec = BehaviorSpec(((2,), (20, 20, 1)), "hybrid", (2, 3))
+    model = ActorCritic(spec, network=NetworkSettings(hidden_units=8, vis_encode_type="simple"), seed=1)
+    rng = np.random.default_rng(0)
+    inputs = model.acting_inputs([rng.normal(size=(5, 2)).astype(np.float32), rng.random((5, 20, 20, 1), np.float32)])
+    noise = model.draw_noise(rng, 5)
+    for deterministic in (False, True):
+        keras_out = model.act(inputs, noise, deterministic)
+        numpy_out = NumpyVisualActorCritic(model).act(inputs, noise, deterministic)
+        for key, value in keras_out.items():
+            np.testing.assert_allclose(numpy_out[key], value.numpy(), atol=1e-5, err_msg=key)
+
+
 def _hand_log_prob_and_entropy(model: ActorCritic, inputs: dict, pre: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The joint log-probability and entropy, from the model's raw outputs, in plain numpy."""
     out = model(inputs)
