@@ -326,11 +326,13 @@ class ActorCritic(keras.Model):
 
     def graph_noise(self, batch: tf.Tensor) -> tf.Tensor:
         """Noise of ``draw_noise``'s kinds drawn by TensorFlow ops, for sampling inside an exported graph."""
-        normal = tf.random.normal(tf.stack([batch, self.continuous_size]))
-        uniform = tf.random.uniform(tf.stack([batch, len(self.branches)]), minval=1e-7, maxval=1.0)
         if self.is_discrete:
-            return uniform
-        return tf.concat([normal, uniform], axis=-1) if self.branches else normal
+            return tf.random.uniform(tf.stack([batch, len(self.branches)]), minval=1e-7, maxval=1.0)
+        normal = tf.random.normal(tf.stack([batch, self.continuous_size]))
+        if not self.branches:
+            return normal
+        uniform = tf.random.uniform(tf.stack([batch, len(self.branches)]), minval=1e-7, maxval=1.0)
+        return tf.concat([normal, uniform], axis=-1)
 
     def select_action(self, dist: ActionDistribution, noise: Optional[tf.Tensor],
                       deterministic: bool = False) -> tuple[tf.Tensor, Optional[tf.Tensor]]:
