@@ -31,7 +31,7 @@ def create_trainer(behavior: str, spec: BehaviorSpec, settings: TrainerSettings,
     if settings.trainer == "sac":
         if spec.is_hybrid:
             raise TrainerError(f"Behavior {behavior} has hybrid actions (continuous and discrete at once), which the "
-                               "sac trainer does not take; train it with trainer_type: ppo.")
+                               "sac trainer does not take; train it with trainer: ppo.")
         return SACTrainer(behavior, spec, settings, context, reward_buff_cap)
     if settings.trainer in ("offline_bc", "online_bc"):
         cls = OfflineBCTrainer if settings.trainer == "offline_bc" else OnlineBCTrainer
