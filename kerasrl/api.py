@@ -450,7 +450,7 @@ class _Agent:
     # -- acting --------------------------------------------------------------------------
     def _checked_mask(self, action_mask: Optional[np.ndarray], n: int) -> Optional[np.ndarray]:
         """``action_mask`` as float32 ``[n, Σ branches]`` (discrete; ``None``: all allowed)."""
-        if action_mask is None or not self.spec.is_discrete:
+        if action_mask is None or not self.spec.has_action_mask:
             return None
         mask = np.asarray(action_mask, np.float32)
         width = self.spec.action_mask_size

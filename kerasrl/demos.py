@@ -115,7 +115,7 @@ def _check_contract(path: str, spec: BehaviorSpec, buffer: AgentBuffer) -> None:
     if spec.vector_observation_size:
         needed.append(Field.VECTOR_OBS)
     needed += [Field.visual_obs(j) for j in range(len(spec.visual_observation_shapes))]
-    if spec.is_discrete:
+    if spec.has_action_mask:
         needed.append(Field.ACTION_MASK)
     missing = [k for k in needed if k not in buffer]
     if missing:

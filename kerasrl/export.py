@@ -6,15 +6,17 @@ The SavedModel (``{behavior}.savedmodel/``) has two signatures over the same inp
 for continuous actions ``clip(μ, −s, s) / s``, ``s`` the action scale, 3 by default) and
 ``stochastic`` (an action sampled inside the graph), both by ``ActorCritic.select_action``.
 Inputs, named as the model's (``kerasrl.fields.Field``): ``vector_obs`` (raw: the observation
-normalizer is inside the graph), ``visual_obs{i}``, ``action_mask`` (discrete),
+normalizer is inside the graph), ``visual_obs{i}``, ``action_mask`` (discrete, hybrid),
 ``memory`` and ``prev_action`` (recurrent; ``prev_action`` for discrete actions with
 ``recurrent_style: mlagents``). Outputs keep ML-Agents 0.9's exported names: ``action``, ``action_probs`` (discrete:
-the masked probabilities; continuous: ``μ``), ``value_estimate`` (the first reward signal's),
+the masked probabilities; continuous: ``μ``; hybrid: ``μ`` then the masked probabilities; the
+hybrid ``action`` is the continuous actions then the branch indices, as floats), ``value_estimate`` (the first reward signal's),
 ``recurrent_out`` (the next memory, recurrent only). ``{behavior}.onnx`` is the
 ``deterministic`` function (ONNX opset 13); ``{behavior}.unity.onnx`` is the policy as the ML-Agents
 Unity package's inference runs it (``kerasrl.unity_export``; not for recurrent policies);
 ``{behavior}.policy.json`` records the inputs,
-outputs, memory size and action layout. Every file is written beside a temporary one and
+outputs, memory size and action layout. Files and folders name a behavior by
+``kerasrl.spec.behavior_file_name`` (a team suffix ``?team=1`` as ``_team_1``). Every file is written beside a temporary one and
 renamed into place, so an interrupted export leaves the previous one whole.
 """
 from __future__ import annotations
@@ -32,13 +34,13 @@ from kerasrl.envs.registry import BUILTIN_ENVS, make_env
 from kerasrl.exception import TrainerError
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
-from kerasrl.models.distributions import MaskedMultiCategorical
+from kerasrl.models.distributions import HybridDistribution, MaskedMultiCategorical
 from kerasrl.ppo.learner import PPOLearner
 from kerasrl.sac.exported import SACExportedPolicy
 from kerasrl.sac.learner import SACLearner
 from kerasrl.sac.networks import SACNetworks
 from kerasrl.settings import TrainerSettings, load_trainer_config
-from kerasrl.spec import BehaviorSpec
+from kerasrl.spec import BehaviorSpec, behavior_file_name
 from kerasrl.trainers.bc_trainer import BC_TRAINER_TYPES, bc_checkpoint_objects, bc_model
 from kerasrl.trainers.checkpoint import BEHAVIOR_FILE, CheckpointSaver, export_weights, read_behavior_record
 from kerasrl.trainers.trainer import Trainer
@@ -99,7 +101,13 @@ class ExportedPolicy(tf.Module):
         dist = model.distribution(out, inputs)
         noise = None if deterministic else model.graph_noise(tf.shape(inputs[self.input_names[0]])[0])
         action, _ = model.select_action(dist, noise, deterministic)
-        return self._outputs(out, action, dist.probs if isinstance(dist, MaskedMultiCategorical) else out["mu"])
+        if isinstance(dist, MaskedMultiCategorical):
+            probs = dist.probs
+        elif isinstance(dist, HybridDistribution):
+            probs = tf.concat([out["mu"], dist.categorical.probs], axis=-1)
+        else:
+            probs = out["mu"]
+        return self._outputs(out, action, probs)
 
     def description(self) -> dict[str, Any]:
         """What a user of the exported files needs to feed and read them."""
@@ -110,6 +118,7 @@ class ExportedPolicy(tf.Module):
             "inputs": {k: [None, *v.shape[1:]] for k, v in model.input_signature().items()},
             "outputs": outputs,
             "is_continuous_control": int(not model.is_discrete),
+            "action_type": spec.action_type.value,
             "action_output_shape": list(spec.action_shape),
             "memory_size": int(model.memory_size),
             "normalized_inside": model.normalizer is not None,
@@ -168,13 +177,14 @@ def export_policy(model: "ActorCritic | SACNetworks", folder: str, behavior: str
     ``{behavior}.savedmodel``, ``{behavior}.policy.json`` and, when ``onnx`` (default: when
     tf2onnx is installed), ``{behavior}.onnx``. Returns the paths."""
     os.makedirs(folder, exist_ok=True)
+    name = behavior_file_name(behavior)
     policy = SACExportedPolicy(model) if isinstance(model, SACNetworks) else ExportedPolicy(model)
-    paths = {"savedmodel": save_savedmodel(policy, os.path.join(folder, f"{behavior}.savedmodel"))}
+    paths = {"savedmodel": save_savedmodel(policy, os.path.join(folder, f"{name}.savedmodel"))}
     if onnx or (onnx is None and onnx_available()):
-        paths["onnx"] = save_onnx(policy, os.path.join(folder, f"{behavior}.onnx"))
+        paths["onnx"] = save_onnx(policy, os.path.join(folder, f"{name}.onnx"))
         if isinstance(model, ActorCritic) and not unity_contract_supported(model):  # PPO's (SAC's: not yet)
-            paths["unity_onnx"] = save_unity_onnx(model, os.path.join(folder, f"{behavior}.unity.onnx"))
-    info_path = os.path.join(folder, f"{behavior}.policy.json")
+            paths["unity_onnx"] = save_unity_onnx(model, os.path.join(folder, f"{name}.unity.onnx"))
+    info_path = os.path.join(folder, f"{name}.policy.json")
     with open(info_path + ".tmp", "w", encoding="utf-8") as f:
         json.dump({"behavior": behavior, **policy.description(), "files": {k: os.path.basename(v) for k, v in paths.items()}},
                   f, indent=1)
@@ -190,7 +200,7 @@ def export_trainers(trainers: Mapping[str, Trainer]) -> None:
     for behavior, trainer in trainers.items():
         if trainer.writes_results:
             model = trainer.trained_model
-            export_weights(model, os.path.join(trainer.model_path, f"{behavior}.weights.h5"))
+            export_weights(model, os.path.join(trainer.model_path, f"{behavior_file_name(behavior)}.weights.h5"))
             export_policy(model, trainer.model_path, behavior)
 
 
@@ -236,7 +246,7 @@ def export_run(run_dir: str, onnx: Optional[bool] = None) -> dict[str, dict[str,
     older: Optional[dict[str, BehaviorSpec]] = None
     exported = {}
     for behavior in record["behaviors"]:
-        folder = os.path.join(run_dir, "models", behavior)
+        folder = os.path.join(run_dir, "models", behavior_file_name(behavior))
         saved = read_behavior_record(folder)
         if saved is not None:
             spec, seed = BehaviorSpec.from_dict(saved["spec"]), int(saved.get("seed") or 0)

@@ -52,10 +52,13 @@ class _RandomPolicy:
 
     def get_action(self, result: StepResult) -> ActionInfo:
         n = len(result)
-        if self.spec.is_discrete:
-            action = (self.rng.random((n, self.spec.action_size)) * np.asarray(self.spec.discrete_branches)).astype(np.int32)
-        else:
-            action = self.rng.uniform(-1.0, 1.0, (n, self.spec.action_size)).astype(np.float32)
+        spec = self.spec
+        chosen = np.floor(self.rng.random((n, len(spec.discrete_branches))) * np.asarray(spec.discrete_branches))
+        if spec.is_discrete:
+            action = chosen.astype(np.int32)
+        else:  # continuous, then (hybrid) the branch indices as floats
+            action = np.concatenate([self.rng.uniform(-1.0, 1.0, (n, spec.continuous_size)), chosen],
+                                    axis=1).astype(np.float32)
         return ActionInfo(action, None, None, {Field.ACTIONS: action})
 
 

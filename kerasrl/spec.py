@@ -18,6 +18,8 @@ from kerasrl.exception import EnvironmentException
 class ActionType(str, enum.Enum):
     DISCRETE = "discrete"
     CONTINUOUS = "continuous"
+    #: Continuous and discrete actions at once (ML-Agents' hybrid actions).
+    HYBRID = "hybrid"
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,12 @@ class BehaviorSpec:
 
     ``observation_shapes``: one entry per observation; 1-D shapes are vector observations,
     3-D shapes ``(height, width, channels)`` are visual observations.
-    ``action_shape``: ``(size,)`` for continuous actions; the branch sizes for discrete.
+    ``action_shape``: ``(size,)`` for continuous actions; the branch sizes for discrete;
+    ``(continuous size, *branch sizes)`` for hybrid actions.
+
+    The action array of one step is int32 ``[n, branches]`` (discrete), float32 ``[n, size]``
+    (continuous) or, for hybrid actions, float32 ``[n, continuous size + branches]``: the
+    continuous actions first, then the branch indices as whole numbers.
     """
 
     observation_shapes: tuple[tuple[int, ...], ...]
@@ -62,6 +69,10 @@ class BehaviorSpec:
             raise EnvironmentException(
                 f"A continuous action shape must be (size,), got {self.action_shape}."
             )
+        if self.action_type == ActionType.HYBRID and len(self.action_shape) < 2:
+            raise EnvironmentException(
+                f"A hybrid action shape must be (continuous size, *branch sizes), got {self.action_shape}."
+            )
 
     @cached_property
     def is_discrete(self) -> bool:
@@ -72,19 +83,35 @@ class BehaviorSpec:
         return self.action_type == ActionType.CONTINUOUS
 
     @cached_property
+    def is_hybrid(self) -> bool:
+        return self.action_type == ActionType.HYBRID
+
+    @cached_property
     def discrete_branches(self) -> tuple[int, ...]:
-        """Branch sizes (discrete only; empty for continuous)."""
-        return self.action_shape if self.is_discrete else ()
+        """Branch sizes (discrete and hybrid; empty for continuous)."""
+        if self.is_discrete:
+            return self.action_shape
+        return self.action_shape[1:] if self.is_hybrid else ()
+
+    @cached_property
+    def continuous_size(self) -> int:
+        """Continuous action dimensions (continuous and hybrid; 0 for discrete)."""
+        return 0 if self.is_discrete else self.action_shape[0]
+
+    @cached_property
+    def has_action_mask(self) -> bool:
+        """Whether the agents have discrete branches, and so an action mask."""
+        return bool(self.discrete_branches)
 
     @cached_property
     def action_size(self) -> int:
-        """Columns of the action array sent to the env: branches (discrete) or dims (continuous)."""
-        return len(self.action_shape) if self.is_discrete else self.action_shape[0]
+        """Columns of the action array sent to the env: continuous dimensions plus branches."""
+        return self.continuous_size + len(self.discrete_branches)
 
     @cached_property
     def action_mask_size(self) -> int:
         """Width of the action-mask array: the sum of the branch sizes (0 for continuous)."""
-        return int(sum(self.action_shape)) if self.is_discrete else 0
+        return int(sum(self.discrete_branches))
 
     @cached_property
     def vector_observation_size(self) -> int:
@@ -112,6 +139,13 @@ def concat_vector_observations(spec: BehaviorSpec, observations: Sequence[np.nda
     if not idx:
         return np.zeros((n, 0), np.float32)
     return np.concatenate([observations[i] for i in idx], axis=1)
+
+
+def behavior_file_name(behavior: str) -> str:
+    """``behavior`` as it names files and folders (checkpoints, metrics CSV, TensorBoard folder,
+    exported models): ``?`` and ``=`` become ``_``, so that a team suffix names no file with them
+    (``Striker?team=1`` -> ``Striker_team_1``); the behavior itself keeps its id everywhere else."""
+    return behavior.replace("?", "_").replace("=", "_")
 
 
 def pick_behavior(specs: Mapping[str, BehaviorSpec], behavior: Optional[str],

@@ -5,12 +5,13 @@ that ``mlagents-learn`` exported. Its contract, as the package reads it:
 
 * inputs ``obs_0``, ``obs_1``, ... one per observation in the behavior's order: vectors
   ``[batch, size]``, images channels first ``[batch, channels, height, width]``; and, for
-  discrete actions, ``action_masks`` ``[batch, sum of branch sizes]`` (1 allowed, 0 masked);
+  discrete (and hybrid) actions, ``action_masks`` ``[batch, sum of branch sizes]`` (1 allowed, 0 masked);
 * outputs ``version_number`` (``[3]``) and ``memory_size`` (``[0]``), float constants; for
   continuous actions ``continuous_actions`` (sampled) and ``deterministic_continuous_actions``
   ``[batch, size]`` in [-1, 1], and ``continuous_action_output_shape`` (``[size]``); for discrete
   actions ``discrete_actions`` (sampled) and ``deterministic_discrete_actions`` ``[batch,
-  branches]`` (int64 indices), and ``discrete_action_output_shape`` (the branch sizes).
+  branches]`` (int64 indices), and ``discrete_action_output_shape`` (the branch sizes); for
+  hybrid actions both sets, as ``mlagents-learn`` exports them.
 
 The observation normalizer is inside the graph. Recurrent policies are not exported this way yet.
 """
@@ -51,7 +52,7 @@ class UnityInferencePolicy(tf.Module):
         spec = model.spec
         self.input_specs = [tf.TensorSpec([None, *(s if len(s) == 1 else (s[2], s[0], s[1]))], tf.float32,
                                           name=f"obs_{i}") for i, s in enumerate(spec.observation_shapes)]
-        if spec.is_discrete:
+        if spec.has_action_mask:
             self.input_specs.append(tf.TensorSpec([None, spec.action_mask_size], tf.float32, name="action_masks"))
         self.act = tf.function(self._act, input_signature=self.input_specs)
 
@@ -64,7 +65,7 @@ class UnityInferencePolicy(tf.Module):
             inputs[Field.VECTOR_OBS] = vectors[0] if len(vectors) == 1 else tf.concat(vectors, axis=-1)
         for j, i in enumerate(spec.visual_observation_indices):
             inputs[Field.visual_obs(j)] = tf.transpose(obs[i], [0, 2, 3, 1])  # channels first -> last
-        if spec.is_discrete:
+        if spec.has_action_mask:
             inputs[Field.ACTION_MASK] = tensors[-1]
         return inputs
 
@@ -78,14 +79,15 @@ class UnityInferencePolicy(tf.Module):
         best, _ = model.select_action(dist, None, True)
         result: dict[str, Any] = {"version_number": tf.constant([float(UNITY_MODEL_VERSION)]),
                                   "memory_size": tf.constant([0.0])}
-        if spec.is_discrete:
-            result["discrete_actions"] = tf.cast(sampled, tf.int64)
-            result["deterministic_discrete_actions"] = tf.cast(best, tf.int64)
+        size = spec.continuous_size  # the continuous columns come first (hybrid actions have both kinds)
+        if size:
+            result["continuous_actions"] = sampled[:, :size]
+            result["deterministic_continuous_actions"] = best[:, :size]
+            result["continuous_action_output_shape"] = tf.constant([float(size)])
+        if spec.discrete_branches:
+            result["discrete_actions"] = tf.cast(sampled[:, size:], tf.int64)
+            result["deterministic_discrete_actions"] = tf.cast(best[:, size:], tf.int64)
             result["discrete_action_output_shape"] = tf.constant([float(b) for b in spec.discrete_branches])
-        else:
-            result["continuous_actions"] = sampled
-            result["deterministic_continuous_actions"] = best
-            result["continuous_action_output_shape"] = tf.constant([float(spec.action_size)])
         return {name: tf.identity(value, name=name) for name, value in result.items()}
 
 

@@ -17,13 +17,14 @@ from tests.process_tools import free_ports, group_members
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STANDIN = os.path.join(ROOT, "tests", "unity_standin", "StandIn")
 FINAL = re.compile(r"^final steps=(\d+) mean_return=(\S+)", re.M)
-CONFIG = ("Simple1D:\n  batch_size: 16\n  buffer_size: 64\n  learning_rate: 5.0e-3\n  hidden_units: 16\n"
+CONFIG = ("Simple1D:\n  batch_size: 16\n  buffer_size: 64\n  learning_rate: {learning_rate}\n  hidden_units: 16\n"
           "  summary_freq: 500\n  max_steps: {steps}\n")
 
 
-def _learn(tmp_path, *args: str, steps: int = 3000, player: str = STANDIN) -> subprocess.Popen:
+def _learn(tmp_path, *args: str, steps: int = 3000, player: str = STANDIN,
+           learning_rate: float = 5.0e-3) -> subprocess.Popen:
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(CONFIG.format(steps=steps))
+    cfg.write_text(CONFIG.format(steps=steps, learning_rate=learning_rate))
     (port,) = free_ports(1)
     command = [sys.executable, "-m", "kerasrl.cli", str(cfg), "--env", player, "--base-port", str(port), "--seed", "1",
                "--results-dir", str(tmp_path), "--run-id", "r", "--progress-every", "1000", *args]
@@ -72,8 +73,12 @@ def test_trains_the_standin_scene_to_its_threshold(tmp_path):
     assert m and int(m.group(1)) >= 3000 and float(m.group(2)) >= 0.9, out
     log = (tmp_path / "r" / "run_logs" / "Player-0.log").read_text()
     assert "nographics=True batchmode=True" in log and "engine 2 10" in log and "seed 1" in log
-    assert (tmp_path / "r" / "models" / "Simple1D?team=0").is_dir()
-    assert "Simple1D/Goal" in (tmp_path / "r" / "Simple1D?team=0.csv").read_text().splitlines()[0]
+    # files name the behavior Simple1D?team=0 without "?" or "=": checkpoints, exports, CSV, TensorBoard
+    models = tmp_path / "r" / "models" / "Simple1D_team_0"
+    assert {"Simple1D_team_0.unity.onnx", "Simple1D_team_0.weights.h5"} <= set(os.listdir(models))
+    assert "Simple1D/Goal" in (tmp_path / "r" / "Simple1D_team_0.csv").read_text().splitlines()[0]
+    assert "r_Simple1D_team_0" in os.listdir(tmp_path / "r" / "summaries")
+    assert not [p for p in tmp_path.rglob("*") if "?" in p.name or "=" in p.name]
 
 
 @pytest.mark.slow
@@ -82,6 +87,18 @@ def test_trains_the_visual_scene_given_with_its_extension(tmp_path):
     assert code == 0, err
     m = FINAL.search(out)
     assert m and float(m.group(2)) >= 0.9, out
+
+
+@pytest.mark.slow
+def test_trains_the_hybrid_scene_on_two_players(tmp_path):
+    """Continuous and discrete actions at once: the player quits with an error unless every
+    action carries one of each, and the walker reaches its goal only when both heads learned."""
+    code, out, err = _finish(_learn(tmp_path, "--num-envs", "2", "--env-args", "--scene", "hybrid", steps=5000,
+                                    learning_rate=1.0e-2), timeout=180)
+    assert code == 0, err
+    m = FINAL.search(out)
+    assert m and float(m.group(2)) >= 0.9, out
+    assert all((tmp_path / "r" / "run_logs" / f"Player-{i}.log").read_text().rstrip().endswith("quit") for i in (0, 1))
 
 
 @pytest.mark.slow
@@ -103,7 +120,7 @@ def test_two_players_on_consecutive_ports(tmp_path):
     assert "seed 1" in logs[0] and "seed 2" in logs[1]
     assert all(log.rstrip().endswith("quit") for log in logs)
     # what the scenes recorded came through the worker processes
-    assert "Simple1D/Goal" in (tmp_path / "r" / "Simple1D?team=0.csv").read_text().splitlines()[0]
+    assert "Simple1D/Goal" in (tmp_path / "r" / "Simple1D_team_0.csv").read_text().splitlines()[0]
 
 
 @pytest.mark.slow
@@ -114,7 +131,7 @@ def test_a_player_that_crashes_mid_run(tmp_path):
     line = err.strip().splitlines()[-1]
     assert "exited with code 3" in line and STANDIN in line and "port " in line and "Player-0.log" in line, err
     assert "The model was saved at step" in line
-    assert any(n.startswith("model-") for n in os.listdir(tmp_path / "r" / "models" / "Simple1D?team=0"))
+    assert any(n.startswith("model-") for n in os.listdir(tmp_path / "r" / "models" / "Simple1D_team_0"))
     _assert_no_process_left(proc)
 
 

@@ -142,6 +142,62 @@ def test_continuous_scene(tmp_path):
         env.close()
 
 
+def test_hybrid_scene_gets_both_kinds_of_actions(tmp_path):
+    """The hybrid scene's player walks by the continuous stride in the discrete direction (and
+    quits with an error unless each action carries one of each)."""
+    env = _env(tmp_path, "--scene", "hybrid", seed=3)
+    try:
+        spec = env.behavior_specs[BEHAVIOR]
+        assert spec.is_hybrid and (spec.continuous_size, spec.discrete_branches) == (1, (2,))
+        goal = env.reset()[BEHAVIOR].observations[0][0, 0]
+        towards = 1.0 if goal > 0 else 0.0
+        for _ in range(3):  # a stride at or below 0: the walker stays
+            r = env.step({BEHAVIOR: np.array([[-0.5, 1.0 - towards]], np.float32)})[BEHAVIOR]
+            assert not r.done.any() and np.allclose(r.rewards, -0.001)
+        for step in range(14):  # 0.1 per step (a stride above 0.1 is clipped): the goal is 10 or 11 steps away
+            r = env.step({BEHAVIOR: np.array([[0.1 if step % 2 else 0.5, towards]], np.float32)})[BEHAVIOR]
+            if r.done.any():
+                break
+        assert step in (9, 10) and r.terminated[0] and np.isclose(r.rewards[0], 1.011)
+        with pytest.raises(Exception, match="Discrete actions for behavior 'Simple1D\\?team=0' fall outside"):
+            env.step({BEHAVIOR: np.array([[0.5, 2.0]], np.float32)})
+    finally:
+        env.close()
+    assert _log(tmp_path).rstrip().endswith("quit")
+
+
+def test_a_trainer_killed_with_sigkill_takes_its_player_along(tmp_path):
+    """SIGKILL leaves the trainer no cleanup: the kernel's parent-death signal ends its player
+    (which, as a Unity player, would play on without its trainer)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the parent-death signal is Linux's")
+    (port,) = free_ports(1)
+    script = ("import sys, time; from kerasrl.envs.unity import UnityEnvironment; "
+              f"env = UnityEnvironment({STANDIN!r}, base_port={port}, additional_args=['--outlive-trainer']); "
+              "print('ready', flush=True); time.sleep(60)")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trainer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                               env=dict(os.environ, PYTHONPATH=root))
+    try:
+        assert trainer.stdout.readline().strip() == "ready"
+        (player,) = _players_on(port)
+        trainer.send_signal(signal.SIGKILL)
+        trainer.wait(10)
+        deadline = time.monotonic() + 10
+        while _alive(player) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(player), "the player outlived its SIGKILLed trainer"
+    finally:
+        trainer.kill()
+        for pid in _players_on(port):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_action_masks(tmp_path):
     env = _env(tmp_path, "--scene", "masked", "--agents", "2")
     try:
@@ -342,3 +398,32 @@ def test_make_env_takes_a_player_path(tmp_path):
     assert not is_unity_env("CartPole-v1") and not is_unity_env("ALE/Pong-v5")
     with pytest.raises(Exception, match="is one Unity player here; --num-envs must be 1"):
         make_env(STANDIN, 2, 0)
+
+
+def test_a_team_suffix_names_no_file_with_question_mark_or_equals(tmp_path):
+    """Checkpoints, metrics, TensorBoard and exported files name ``Striker?team=1`` as
+    ``Striker_team_1``; two behaviors that would share one name are refused in one line."""
+    from kerasrl.exception import TrainerError
+    from kerasrl.export import export_policy
+    from kerasrl.models.actor_critic import ActorCritic
+    from kerasrl.settings import NetworkSettings, RunContext
+    from kerasrl.spec import BehaviorSpec, behavior_file_name
+    from kerasrl.trainers.factory import create_trainers
+
+    assert behavior_file_name("Striker?team=1") == "Striker_team_1"
+    assert behavior_file_name("CartPole-v1") == "CartPole-v1"
+    context = RunContext.in_results_dir(str(tmp_path), "run")
+    paths = [context.behavior_model_path("Striker?team=1"), context.metrics_path("Striker?team=1"),
+             context.summary_path("Striker?team=1")]
+    assert [os.path.relpath(p, tmp_path) for p in paths] == [
+        "run/models/Striker_team_1", "run/Striker_team_1.csv", "run/summaries/run_Striker_team_1"]
+    spec = BehaviorSpec(((3,),), "discrete", (2,))
+    model = ActorCritic(spec, network=NetworkSettings(hidden_units=4), seed=0)
+    files = export_policy(model, paths[0], "Striker?team=1", onnx=False)
+    assert sorted(os.path.basename(p) for p in files.values()) == ["Striker_team_1.policy.json",
+                                                                    "Striker_team_1.savedmodel"]
+    with open(files["policy_json"]) as f:
+        assert '"behavior": "Striker?team=1"' in f.read()  # the id itself is kept
+    with pytest.raises(TrainerError, match="Behaviors 'Striker\\?team=1' and 'Striker_team_1' would write .* "
+                                           "under one name, 'Striker_team_1'"):
+        create_trainers(None, {"Striker?team=1": spec, "Striker_team_1": spec}, context)

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from kerasrl.exception import TrainerError
 from kerasrl.export import ExportedPolicy, export_policy
+from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.settings import NetworkSettings
 from kerasrl.spec import BehaviorSpec
@@ -19,6 +20,7 @@ pytest.importorskip("tf2onnx", reason="the Unity ONNX export needs kerasrl[onnx]
 
 DISCRETE = BehaviorSpec(((3,), (20, 24, 3), (2,)), "discrete", (3, 2))
 CONTINUOUS = BehaviorSpec(((4,),), "continuous", (2,))
+HYBRID = BehaviorSpec(((4,),), "hybrid", (2, 3, 2))  # 2 continuous actions, branches of 3 and 2
 
 
 def _model(spec: BehaviorSpec) -> ActorCritic:
@@ -79,6 +81,33 @@ def test_continuous_contract_and_actions(tmp_path):
     assert not np.allclose(sampled, keras)  # drawn, not the mean
 
 
+def test_hybrid_contract_has_both_kinds_of_actions(tmp_path):
+    model = _model(HYBRID)
+    path = save_unity_onnx(model, str(tmp_path / "h.unity.onnx"))
+    graph = onnx.load(path).graph
+    assert {i.name: _shape(i) for i in graph.input} == {"obs_0": [None, 4], "action_masks": [None, 5]}
+    outputs = {o.name: _shape(o) for o in graph.output}
+    assert outputs == {"version_number": [1], "memory_size": [1], "continuous_actions": [None, 2],
+                       "deterministic_continuous_actions": [None, 2], "continuous_action_output_shape": [1],
+                       "discrete_actions": [None, 2], "deterministic_discrete_actions": [None, 2],
+                       "discrete_action_output_shape": [2]}
+    obs = _observations(HYBRID, 32, np.random.default_rng(0))
+    mask = np.ones((32, 5), np.float32)
+    mask[:, 1] = mask[:, 2] = 0.0  # branch 0 may take only action 0
+    session = ort.InferenceSession(path)
+    out = dict(zip([o.name for o in session.get_outputs()], session.run(None, {"obs_0": obs[0], "action_masks": mask})))
+    assert out["continuous_action_output_shape"].tolist() == [2.0]
+    assert out["discrete_action_output_shape"].tolist() == [3.0, 2.0]
+    assert out["version_number"].tolist() == [3.0] and out["memory_size"].tolist() == [0.0]
+    keras = ExportedPolicy(model).deterministic(tf.constant(obs[0]), tf.constant(mask))["action"].numpy()
+    np.testing.assert_allclose(out["deterministic_continuous_actions"], keras[:, :2], atol=1e-5)
+    np.testing.assert_array_equal(out["deterministic_discrete_actions"], keras[:, 2:].astype(np.int64))
+    assert out["discrete_actions"].dtype == np.int64 and (out["discrete_actions"][:, 0] == 0).all()
+    assert ((out["discrete_actions"] >= 0) & (out["discrete_actions"] < [3, 2])).all()
+    assert np.abs(out["continuous_actions"]).max() <= 1.0
+    assert not np.allclose(out["continuous_actions"], keras[:, :2])  # drawn, not the mean
+
+
 def test_export_policy_writes_it_beside_the_others_but_not_for_recurrent_policies(tmp_path):
     paths = export_policy(_model(CONTINUOUS), str(tmp_path / "a"), "Walker", onnx=True)
     assert paths["unity_onnx"].endswith("Walker.unity.onnx")
@@ -87,3 +116,25 @@ def test_export_policy_writes_it_beside_the_others_but_not_for_recurrent_policie
     assert "unity_onnx" not in export_policy(recurrent, str(tmp_path / "b"), "Memory", onnx=True)
     with pytest.raises(TrainerError, match="recurrent policies are not exported for Unity"):
         UnityInferencePolicy(recurrent)
+
+
+def test_export_policy_writes_a_hybrid_policy_in_every_form(tmp_path):
+    """SavedModel, ONNX and Unity ONNX of a hybrid policy act alike: the continuous actions, then
+    the branch indices."""
+    model = _model(HYBRID)
+    paths = export_policy(model, str(tmp_path), "Hybrid", onnx=True)
+    obs = _observations(HYBRID, 16, np.random.default_rng(2))[0]
+    mask = np.ones((16, 5), np.float32)
+    mask[:, 0] = 0.0  # branch 0 never takes action 0
+    expected = model.act(model.acting_inputs([obs], mask), np.zeros((16, 4), np.float32), True)[Field.ACTIONS].numpy()
+    saved = tf.saved_model.load(paths["savedmodel"]).signatures["deterministic"]
+    np.testing.assert_allclose(saved(vector_obs=tf.constant(obs), action_mask=tf.constant(mask))["action"].numpy(),
+                               expected, atol=1e-5)
+    onnx_action = ort.InferenceSession(paths["onnx"]).run(["action"], {"vector_obs": obs, "action_mask": mask})[0]
+    np.testing.assert_allclose(onnx_action, expected, atol=1e-5)
+    unity = ort.InferenceSession(paths["unity_onnx"])
+    cont, disc = unity.run(["deterministic_continuous_actions", "deterministic_discrete_actions"],
+                           {"obs_0": obs, "action_masks": mask})
+    np.testing.assert_allclose(cont, expected[:, :2], atol=1e-5)
+    np.testing.assert_array_equal(disc, expected[:, 2:].astype(np.int64))
+    assert (disc[:, 0] != 0).all()

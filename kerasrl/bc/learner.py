@@ -9,8 +9,9 @@ one compiled call (a ``tf.while_loop`` over the mini-batch plan), with its own A
 Loss: discrete, the negative log-likelihood of the expert's action in every branch (masked
 branches, summed over branches); continuous, the squared error between the policy's action
 (``ClippedGaussian.squash`` of μ, plus σ·ε when ``sample_noise``, ε drawn per mini-batch with
-shape ``[1, action_size]`` as ML-Agents 0.9 does) and the expert's action clipped to [−1, 1]. Both
-are averaged over the real (unmasked) rows.
+shape ``[1, action_size]`` as ML-Agents 0.9 does) and the expert's action clipped to [−1, 1];
+hybrid, the sum of both (the continuous columns' squared error, the branches' negative
+log-likelihood). All are averaged over the real (unmasked) rows.
 
 Under the learner's ``tf.distribute`` strategy (``kerasrl.distribute.learner_strategy``, taken at
 construction; the model must have been built in its scope too) the optimizer is built in its
@@ -72,9 +73,14 @@ def imitation_batch(spec: BehaviorSpec, demo: AgentBuffer, model: ActorCritic) -
         arrays[Field.VECTOR_OBS] = (demo[Field.VECTOR_OBS].array.astype(np.float32), 0.0)
     for j in range(len(spec.visual_observation_shapes)):
         arrays[Field.visual_obs(j)] = (demo[Field.visual_obs(j)].array.astype(np.float32), 0.0)
-    if spec.is_discrete:
+    if spec.has_action_mask:
         mask = demo[Field.ACTION_MASK].array if Field.ACTION_MASK in demo else np.ones((n, spec.action_mask_size))
         arrays[Field.ACTION_MASK] = (np.asarray(mask, np.float32), 1.0)
+    if spec.is_hybrid:  # the continuous columns clipped, the branch indices as they are
+        size = spec.continuous_size
+        arrays[Field.ACTIONS] = (np.concatenate([np.clip(actions[:, :size].astype(np.float32), -1.0, 1.0),
+                                                 actions[:, size:].astype(np.float32)], axis=1), 0.0)
+    elif spec.is_discrete:
         arrays[Field.ACTIONS] = (actions.astype(np.int32), 0.0)
         if model.uses_prev_action:
             prev = np.zeros_like(actions, dtype=np.int32)
@@ -140,15 +146,17 @@ class BCLearner:
             inputs[Field.MEMORY] = tf.zeros([n_seq, model.memory_size])
         out = model(inputs, sequence_length=self.sequence_length)
         masks = batch[Field.MASKS]
-        if model.is_discrete:
+        actions, size = batch[Field.ACTIONS], model.continuous_size
+        per_row = tf.zeros_like(masks)
+        if model.branches:
             dist = MaskedMultiCategorical(out["logits"], inputs[Field.ACTION_MASK], model.branches)
-            per_row = -dist.log_prob(batch[Field.ACTIONS])
-        else:
+            per_row += -dist.log_prob(tf.cast(actions[:, size:], tf.int32))
+        if size:
             pre = out["mu"]
             if noise is not None:
                 pre = pre + tf.exp(0.5 * out["log_sigma_sq"]) * noise
-            per_row = tf.reduce_mean(tf.square(ClippedGaussian.squash(pre, model.action_scale) - batch[Field.ACTIONS]),
-                                     axis=-1)
+            squashed = ClippedGaussian.squash(pre, model.action_scale)
+            per_row += tf.reduce_mean(tf.square(squashed - tf.cast(actions[:, :size], tf.float32)), axis=-1)
         if count is None:
             count = tf.maximum(tf.reduce_sum(masks), 1.0)
         return tf.reduce_sum(per_row * masks) / count
@@ -156,7 +164,7 @@ class BCLearner:
     def _step(self, batch: Mapping[str, tf.Tensor], i: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
         """One gradient step on a mini-batch (a replica's slice of it under a strategy); its loss."""
         variables = self.model.trainable_variables
-        noise = (tf.random.stateless_normal([1, self.spec.action_size], seed=tf.stack([seed, i]))
+        noise = (tf.random.stateless_normal([1, self.spec.continuous_size], seed=tf.stack([seed, i]))
                  if self.sample_noise else None)
         count = global_count(batch[Field.MASKS])
         with tf.GradientTape() as tape:

@@ -122,7 +122,7 @@ class StepResult:
             rewards=np.zeros(0, np.float32),
             terminated=np.zeros(0, bool),
             truncated=np.zeros(0, bool),
-            action_mask=np.ones((0, spec.action_mask_size), np.float32) if spec.is_discrete else None,
+            action_mask=np.ones((0, spec.action_mask_size), np.float32) if spec.has_action_mask else None,
         )
 
 
@@ -131,7 +131,8 @@ class Environment(abc.ABC):
 
     ``step(actions)`` takes, per behavior, an array whose rows follow the agent order of the
     *previous* result of that behavior: int32 ``[n, branches]`` for discrete actions,
-    float32 ``[n, size]`` for continuous ones.
+    float32 ``[n, size]`` for continuous ones, float32 ``[n, size + branches]`` for hybrid ones
+    (continuous first, then the branch indices).
     """
 
     #: True when the environment itself checks what it returns against its specs (shapes,
@@ -180,12 +181,16 @@ def check_actions(spec: BehaviorSpec, actions: np.ndarray, n_agents: int, behavi
         raise EnvironmentException(
             f"Actions for behavior '{behavior}' have shape {arr.shape}, expected {(n_agents, spec.action_size)}."
         )
-    if spec.is_discrete:
-        branches = np.asarray(spec.discrete_branches)
-        if n_agents and ((arr < 0) | (arr >= branches[None, :])).any():
+    branches = spec.discrete_branches
+    if branches and n_agents:
+        chosen = arr[:, spec.continuous_size:]
+        bad = (chosen < 0) | (chosen >= np.asarray(branches)[None, :])
+        if spec.is_hybrid:  # branch indices carried as floats must be whole numbers
+            bad |= chosen != np.floor(chosen)
+        if bad.any():
             raise EnvironmentException(
-                f"Discrete actions for behavior '{behavior}' fall outside branch sizes {spec.discrete_branches}."
+                f"Discrete actions for behavior '{behavior}' fall outside branch sizes {branches}."
             )
-    elif not np.isfinite(arr).all():
+    if spec.continuous_size and not np.isfinite(arr[:, : spec.continuous_size]).all():
         raise EnvironmentException(f"Continuous actions for behavior '{behavior}' contain NaN or inf.")
     return arr

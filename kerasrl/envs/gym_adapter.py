@@ -25,7 +25,9 @@ range kerasrl's visual encoders expect (as ML-Agents cameras give). Actions: ``D
 ``Box`` → continuous with ``prod(shape)`` dimensions. kerasrl continuous actions lie in
 [−1, 1] (the policy emits ``clip(x, −3, 3) / 3``); they are clipped to [−1, 1] and mapped
 affinely onto ``[low, high]`` for dimensions with both bounds finite, passed through otherwise
-(and clipped to the one finite bound, if any).
+(and clipped to the one finite bound, if any). A ``Tuple`` or ``Dict`` of one ``Box`` and one
+``Discrete`` or ``MultiDiscrete`` → hybrid actions (the Box's dimensions, mapped as above, then
+the branches), given back to the env as a tuple or dict in the space's own order.
 """
 from __future__ import annotations
 
@@ -42,12 +44,57 @@ from kerasrl.envs.base import (
     Environment,
     EnvironmentException,
     StepResult,
+    check_actions,
 )
 from kerasrl.envs.parameters import apply_gymnasium_parameters
 
 __all__ = ["GymnasiumEnv"]
 
 _BOX, _ONE_HOT = 0, 1
+
+
+class _HybridActions:
+    """A ``Tuple`` or ``Dict`` action space of one ``Box`` and one ``Discrete`` or ``MultiDiscrete``:
+    kerasrl's hybrid actions (the Box's dimensions, then the branches)."""
+
+    def __init__(self, space: spaces.Tuple | spaces.Dict, name: str) -> None:
+        parts = list(space.spaces.items()) if isinstance(space, spaces.Dict) else list(enumerate(space.spaces))
+        boxes = [(k, s) for k, s in parts if isinstance(s, spaces.Box)]
+        branches = [(k, s) for k, s in parts if isinstance(s, (spaces.Discrete, spaces.MultiDiscrete))]
+        if len(parts) != 2 or len(boxes) != 1 or len(branches) != 1:
+            raise EnvironmentException(
+                f"Gymnasium env '{name}': action space {space} is not supported; a Tuple or Dict action space "
+                "must hold one Box and one Discrete or MultiDiscrete (hybrid actions).")
+        self.keys = [k for k, _ in parts]
+        self.as_dict = isinstance(space, spaces.Dict)
+        (self.box_key, box), (self.branch_key, branch) = boxes[0], branches[0]
+        low = np.asarray(box.low, np.float64).reshape(-1)
+        high = np.asarray(box.high, np.float64).reshape(-1)
+        finite = np.isfinite(low) & np.isfinite(high)
+        low, high = np.where(finite, low, -1.0), np.where(finite, high, 1.0)
+        self.scale = ((high - low) / 2.0).astype(np.float32)
+        self.offset = ((high + low) / 2.0).astype(np.float32)
+        self.box_shape, self.box_dtype = tuple(box.shape), box.dtype
+        self.single = isinstance(branch, spaces.Discrete)
+        nvec = np.asarray(branch.n if self.single else branch.nvec, np.int64)  # type: ignore[union-attr]
+        self.branch_shape = tuple(nvec.shape)
+        self.start = np.asarray(branch.start, np.int64).reshape(1, -1)
+        self.action_shape = (int(low.shape[0]), *(int(n) for n in nvec.reshape(-1)))
+
+    def env_action(self, arr: np.ndarray, batched: bool) -> Any:
+        """kerasrl's (checked) hybrid action array as the env's tuple or dict."""
+        size = self.action_shape[0]
+        box = (np.clip(arr[:, :size], -1.0, 1.0) * self.scale + self.offset).astype(self.box_dtype)
+        chosen = arr[:, size:].astype(np.int64) + self.start
+        if batched:
+            values = {self.box_key: box.reshape((-1, *self.box_shape)),
+                      self.branch_key: chosen[:, 0] if self.single else chosen.reshape((-1, *self.branch_shape))}
+        else:
+            values = {self.box_key: box[0].reshape(self.box_shape),
+                      self.branch_key: int(chosen[0, 0]) if self.single else chosen[0].reshape(self.branch_shape)}
+        if self.as_dict:
+            return {k: values[k] for k in self.keys}
+        return tuple(values[k] for k in self.keys)
 
 
 def _observation_parts(space: spaces.Space, name: str) -> list[tuple[Optional[str], int, tuple[int, ...], Any]]:
@@ -178,6 +225,11 @@ class GymnasiumEnv(Environment):
 
     def _setup_actions(self, space: spaces.Space) -> ActionType:
         """Record how kerasrl actions map to the env's action space; return the kerasrl action type."""
+        self._hybrid: Optional[_HybridActions] = None
+        if isinstance(space, (spaces.Tuple, spaces.Dict)):
+            self._hybrid = _HybridActions(space, self.env_name)
+            self._action_shape: tuple[int, ...] = self._hybrid.action_shape
+            return ActionType.HYBRID
         self._act_kind: type = next(
             (k for k in (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box) if isinstance(space, k)),
             type(space),
@@ -186,7 +238,7 @@ class GymnasiumEnv(Environment):
         self._act_has_start = False
         self._act_start: Any = 0
         if isinstance(space, spaces.Discrete):
-            self._action_shape: tuple[int, ...] = (int(space.n),)
+            self._action_shape = (int(space.n),)
             self._act_start = np.int64(space.start)
             self._act_has_start = bool(space.start != 0)
             self._act_env_shape: tuple[int, ...] = ()
@@ -214,7 +266,8 @@ class GymnasiumEnv(Environment):
         else:
             raise EnvironmentException(
                 f"Gymnasium env '{self.env_name}': action space {space} is not supported "
-                "(Discrete, MultiDiscrete, MultiBinary or Box)."
+                "(Discrete, MultiDiscrete, MultiBinary, Box, or a Tuple or Dict of a Box and a Discrete or "
+                "MultiDiscrete)."
             )
         self._act_dtype = space.dtype if space.dtype is not None else np.int64
         self._act_single_branch = isinstance(space, spaces.Discrete)
@@ -243,6 +296,9 @@ class GymnasiumEnv(Environment):
                 raise EnvironmentException(
                     f"Actions for behavior '{self.behavior_name}' have shape {arr.shape}, expected {shape}."
                 )
+        if self._hybrid is not None:
+            checked = check_actions(self._spec, arr, shape[0], self.behavior_name)
+            return self._hybrid.env_action(checked, self.is_vector)
         if self._act_discrete:
             a = arr[:, 0] if self._act_single_branch else arr
             a = a.astype(np.int64)  # a fresh copy, so the caller's array is never modified

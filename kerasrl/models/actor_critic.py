@@ -1,8 +1,9 @@
-"""Actor-critic Keras models: continuous (separate policy/value streams) and multi-branch discrete.
+"""Actor-critic Keras models: continuous (separate policy/value streams), multi-branch discrete,
+and hybrid (both heads at once).
 
 Inputs are a dict of tensors:
 ``vector_obs`` ``[B, V]`` (when the behavior has vector observations), ``visual_obs{i}``
-``[B, h, w, c]`` per camera, ``action_mask`` ``[B, Σ branches]`` (discrete), ``memory``
+``[B, h, w, c]`` per camera, ``action_mask`` ``[B, Σ branches]`` (discrete, hybrid), ``memory``
 ``[B / L, memory_size]`` (recurrent: the memory at the start of each sequence of length ``L``)
 and ``prev_action`` ``[B, n_branches]`` (recurrent discrete, ``recurrent_style: mlagents``). One
 value head per reward signal.
@@ -22,11 +23,19 @@ import tensorflow as tf
 
 from kerasrl.arrays import shared_ones
 from kerasrl.fields import Field
-from kerasrl.models.distributions import MLAGENTS_ACTION_SCALE, ClippedGaussian, MaskedMultiCategorical
+from kerasrl.models.distributions import (
+    MLAGENTS_ACTION_SCALE,
+    ClippedGaussian,
+    HybridDistribution,
+    MaskedMultiCategorical,
+)
 from kerasrl.models.encoders import VectorEncoder, VisualEncoder, kernel_initializer
 from kerasrl.models.normalizer import Normalizer
 from kerasrl.settings import NetworkSettings
 from kerasrl.spec import BehaviorSpec, concat_vector_observations
+
+#: The action distributions an actor-critic acts with.
+ActionDistribution = MaskedMultiCategorical | ClippedGaussian | HybridDistribution
 
 
 class ModelConfigError(ValueError):
@@ -114,8 +123,9 @@ class ActorCritic(keras.Model):
     Continuous: separate policy and value streams; ``μ`` from a dense layer (init scale 0.01),
     a trainable state-independent ``log σ²`` starting at ``2·log_std_init`` (``gaussian_style:
     sb3``: ``log σ``, as Stable-Baselines3, so that Adam moves it as SB3's does). Discrete: one
-    shared stream, per-branch logits (no bias, init scale 0.01), masked. Value heads
-    ``{name}_value`` on the value stream.
+    shared stream, per-branch logits (no bias, init scale 0.01), masked. Hybrid: both heads on
+    the policy stream (separate streams, as continuous), log-probabilities and entropies summed.
+    Value heads ``{name}_value`` on the value stream.
     ``separate_value_network`` overrides the ML-Agents choice of streams (e.g. ``True`` for
     discrete actions, as Stable-Baselines3's default MLP policy).
     Recurrent: ``recurrent_style: mlagents`` puts the LSTM after the hidden layers (discrete
@@ -155,7 +165,10 @@ class ActorCritic(keras.Model):
         self.uses_prev_action = self.use_recurrent and spec.is_discrete and not self.lstm_first
         self.seed = seed
         self.is_discrete = spec.is_discrete
+        self.is_hybrid = spec.is_hybrid
         self.branches = list(spec.discrete_branches)
+        #: Continuous action dimensions (0 for discrete actions).
+        self.continuous_size = spec.continuous_size
         self.vector_size = spec.vector_observation_size
         self.num_visual = len(spec.visual_observation_shapes)
         self.normalizer = Normalizer(self.vector_size, name="normalizer") if network.normalize and self.vector_size else None
@@ -183,16 +196,16 @@ class ActorCritic(keras.Model):
 
         self.body = stream(0)
         self.value_body = stream(1) if self.separate_value_network else None
-        if self.is_discrete:
+        if self.branches:
             self.branch_logits = [
                 keras.layers.Dense(b, use_bias=False, kernel_initializer=kernel_initializer(init, "action", self._seed(10 + k)),
                                    name=f"branch_{k}")
                 for k, b in enumerate(self.branches)
             ]
-        else:
-            self.mu = keras.layers.Dense(spec.action_size, kernel_initializer=kernel_initializer(init, "action", self._seed(3)),
-                                         name="mu")
-            self._build_log_sigma(spec.action_size)
+        if self.continuous_size:
+            self.mu = keras.layers.Dense(self.continuous_size,
+                                         kernel_initializer=kernel_initializer(init, "action", self._seed(3)), name="mu")
+            self._build_log_sigma(self.continuous_size)
         self.value_heads = {
             name: keras.layers.Dense(1, kernel_initializer=kernel_initializer(init, "value", self._seed(20 + i)),
                                      name=f"{name}_value")
@@ -220,7 +233,7 @@ class ActorCritic(keras.Model):
             inputs[Field.VECTOR_OBS] = tf.zeros([batch, self.vector_size])
         for j, shape in enumerate(self.spec.visual_observation_shapes):
             inputs[Field.visual_obs(j)] = tf.zeros([batch, *shape])
-        if self.is_discrete:
+        if self.branches:
             inputs[Field.ACTION_MASK] = tf.ones([batch, sum(self.branches)])
         if self.use_recurrent:
             inputs[Field.MEMORY] = tf.zeros([batch, self.memory_size])
@@ -256,9 +269,9 @@ class ActorCritic(keras.Model):
             value_hidden, mem_v_out = self.value_body(vector=vector, visual=visual, extra=extra, memory=mem_v,
                                                       sequence_length=sequence_length)
             mem_out = tf.concat([mem_p_out, mem_v_out], axis=-1) if self.use_recurrent else None
-        if self.is_discrete:
+        if self.branches:
             out["logits"] = tf.concat([layer(hidden) for layer in self.branch_logits], axis=-1)
-        else:
+        if self.continuous_size:
             out["mu"] = self.mu(hidden)
             out["log_sigma_sq"] = self.log_sigma_sq_value()
         out["values"] = {name: tf.squeeze(head(value_hidden), -1) for name, head in self.value_heads.items()}
@@ -266,17 +279,21 @@ class ActorCritic(keras.Model):
             out[Field.MEMORY_OUT] = mem_out
         return out
 
-    def distribution(self, out: Mapping[str, Any], inputs: Mapping[str, tf.Tensor]) -> MaskedMultiCategorical | ClippedGaussian:
+    def distribution(self, out: Mapping[str, Any], inputs: Mapping[str, tf.Tensor]) -> ActionDistribution:
+        categorical = (MaskedMultiCategorical(out["logits"], inputs[Field.ACTION_MASK], self.branches)
+                       if self.branches else None)
         if self.is_discrete:
-            return MaskedMultiCategorical(out["logits"], inputs[Field.ACTION_MASK], self.branches)
-        return ClippedGaussian(out["mu"], out["log_sigma_sq"], self.action_scale,
-                               sum_entropy=self.gaussian_style == "sb3")
+            assert categorical is not None
+            return categorical
+        gaussian = ClippedGaussian(out["mu"], out["log_sigma_sq"], self.action_scale,
+                                   sum_entropy=self.gaussian_style == "sb3")
+        return gaussian if categorical is None else HybridDistribution(gaussian, categorical)
 
     def acting_inputs(self, observations: Sequence[np.ndarray], action_mask: Optional[np.ndarray] = None,
                       memory: Optional[np.ndarray] = None,
                       prev_action: Optional[np.ndarray] = None) -> dict[str, np.ndarray]:
         """The inputs of one acting step from one array per observation of the spec: vector
-        observations concatenated, cameras as ``visual_obs{j}``, the action mask (discrete; all
+        observations concatenated, cameras as ``visual_obs{j}``, the action mask (branches; all
         actions allowed when ``None``) and, when recurrent, the memory and previous action
         (zeros when ``None``: the start of an episode)."""
         spec = self.spec
@@ -286,7 +303,7 @@ class ActorCritic(keras.Model):
             inputs[Field.VECTOR_OBS] = concat_vector_observations(spec, observations)
         for j, i in enumerate(spec.visual_observation_indices):
             inputs[Field.visual_obs(j)] = observations[i]
-        if self.is_discrete:
+        if self.branches:
             inputs[Field.ACTION_MASK] = shared_ones(n, spec.action_mask_size) if action_mask is None else action_mask
         if self.use_recurrent:
             inputs[Field.MEMORY] = np.zeros((n, self.memory_size), np.float32) if memory is None else memory
@@ -296,26 +313,43 @@ class ActorCritic(keras.Model):
         return inputs
 
     def draw_noise(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        """The noise ``act`` samples ``n`` actions with, from ``rng``: uniform in [1e-7, 1)
-        (discrete, inverse-CDF) or standard normal (continuous), ``[n, action_size]``."""
+        """The noise ``act`` samples ``n`` actions with, from ``rng``: standard normal for the
+        continuous dimensions, then uniform in [1e-7, 1) for the branches (inverse-CDF),
+        ``[n, action_size]``."""
         if self.is_discrete:
             return np.maximum(rng.random((n, self.spec.action_size), dtype=np.float32), np.float32(1e-7))
-        return rng.standard_normal((n, self.spec.action_size), dtype=np.float32)
+        normal = rng.standard_normal((n, self.continuous_size), dtype=np.float32)
+        if not self.branches:
+            return normal
+        uniform = np.maximum(rng.random((n, len(self.branches)), dtype=np.float32), np.float32(1e-7))
+        return np.concatenate([normal, uniform], axis=1)
 
     def graph_noise(self, batch: tf.Tensor) -> tf.Tensor:
         """Noise of ``draw_noise``'s kinds drawn by TensorFlow ops, for sampling inside an exported graph."""
-        shape = tf.stack([batch, self.spec.action_size])
         if self.is_discrete:
-            return tf.random.uniform(shape, minval=1e-7, maxval=1.0)
-        return tf.random.normal(shape)
+            return tf.random.uniform(tf.stack([batch, len(self.branches)]), minval=1e-7, maxval=1.0)
+        normal = tf.random.normal(tf.stack([batch, self.continuous_size]))
+        if not self.branches:
+            return normal
+        uniform = tf.random.uniform(tf.stack([batch, len(self.branches)]), minval=1e-7, maxval=1.0)
+        return tf.concat([normal, uniform], axis=-1)
 
-    def select_action(self, dist: MaskedMultiCategorical | ClippedGaussian, noise: Optional[tf.Tensor],
+    def select_action(self, dist: ActionDistribution, noise: Optional[tf.Tensor],
                       deterministic: bool = False) -> tuple[tf.Tensor, Optional[tf.Tensor]]:
-        """The action the environment gets and, for continuous actions, the pre-squash action
-        (where log-probs are taken). Sampled with ``noise``; ``deterministic``: per branch the
-        most probable allowed action, or ``squash(μ)`` (``noise`` is then unused)."""
+        """The action the environment gets and, for continuous and hybrid actions, the pre-squash
+        action (where log-probs are taken; hybrid: followed by the branch indices). Sampled with
+        ``noise``; ``deterministic``: per branch the most probable allowed action, and
+        ``squash(μ)`` (``noise`` is then unused)."""
         if isinstance(dist, MaskedMultiCategorical):  # self.is_discrete
             return (dist.mode() if deterministic else dist.sample(noise)), None
+        if isinstance(dist, HybridDistribution):
+            size = self.continuous_size
+            gaussian, categorical = dist.gaussian, dist.categorical
+            pre = gaussian.mu if deterministic else gaussian.sample_pre(noise[:, :size])  # type: ignore[index]
+            chosen = categorical.mode() if deterministic else categorical.sample(noise[:, size:])  # type: ignore[index]
+            chosen = tf.cast(chosen, tf.float32)
+            return (tf.concat([ClippedGaussian.squash(pre, self.action_scale), chosen], axis=-1),
+                    tf.concat([pre, chosen], axis=-1))
         pre = dist.mu if deterministic else dist.sample_pre(noise)
         return ClippedGaussian.squash(pre, self.action_scale), pre
 
@@ -323,7 +357,7 @@ class ActorCritic(keras.Model):
         """Actions (``select_action``) with what training stores about them.
 
         Returns, named as ``Field``: ``actions`` (what the env gets), ``action_log_probs`` (per
-        branch / per dimension), ``entropy``, ``{signal}_value_estimates`` and, where they
+        dimension, then per branch), ``entropy``, ``{signal}_value_estimates`` and, where they
         apply, ``actions_pre`` and ``memory_out``.
         """
         out = self(inputs)
@@ -332,6 +366,9 @@ class ActorCritic(keras.Model):
         result: dict[str, tf.Tensor] = {Field.ACTIONS: action}
         if isinstance(dist, MaskedMultiCategorical):  # pre is None
             result[Field.ACTION_LOG_PROBS] = dist.branch_log_prob(action)
+        elif isinstance(dist, HybridDistribution):
+            result[Field.ACTIONS_PRE] = pre
+            result[Field.ACTION_LOG_PROBS] = dist.column_log_prob(pre)
         else:
             result[Field.ACTIONS_PRE] = pre
             result[Field.ACTION_LOG_PROBS] = dist.dim_log_prob(pre)
@@ -358,7 +395,8 @@ class ActorCritic(keras.Model):
 
     def evaluate_actions(self, inputs: Mapping[str, tf.Tensor], actions: tf.Tensor,
                          sequence_length: int = 1) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
-        """Log-prob ``[B]`` of stored actions (pre-clip for continuous), entropy ``[B]`` and values."""
+        """Log-prob ``[B]`` of stored actions (pre-clip for continuous; pre-clip then branch
+        indices for hybrid), entropy ``[B]`` and values."""
         out = self(inputs, sequence_length=sequence_length)
         dist = self.distribution(out, inputs)
         log_prob = dist.log_prob(actions)

@@ -33,7 +33,8 @@ class CuriosityModel(keras.Model):
         streams = len(self.visual_encoders) + (1 if self.vector_encoder is not None else 0)
         self.inverse_hidden = keras.layers.Dense(256, activation=swish, kernel_initializer=hidden_initializer(seed + 1),
                                                  name="inverse_hidden")
-        outputs = list(spec.discrete_branches) if spec.is_discrete else [spec.action_size]
+        # the continuous actions' prediction first, then one output per branch (hybrid actions have both)
+        outputs = ([spec.continuous_size] if spec.continuous_size else []) + list(spec.discrete_branches)
         self.inverse_out = [keras.layers.Dense(b, kernel_initializer=hidden_initializer(seed + 2 + k), name=f"inverse_{k}")
                             for k, b in enumerate(outputs)]
         self.forward_hidden = keras.layers.Dense(256, activation=swish, kernel_initializer=hidden_initializer(seed + 50),
@@ -56,12 +57,16 @@ class CuriosityModel(keras.Model):
         return 0.5 * tf.reduce_sum(tf.square(pred - phi_next), axis=-1)
 
     def inverse_loss(self, phi: tf.Tensor, phi_next: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
-        """Per row: Σ_dims squared error (continuous) or Σ_branches cross-entropy (discrete)."""
+        """Per row: Σ_dims squared error (continuous) plus Σ_branches cross-entropy (discrete)."""
         hidden = self.inverse_hidden(tf.concat([phi, phi_next], axis=-1))
-        if not self.spec.is_discrete:
-            return tf.reduce_sum(tf.square(self.inverse_out[0](hidden) - actions), axis=-1)
-        probs = tf.concat([tf.nn.softmax(layer(hidden)) for layer in self.inverse_out], axis=-1)
-        return -tf.reduce_sum(tf.math.log(probs + 1e-10) * actions, axis=-1)
+        size, layers = self.spec.continuous_size, list(self.inverse_out)
+        loss = tf.zeros_like(hidden[:, 0])
+        if size:
+            loss += tf.reduce_sum(tf.square(layers.pop(0)(hidden) - actions[:, :size]), axis=-1)
+        if layers:
+            probs = tf.concat([tf.nn.softmax(layer(hidden)) for layer in layers], axis=-1)
+            loss += -tf.reduce_sum(tf.math.log(probs + 1e-10) * actions[:, size:], axis=-1)
+        return loss
 
     def call(self, inputs: Mapping[str, tf.Tensor], actions: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """(forward error, inverse loss) per row; ``actions`` as ``action_features`` encodes them."""

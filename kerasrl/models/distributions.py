@@ -110,3 +110,34 @@ class ClippedGaussian:
         """Entropy per sample, averaged (ML-Agents) or summed (SB3) over dimensions: ``[batch]``."""
         reduce = tf.reduce_sum if self.sum_entropy else tf.reduce_mean
         return 0.5 * reduce(_LOG_2PIE + self.log_sigma_sq, axis=-1)
+
+
+class HybridDistribution:
+    """Continuous and discrete actions at once (hybrid actions): a :class:`ClippedGaussian` over
+    the continuous dimensions and a :class:`MaskedMultiCategorical` over the branches, independent
+    given the state, so that log-probabilities and entropies add up.
+
+    Actions are ``[batch, size + branches]``: the pre-clip continuous actions, then the branch
+    indices (as floats).
+    """
+
+    def __init__(self, gaussian: ClippedGaussian, categorical: MaskedMultiCategorical) -> None:
+        self.gaussian = gaussian
+        self.categorical = categorical
+        self.size = int(gaussian.mu.shape[-1])
+
+    def split(self, actions: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """The continuous (float) and discrete (int32) parts of ``actions``."""
+        return actions[:, : self.size], tf.cast(actions[:, self.size:], tf.int32)
+
+    def column_log_prob(self, actions: tf.Tensor) -> tf.Tensor:
+        """Log-prob per continuous dimension, then per branch: ``[batch, size + branches]``."""
+        pre, branches = self.split(actions)
+        return tf.concat([self.gaussian.dim_log_prob(pre), self.categorical.branch_log_prob(branches)], axis=-1)
+
+    def log_prob(self, actions: tf.Tensor) -> tf.Tensor:
+        return tf.reduce_sum(self.column_log_prob(actions), axis=-1)
+
+    def entropy(self) -> tf.Tensor:
+        """The Gaussian's entropy (averaged or summed over dimensions) plus every branch's."""
+        return self.gaussian.entropy() + self.categorical.entropy()

@@ -102,6 +102,7 @@ class NumpyActorCritic:
             raise ValueError("NumpyActorCritic supports actor-critics on vector observations only.")
         self.model = model
         self.is_discrete = model.is_discrete
+        self.continuous_size = model.continuous_size
         self.branches = list(model.branches)
         self._branch_sizes = np.asarray(self.branches, np.int64)
         self.stream_names = list(model.stream_names)
@@ -175,12 +176,17 @@ class NumpyActorCritic:
         heads = [dense(m.value_heads[name]) for name in self.stream_names]
         value_kernel = np.concatenate([k for k, _ in heads], axis=1)
         value_bias = np.concatenate([b for _, b in heads])
-        if self.is_discrete:
-            action_kernel = np.concatenate([dense(layer)[0] for layer in m.branch_logits], axis=1)
-            action_bias = np.zeros(action_kernel.shape[1], np.float32)
-        else:
-            action_kernel, action_bias = dense(m.mu)
+        kernels, biases = [], []
+        if self.continuous_size:  # μ first, then the branches' logits (hybrid actions have both)
+            mu_kernel, mu_bias = dense(m.mu)
+            kernels.append(mu_kernel)
+            biases.append(mu_bias)
             self._refresh_gaussian(values)
+        if self.branches:
+            kernels += [dense(layer)[0] for layer in m.branch_logits]
+            biases.append(np.zeros(sum(self.branches), np.float32))
+        action_kernel = np.concatenate(kernels, axis=1)
+        action_bias = np.concatenate(biases)
         self.n_actions = action_kernel.shape[1]
         value_body: Optional[list[Sequence[np.ndarray]]] = None
         if m.value_body is not None:
@@ -327,14 +333,33 @@ class NumpyActorCritic:
             deterministic: bool = False) -> dict[str, np.ndarray]:
         """Same outputs as ``ActorCritic.act`` for the same inputs, noise and ``deterministic``."""
         action_out, v, memory_out = self._step(inputs)
-        if not self.is_discrete:
+        size = self.continuous_size
+        if self.is_discrete:
+            out = self._categorical(action_out, inputs, noise, deterministic)
+        elif not self.branches:
             out = self._gaussian(action_out, noise, deterministic)
-        elif deterministic:
-            out = self._categorical_mode(action_out, np.asarray(inputs[Field.ACTION_MASK], np.float32))
         else:
-            out = self._categorical_sample(action_out, inputs[Field.ACTION_MASK], noise)
+            out = self._hybrid(self._gaussian(action_out[:, :size], noise[:, :size], deterministic),
+                               self._categorical(action_out[:, size:], inputs, noise[:, size:], deterministic))
         self._values(v, memory_out, out)
         return out
+
+    def _categorical(self, logits: np.ndarray, inputs: Mapping[str, np.ndarray], noise: np.ndarray,
+                     deterministic: bool) -> dict[str, np.ndarray]:
+        mask = inputs[Field.ACTION_MASK]
+        if deterministic:
+            return self._categorical_mode(logits, np.asarray(mask, np.float32))
+        return self._categorical_sample(np.ascontiguousarray(logits), mask, noise)
+
+    @staticmethod
+    def _hybrid(gaussian: dict[str, np.ndarray], categorical: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Hybrid actions' outputs (``ActorCritic.act``'s): continuous columns, then the branches."""
+        chosen = categorical[Field.ACTIONS].astype(np.float32)
+        return {Field.ACTIONS: np.concatenate([gaussian[Field.ACTIONS], chosen], axis=1),
+                Field.ACTIONS_PRE: np.concatenate([gaussian[Field.ACTIONS_PRE], chosen], axis=1),
+                Field.ACTION_LOG_PROBS: np.concatenate([gaussian[Field.ACTION_LOG_PROBS],
+                                                        categorical[Field.ACTION_LOG_PROBS]], axis=1),
+                Field.ENTROPY: gaussian[Field.ENTROPY] + categorical[Field.ENTROPY]}
 
     def _categorical_sample(self, logits: np.ndarray, mask: np.ndarray, noise: np.ndarray) -> dict[str, np.ndarray]:
         """``MaskedMultiCategorical.sample`` with its log-probs and entropy, in one kernel call."""

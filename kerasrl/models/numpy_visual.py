@@ -69,12 +69,17 @@ class NumpyVisualActorCritic(NumpyActorCritic):
         self.refresh_normalizer()
         self.streams = [self._stream(s, weights) for s in (m.body, m.value_body) if s is not None]
         self.action_head: tuple[np.ndarray, Optional[np.ndarray]]
-        if self.is_discrete:
-            self.action_head = (np.concatenate([weights(layer)[0] for layer in m.branch_logits], axis=1), None)
-        else:
+        kernels, biases = [], []
+        if self.continuous_size:  # μ first, then the branches' logits (hybrid actions have both)
             mu_kernel, mu_bias = weights(m.mu)
-            self.action_head = (mu_kernel, mu_bias)
+            kernels.append(mu_kernel)
+            biases.append(mu_bias)
             self._refresh_gaussian(values)
+        if self.branches:
+            kernels += [weights(layer)[0] for layer in m.branch_logits]
+            if biases:
+                biases.append(np.zeros(sum(self.branches), np.float32))
+        self.action_head = (np.concatenate(kernels, axis=1), np.concatenate(biases) if biases else None)
         heads = [weights(m.value_heads[name]) for name in self.stream_names]
         self.value_head = (np.concatenate([k for k, _ in heads], axis=1), np.concatenate([b for _, b in heads]))
 

@@ -118,7 +118,7 @@ class PPOPolicy:
     def experience_fields(self) -> list[str]:
         """The outputs of ``evaluate`` that are stored as experience, per agent and step."""
         fields = [Field.ACTIONS, Field.ACTION_LOG_PROBS]
-        if self.spec.is_continuous:
+        if not self.spec.is_discrete:  # continuous and hybrid actions
             fields.append(Field.ACTIONS_PRE)
         if self.use_recurrent:
             fields.append(Field.MEMORY)

@@ -56,11 +56,15 @@ def field_shapes(spec: BehaviorSpec) -> dict[str, tuple[int, ...]]:
 
 
 def action_features(actions: tf.Tensor, spec: BehaviorSpec) -> tf.Tensor:
-    """Actions as model input: one-hot per branch, concatenated (discrete) or the floats (continuous)."""
-    if spec.is_discrete:
-        actions = tf.cast(actions, tf.int32)
-        return tf.concat([tf.one_hot(actions[:, k], b) for k, b in enumerate(spec.discrete_branches)], axis=-1)
-    return tf.cast(actions, tf.float32)
+    """Actions as model input: the continuous floats, then one one-hot per branch, concatenated."""
+    if not spec.discrete_branches:
+        return tf.cast(actions, tf.float32)
+    size = spec.continuous_size
+    chosen = tf.cast(actions[:, size:], tf.int32)
+    parts = [tf.one_hot(chosen[:, k], b) for k, b in enumerate(spec.discrete_branches)]
+    if size:
+        parts.insert(0, tf.cast(actions[:, :size], tf.float32))
+    return tf.concat(parts, axis=-1)
 
 
 def replica_share() -> tuple[Any, int]:

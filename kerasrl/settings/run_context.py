@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 from kerasrl.exception import TrainerConfigError
 from kerasrl.settings.trainer import TrainerSettings
+from kerasrl.spec import behavior_file_name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,17 +47,20 @@ class RunContext:
         return cls(run_id=run_id, model_path=os.path.join(run_dir, "models"),
                    summaries_dir=os.path.join(run_dir, "summaries"), metrics_dir=run_dir, **kwargs)
 
+    # Paths name a behavior by behavior_file_name: no "?" or "=" of a team suffix in them.
     def summary_path(self, behavior: str) -> str:
-        return f"{self.summaries_dir}/{self.run_id}_{behavior}"
+        """The behavior's TensorBoard folder."""
+        return f"{self.summaries_dir}/{self.run_id}_{behavior_file_name(behavior)}"
 
     def metrics_path(self, behavior: str) -> str:
         """The behavior's metrics CSV."""
         if self.metrics_dir is None:
             return f"{self.summary_path(behavior)}.csv"
-        return os.path.join(self.metrics_dir, f"{behavior}.csv")
+        return os.path.join(self.metrics_dir, f"{behavior_file_name(behavior)}.csv")
 
     def behavior_model_path(self, behavior: str) -> str:
-        return f"{self.model_path}/{behavior}"
+        """The behavior's checkpoints and exported models."""
+        return f"{self.model_path}/{behavior_file_name(behavior)}"
 
     def max_steps_for(self, settings: TrainerSettings) -> int:
         return settings.max_steps if self.max_steps is None else self.max_steps

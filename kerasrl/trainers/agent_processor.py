@@ -196,7 +196,7 @@ class AgentProcessor:
         for key in self.experience_fields:
             fields[key] = outputs[key][rows]
         n = len(nxt.rewards[next_rows])
-        if self.spec.is_discrete:
+        if self.spec.has_action_mask:
             masks = curr.action_mask
             fields[Field.ACTION_MASK] = masks[rows] if masks is not None else shared_ones(n, self.spec.action_mask_size)
         fields[Field.MASKS] = shared_ones(n)

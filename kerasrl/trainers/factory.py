@@ -8,7 +8,7 @@ import tensorflow as tf
 from kerasrl.distribute import cluster, get_strategy
 from kerasrl.exception import TrainerError
 from kerasrl.settings import RunContext, TrainerConfig, TrainerSettings, load_trainer_config
-from kerasrl.spec import BehaviorSpec
+from kerasrl.spec import BehaviorSpec, behavior_file_name
 from kerasrl.trainers.bc_trainer import OfflineBCTrainer, OnlineBCTrainer
 from kerasrl.trainers.multi_host import MultiHostPPOTrainer
 from kerasrl.trainers.ppo_trainer import PPOTrainer
@@ -29,6 +29,9 @@ def create_trainer(behavior: str, spec: BehaviorSpec, settings: TrainerSettings,
     if settings.trainer == "ppo":
         return PPOTrainer(behavior, spec, settings, context, reward_buff_cap)
     if settings.trainer == "sac":
+        if spec.is_hybrid:
+            raise TrainerError(f"Behavior {behavior} has hybrid actions (continuous and discrete at once), which the "
+                               "sac trainer does not take; train it with trainer: ppo.")
         return SACTrainer(behavior, spec, settings, context, reward_buff_cap)
     if settings.trainer in ("offline_bc", "online_bc"):
         cls = OfflineBCTrainer if settings.trainer == "offline_bc" else OnlineBCTrainer
@@ -44,6 +47,7 @@ def create_trainers(config: ConfigLike, behavior_specs: Mapping[str, BehaviorSpe
     from the policy set for it on the env manager (a heuristic, a person, another run's policy)."""
     trainer_config = load_trainer_config(config)
     trainer_config.check_behaviors(behavior_specs)
+    _check_file_names(behavior_specs)
     caps = reward_buff_caps or {}
     teachers = {trainer_config.settings_for(name).behavioral_cloning.brain_to_imitate for name in behavior_specs
                 if trainer_config.settings_for(name).trainer == "online_bc"}
@@ -51,6 +55,16 @@ def create_trainers(config: ConfigLike, behavior_specs: Mapping[str, BehaviorSpe
         name: create_trainer(name, spec, trainer_config.settings_for(name), context, caps.get(name, 1))
         for name, spec in behavior_specs.items() if name not in teachers
     }
+
+
+def _check_file_names(behaviors: Mapping[str, Any]) -> None:
+    """Refuse (one line) two behaviors whose files would have one name (``behavior_file_name``)."""
+    seen: dict[str, str] = {}
+    for name in behaviors:
+        other = seen.setdefault(behavior_file_name(name), name)
+        if other != name:
+            raise TrainerError(f"Behaviors {other!r} and {name!r} would write their checkpoints and metrics under "
+                               f"one name, {behavior_file_name(name)!r}; rename one of them.")
 
 
 def initialize_trainers(

@@ -12,10 +12,13 @@ either end terminates its episode (reward +-1.011 by goal, -0.001 per other step
 steps truncate it (``max_step_reached``). An agent that ends reports its terminal info and its
 next episode's first decision in the same message, as Unity does. ``--scene visual`` shows the
 goal as a PNG image (left or right half lit), ``--scene continuous`` takes a continuous action, ``--scene masked`` has a third
-discrete action (stay) that its action mask never allows.
+discrete action (stay) that its action mask never allows, ``--scene hybrid`` takes both kinds
+at once: the discrete action is the direction, as in the vector scene, and the continuous one
+the stride (clipped to [0, 0.1]: at 0 or below the walker stays).
 
 Faults for tests: ``--never-connect``, ``--crash-after N`` (exit 3 after N steps), ``--hang-after N``
-(stop answering after N steps), ``--communication-version V``. What arrives on the side
+(stop answering after N steps), ``--communication-version V``; ``--outlive-trainer`` plays on
+when the trainer is gone, as a Unity player does (by default the stand-in exits then). What arrives on the side
 channels is written to the log file; ``Simple1D/Goal`` is recorded on the statistics channel at
 every episode end.
 """
@@ -94,8 +97,12 @@ class Scene:
             # before Communication API 1.3 a player reads only the one float list
             continuous = action.vector_actions_deprecated if legacy else action.continuous_actions
             discrete = [int(v) for v in action.vector_actions_deprecated] if legacy else action.discrete_actions
+            if self.args.scene == "hybrid" and (len(continuous), len(discrete)) != (1, 1):
+                raise SystemExit(f"stand-in: hybrid actions {list(continuous)} {list(discrete)}")
             if self.args.scene == "continuous":
                 delta = max(-self.step_size, min(self.step_size, continuous[0]))
+            elif self.args.scene == "hybrid":
+                delta = max(0.0, min(self.step_size, continuous[0])) * (1 if discrete[0] == 1 else -1)
             elif discrete[0] == 2:
                 raise SystemExit("stand-in: the masked action 'stay' was taken")
             else:
@@ -161,13 +168,15 @@ def main(argv: list[str]) -> int:
     p.add_argument("-logFile", default=None)
     p.add_argument("-nographics", action="store_true")
     p.add_argument("-batchmode", action="store_true")
-    p.add_argument("--scene", choices=("vector", "visual", "continuous", "masked"), default="vector")
+    p.add_argument("--scene", choices=("vector", "visual", "continuous", "masked", "hybrid"), default="vector")
     p.add_argument("--agents", type=int, default=1)
     p.add_argument("--max-step", type=int, default=100)
     p.add_argument("--communication-version", default="1.5.0")
     p.add_argument("--never-connect", action="store_true")
     p.add_argument("--crash-after", type=int, default=None)
     p.add_argument("--hang-after", type=int, default=None)
+    p.add_argument("--outlive-trainer", action="store_true",
+                   help="play on when the trainer is gone (as a Unity player does), instead of exiting")
     p.add_argument("--late-behavior-after", type=int, default=None, help="a second behavior appears after N steps")
     args = p.parse_args(argv)
     log_file = open(args.logFile, "a", buffering=1) if args.logFile else None
@@ -181,24 +190,35 @@ def main(argv: list[str]) -> int:
         time.sleep(3600)
     scene = Scene(args, log)
     stub = pb_grpc.UnityToExternalProtoStub(grpc.insecure_channel(f"localhost:{args.mlagents_port}"))
+
+    def exchange(message: pb.UnityMessageProto, **kwargs) -> pb.UnityMessageProto:
+        try:
+            return stub.Exchange(message, **kwargs)
+        except grpc.RpcError:
+            if not args.outlive_trainer:
+                raise
+            log("trainer gone: playing on")
+            time.sleep(3600)
+            raise
+
     first = output_message(scene.decisions(), scene)
     init = first.unity_output.rl_initialization_output
     init.name, init.communication_version, init.package_version = "StandIn", args.communication_version, "2.0.1"
     init.capabilities.baseRLCapabilities = True
     init.capabilities.hybridActions = True
     params = init.brain_parameters.add(brain_name=BEHAVIOR, is_training=True)
-    if args.scene == "continuous":
+    if args.scene in ("continuous", "hybrid"):
         params.action_spec.num_continuous_actions = 1
-    else:
+    if args.scene != "continuous":
         params.action_spec.num_discrete_actions = 1
         params.action_spec.discrete_branch_sizes.append(3 if args.scene == "masked" else 2)
-    reply = stub.Exchange(first, wait_for_ready=True, timeout=120)
+    reply = exchange(first, wait_for_ready=True, timeout=120)
     if reply.header.status == 400:
         return 0
     seed = reply.unity_input.rl_initialization_input.seed
     log(f"seed {seed}")
     scene.random.seed(seed)  # the goals of every reset on follow the trainer's seed
-    reply = stub.Exchange(pb.UnityMessageProto(header=pb.HeaderProto(status=200)))
+    reply = exchange(pb.UnityMessageProto(header=pb.HeaderProto(status=200)))
     steps = 0
     while reply.header.status != 400:
         rl_input = reply.unity_input.rl_input
@@ -224,7 +244,7 @@ def main(argv: list[str]) -> int:
             late = message.unity_output.rl_initialization_output.brain_parameters.add(brain_name="Late")
             late.action_spec.num_continuous_actions = 1
             message.unity_output.rl_output.agentInfos["Late"].value.append(scene.info({"id": 1, "goal": 1}))
-        reply = stub.Exchange(message)
+        reply = exchange(message)
     log("quit")
     return 0
 

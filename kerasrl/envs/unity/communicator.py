@@ -7,9 +7,14 @@ pair of queues, so the trainer simply alternates :meth:`Communicator.send` and
 :meth:`Communicator.receive`. While waiting, the trainer watches the player's process: a player
 that exits, or sends nothing for ``timeout_wait`` seconds, ends the wait with one line naming
 the build, the port and the player's log.
+
+On Linux a player gets SIGKILL when the process that started it dies, however it dies (SIGKILL
+included: no cleanup of the trainer's runs then), through the kernel's parent-death signal.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import queue
 import signal
@@ -20,7 +25,7 @@ import threading
 import time
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import grpc
 
@@ -33,6 +38,33 @@ __all__ = ["Communicator", "PlayerProcess", "UnityCommunicationError", "find_pla
 #: How often a waiting trainer checks on the player's process.
 POLL_SECONDS = 0.05
 PLAYER_EXTENSIONS = (".x86_64", ".x86", ".exe", ".app")
+
+
+#: ``prctl``'s option that sets the signal a process gets when its parent dies (Linux).
+PR_SET_PDEATHSIG = 1
+
+
+def parent_death_signal() -> Optional[Callable[[], None]]:
+    """On Linux, the function a player's process runs before its program starts (``preexec_fn``):
+    it asks the kernel for SIGKILL when the process that started it dies, and exits at once if
+    that process died already. ``None`` elsewhere, or where libc's ``prctl`` cannot be found.
+
+    libc is loaded here, in the trainer, so that the forked child only calls it (no loading
+    between fork and exec, where another thread may have held a lock)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl: Any = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the trainer died before the request took effect
+            os._exit(1)
+
+    return preexec
 
 
 class UnityCommunicationError(EnvironmentException):
@@ -61,7 +93,8 @@ def find_player(path: str) -> str:
 
 @dataclass
 class PlayerProcess:
-    """A launched player, in its own process group so that it is stopped with everything it started."""
+    """A launched player, in its own process group so that it is stopped with everything it
+    started, and (Linux) killed by the kernel if its trainer dies first."""
 
     path: str
     port: int
@@ -80,7 +113,8 @@ class PlayerProcess:
         command += list(args)
         try:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL, start_new_session=sys.platform != "win32")
+                                       stderr=subprocess.DEVNULL, start_new_session=sys.platform != "win32",
+                                       preexec_fn=parent_death_signal())
         except OSError as e:
             raise UnityCommunicationError(f"--env {path}: the Unity player could not be started ({e}).") from e
         return cls(path, port, log_file, process)

@@ -76,15 +76,13 @@ def behavior_spec(params: pb.BrainParametersProto, info: pb.AgentInfoProto) -> B
             continuous = sizes[0] if sizes else 0
         else:
             branches = sizes
-    if continuous and branches:
-        raise EnvironmentException(
-            f"Behavior '{name}' has {continuous} continuous and {len(branches)} discrete actions at once (hybrid "
-            "actions), which kerasrl does not train yet: give the behavior one kind of action.")
     if not continuous and not branches:
         raise EnvironmentException(f"Behavior '{name}' has no actions.")
     shapes = tuple(observation_shape(o, name, k) for k, o in enumerate(info.observations))
     if not shapes:
         raise EnvironmentException(f"Behavior '{name}' has no observations.")
+    if continuous and branches:
+        return BehaviorSpec(shapes, ActionType.HYBRID, (continuous, *branches))
     if continuous:
         return BehaviorSpec(shapes, ActionType.CONTINUOUS, (continuous,))
     return BehaviorSpec(shapes, ActionType.DISCRETE, branches)
@@ -248,6 +246,10 @@ class UnityEnvironment(Environment):
                     out.add(vector_actions_deprecated=action.astype(np.float32).tolist())
                 elif spec.is_discrete:
                     out.add(discrete_actions=action.tolist())
+                elif spec.is_hybrid:
+                    size = spec.continuous_size
+                    out.add(continuous_actions=action[:size].tolist(),
+                            discrete_actions=action[size:].astype(np.int32).tolist())
                 else:
                     out.add(continuous_actions=action.tolist())
             chosen.clear()
@@ -283,7 +285,7 @@ class UnityEnvironment(Environment):
         done[:n_ended] = True
         truncated = done & np.array([info.max_step_reached for info in infos], bool)
         mask = None
-        if spec.is_discrete:
+        if spec.has_action_mask:
             width = spec.action_mask_size
             mask = np.ones((n, width), np.float32)
             for row, info in enumerate(infos):
