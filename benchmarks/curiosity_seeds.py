@@ -2,10 +2,17 @@
 
     python benchmarks/curiosity_seeds.py --seeds 401-405
 
-Both runs of a seed use ``kerasrl/configs/mountaincar_curiosity.yaml`` (4 env copies); the
-"extrinsic" run drops its ``curiosity`` section, nothing else. Printed per run: the share of
-the last 100 episodes that reached the flag (a return above −200) and their mean return. A run
-*solves* the task when at least 90 of its last 100 episodes reach the flag. The last line is
+Both runs of a seed use ``SETTINGS`` (ML-Agents 0.9's default keys but a 2048-step buffer, 4 env
+copies, observations scaled to [−1, 1]); the "extrinsic" run drops its ``curiosity`` section,
+nothing else. Not yet a demonstration: on seed 401 at 150k steps, curiosity of strength 0.1, 1
+and 10 (raw observations) and 1 and 100 (scaled) reached the flag no more often than extrinsic
+alone: never. The curiosity model's
+forward error starts near 1e-3 per step and falls towards 0 within ~30 updates: MountainCar's
+two-dimensional dynamics are deterministic and quickly predicted, so the reward vanishes
+before PPO has moved the car far.
+
+Printed per run: the share of the last 100 episodes that reached the flag (a return above
+−200) and their mean return. A run *solves* the task when at least 90 of its last 100 episodes reach the flag. The last line is
 machine-readable: ``solved extrinsic=<k>/<n> curiosity=<k>/<n>``.
 """
 from __future__ import annotations
@@ -23,6 +30,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 
 SOLVED_SHARE = 0.9
+SETTINGS: dict[str, Any] = {
+    "trainer": "ppo", "batch_size": 256, "buffer_size": 2048, "time_horizon": 64, "num_epoch": 3,
+    "learning_rate": 3.0e-4, "beta": 5.0e-3, "epsilon": 0.2, "lambd": 0.95, "hidden_units": 128, "num_layers": 2,
+    "normalize": True, "reward_signals": {
+        "extrinsic": {"strength": 1.0, "gamma": 0.99},
+        "curiosity": {"strength": 0.1, "gamma": 0.99, "encoding_size": 64, "learning_rate": 3.0e-4}}}
 ENV_ID = "ScaledMountainCar-v0"
 NUM_ENVS = 4
 
@@ -56,13 +69,11 @@ def parse_seeds(text: str) -> list[int]:
 
 def run(seed: int, steps: int, curiosity: bool, workdir: str, strength: float = 0.0) -> dict[str, float]:
     """Share of the last 100 episodes that reached the flag, and their mean return."""
-    from kerasrl.configs import config_path
     from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
-    from kerasrl.settings import RunContext, load_trainer_config, read_yaml
+    from kerasrl.settings import RunContext, load_trainer_config
     from kerasrl.trainers import TrainerController, create_trainers
 
-    config = read_yaml(config_path("mountaincar_curiosity"))
-    section = {**config["default"], "max_steps": steps, "summary_freq": 10**9}
+    section = {**SETTINGS, "max_steps": steps, "summary_freq": 10**9}
     if strength:
         section["reward_signals"] = {**section["reward_signals"],
                                      "curiosity": {**section["reward_signals"]["curiosity"], "strength": strength}}
@@ -83,7 +94,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", default="401-405")
     parser.add_argument("--steps", type=int, default=150_000)
-    parser.add_argument("--strength", type=float, default=0.0, help="curiosity's strength (default: the config's)")
+    parser.add_argument("--strength", type=float, default=0.0, help="curiosity's strength (default: SETTINGS')")
     parser.add_argument("--only", choices=("extrinsic", "curiosity"), default=None, help="run one variant only")
     args = parser.parse_args()
 

@@ -18,7 +18,7 @@ from kerasrl.settings import TrainerConfig, load_trainer_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_CONFIGS = ["acrobot", "cartpole_zoo", "halfcheetah_ppo", "hopper_ppo", "lstm_sb3", "lunarlander",
-                   "mountaincar_curiosity", "offline_bc", "pendulum", "pendulum_sb3", "sac_halfcheetah", "sac_pendulum",
+                   "offline_bc", "pendulum", "pendulum_sb3", "sac_halfcheetah", "sac_pendulum",
                    "trainer_config", "visual_sb3"]
 
 source_tree = pytest.mark.skipif(

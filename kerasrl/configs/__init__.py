@@ -19,8 +19,6 @@ They are package data, so they are there after ``pip install kerasrl`` too::
   (figures in docs/benchmarks/learning.md);
 * ``halfcheetah_ppo``, ``hopper_ppo``: PPO with Stable-Baselines3's RL-Zoo settings for those
   MuJoCo tasks (v5), observations normalised (``bench_ppo.py --task halfcheetah|hopper``);
-* ``mountaincar_curiosity``: PPO with curiosity on MountainCar-v0, where the extrinsic reward
-  alone teaches nothing (``benchmarks/curiosity_seeds.py``);
 * ``sac_pendulum``, ``sac_halfcheetah``: SAC (``trainer: sac``) with Stable-Baselines3's RL-Zoo
   settings for Pendulum-v1 and HalfCheetah-v5 (MuJoCo), in ML-Agents' SAC keys;
 * ``offline_bc``: behavioral cloning alone on the built-in Simple1D from a recorded demo
