@@ -6,8 +6,9 @@ masked, ``lstm_sb3``: a 64-unit LSTM per stream on the observations, sequence le
 sb3-contrib RecurrentPPO), ``visual``
 (PixelChase-v0, 36×36 pixels, Nature CNN vs SB3 CnnPolicy), ``agents64`` (CartPole, 64
 copies of one behavior vs SB3 with 64 envs) and ``halfcheetah`` / ``hopper`` (MuJoCo v5, one
-env, the RL-Zoo's PPO settings; 1M steps, observations normalised on both sides). Every task runs both libraries alternating, seed
-after seed, with the same hyper-parameters; ``--steps`` defaults to the task's budget.
+env, the RL-Zoo's PPO settings; 1M steps, observations and rewards normalised on both sides).
+Every task runs both libraries alternating, seed after seed, with the same hyper-parameters;
+``--steps`` defaults to the task's budget.
 
 Both libraries train PPO with the RL-Zoo hyper-parameters (8 envs × 32 steps, batch 256,
 20 epochs, gae_lambda 0.8, gamma 0.98, lr 1e-3 linear, clip 0.2 linear, 64×64, no entropy

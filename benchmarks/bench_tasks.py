@@ -179,15 +179,15 @@ def _mujoco(**kwargs: Any) -> Callable[[], dict[str, Any]]:
     return make
 
 
-#: MuJoCo with the Zoo's PPO settings (kerasrl/configs/halfcheetah_ppo.yaml, hopper_ppo.yaml). SB3
-#: normalises observations only, as kerasrl does (the Zoo also normalises rewards).
+#: MuJoCo with the Zoo's PPO settings (kerasrl/configs/halfcheetah_ppo.yaml, hopper_ppo.yaml):
+#: observations and rewards normalised on both sides (SB3: VecNormalize, as the Zoo).
 TASKS.update({
     "halfcheetah": Task("HalfCheetah-v5", 1, "halfcheetah_ppo", 1500.0, 1_000_000, "PPO", "MlpPolicy",
                         _mujoco(n_steps=512, batch_size=64, gamma=0.98, learning_rate=2.0633e-5, ent_coef=4.01762e-4,
                                 clip_range=0.1, n_epochs=20, gae_lambda=0.92, max_grad_norm=0.8, vf_coef=0.58096),
-                        sb3_vec_normalize={"norm_obs": True, "norm_reward": False, "gamma": 0.98}),
+                        sb3_vec_normalize={"norm_obs": True, "norm_reward": True, "gamma": 0.98}),
     "hopper": Task("Hopper-v5", 1, "hopper_ppo", 1000.0, 1_000_000, "PPO", "MlpPolicy",
                    _mujoco(n_steps=512, batch_size=32, gamma=0.999, learning_rate=9.80828e-5, ent_coef=2.29519e-3,
                            clip_range=0.2, n_epochs=5, gae_lambda=0.99, max_grad_norm=0.7, vf_coef=0.835671),
-                   sb3_vec_normalize={"norm_obs": True, "norm_reward": False, "gamma": 0.999}),
+                   sb3_vec_normalize={"norm_obs": True, "norm_reward": True, "gamma": 0.999}),
 })

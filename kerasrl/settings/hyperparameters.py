@@ -36,6 +36,9 @@ class PPOSettings(_Checked):
     normalize_advantages: str = setting(
         "buffer", one_of(*ADVANTAGE_NORMALIZATIONS),
         "advantages normalised over the update buffer (ML-Agents) or also per mini-batch (SB3)")
+    normalize_rewards: bool = setting(
+        False, doc="divide the extrinsic rewards by the running std of their discounted return, clipped to ±10 "
+                   "(SB3's VecNormalize norm_reward, the RL-Zoo's for MuJoCo)")
 
     def _check(self) -> None:
         if self.batch_size > self.buffer_size + 1:
