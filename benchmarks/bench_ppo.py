@@ -4,9 +4,11 @@
 (Pendulum-v1, 4 envs, ``pendulum_sb3`` vs SB3 PPO), ``lstm`` (CartPole with the velocities
 masked, ``lstm_sb3``: a 64-unit LSTM per stream on the observations, sequence length 32, vs
 sb3-contrib RecurrentPPO), ``visual``
-(PixelChase-v0, 36×36 pixels, Nature CNN vs SB3 CnnPolicy) and ``agents64`` (CartPole, 64
-copies of one behavior vs SB3 with 64 envs). Every task runs both libraries alternating, seed
-after seed, with the same hyper-parameters; ``--steps`` defaults to the task's budget.
+(PixelChase-v0, 36×36 pixels, Nature CNN vs SB3 CnnPolicy), ``agents64`` (CartPole, 64
+copies of one behavior vs SB3 with 64 envs) and ``halfcheetah`` / ``hopper`` (MuJoCo v5, one
+env, the RL-Zoo's PPO settings; 1M steps, observations and rewards normalised on both sides).
+Every task runs both libraries alternating, seed after seed, with the same hyper-parameters;
+``--steps`` defaults to the task's budget.
 
 Both libraries train PPO with the RL-Zoo hyper-parameters (8 envs × 32 steps, batch 256,
 20 epochs, gae_lambda 0.8, gamma 0.98, lr 1e-3 linear, clip 0.2 linear, 64×64, no entropy
@@ -243,6 +245,10 @@ def run_sb3(steps: int, seed: int, task: Any = None, curve: Optional[list[tuple[
 
     t0 = time.perf_counter()
     env = make_vec_env(task.env_id, n_envs=task.num_envs, seed=seed)
+    if task.sb3_vec_normalize is not None:
+        from stable_baselines3.common.vec_env import VecNormalize
+
+        env = VecNormalize(env, **task.sb3_vec_normalize)
     model = model_class(task.sb3_policy, env, seed=seed, verbose=0, device="cpu", **task.sb3_kwargs())
     setup = time.perf_counter() - t0
     cb = Reach()
@@ -345,7 +351,7 @@ def main_signals(args: argparse.Namespace) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", choices=("cartpole", "pendulum", "lstm", "visual", "agents64", "acrobot", "pendulum200k",
-                                           "lunarlander"), default="cartpole",
+                                           "lunarlander", "halfcheetah", "hopper"), default="cartpole",
                         help="environment, config and peer (see benchmarks/bench_tasks.py)")
     parser.add_argument("--steps", type=int, default=None, help="env steps per run (default: the task's budget)")
     parser.add_argument("--default-vs-best", action="store_true",

@@ -109,6 +109,8 @@ class Task:
     sb3_policy: str
     sb3_kwargs: Callable[[], dict[str, Any]]
     overrides: dict[str, Any] = field(default_factory=dict)
+    #: SB3's ``VecNormalize`` arguments (None: no wrapper); kerasrl's config says what it normalises.
+    sb3_vec_normalize: Optional[dict[str, Any]] = None
 
 
 def _zoo_cartpole() -> dict[str, Any]:
@@ -164,4 +166,28 @@ TASKS.update({
     "acrobot": Task("Acrobot-v1", 16, "acrobot", -100.0, 200_000, "PPO", "MlpPolicy", _acrobot),
     "pendulum200k": Task("Pendulum-v1", 4, "pendulum", -250.0, 200_000, "PPO", "MlpPolicy", _pendulum),
     "lunarlander": Task("LunarLander-v3", 16, "lunarlander", 200.0, 1_000_000, "PPO", "MlpPolicy", _lunarlander),
+})
+
+
+def _mujoco(**kwargs: Any) -> Callable[[], dict[str, Any]]:
+    """The RL-Zoo's PPO settings for a MuJoCo task (separate 256x256 ReLU networks, log σ from −2)."""
+    def make() -> dict[str, Any]:
+        import torch
+
+        return dict(**kwargs, policy_kwargs={"log_std_init": -2.0, "ortho_init": False, "activation_fn": torch.nn.ReLU,
+                                             "net_arch": {"pi": [256, 256], "vf": [256, 256]}})
+    return make
+
+
+#: MuJoCo with the Zoo's PPO settings (kerasrl/configs/halfcheetah_ppo.yaml, hopper_ppo.yaml):
+#: observations and rewards normalised on both sides (SB3: VecNormalize, as the Zoo).
+TASKS.update({
+    "halfcheetah": Task("HalfCheetah-v5", 1, "halfcheetah_ppo", 1500.0, 1_000_000, "PPO", "MlpPolicy",
+                        _mujoco(n_steps=512, batch_size=64, gamma=0.98, learning_rate=2.0633e-5, ent_coef=4.01762e-4,
+                                clip_range=0.1, n_epochs=20, gae_lambda=0.92, max_grad_norm=0.8, vf_coef=0.58096),
+                        sb3_vec_normalize={"norm_obs": True, "norm_reward": True, "gamma": 0.98}),
+    "hopper": Task("Hopper-v5", 1, "hopper_ppo", 1000.0, 1_000_000, "PPO", "MlpPolicy",
+                   _mujoco(n_steps=512, batch_size=32, gamma=0.999, learning_rate=9.80828e-5, ent_coef=2.29519e-3,
+                           clip_range=0.2, n_epochs=5, gae_lambda=0.99, max_grad_norm=0.7, vf_coef=0.835671),
+                   sb3_vec_normalize={"norm_obs": True, "norm_reward": True, "gamma": 0.999}),
 })

@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+import yaml  # noqa: E402
 
 from kerasrl.envs.simple import Simple1DEnvironment  # noqa: E402
 
@@ -78,6 +79,10 @@ def train(args: argparse.Namespace, demo: str, seed: int, folder: str) -> float:
     trainers = initialize_trainers(config, manager.behavior_specs, summaries_dir=folder, run_id="gail",
                                    model_path=os.path.join(folder, "models"), keep_checkpoints=1, train_model=True,
                                    load_model=False, seed=seed, meta_curriculum=None, multi_gpu=False)
+    for item in args.set:
+        key, value = item.split("=", 1)
+        target = gail if key.startswith("gail.") else config["default"]
+        target[key.removeprefix("gail.")] = yaml.safe_load(value)
     controller = TrainerController(trainers, os.path.join(folder, "models"), folder, "gail", save_freq=10**9,
                                    meta_curriculum=None, train=True, training_seed=seed, fast_simulation=True,
                                    sampler_manager=None, resampling_interval=None)
@@ -94,6 +99,8 @@ def main() -> int:
     parser.add_argument("--continuous", action="store_true", help="continuous actions (default: discrete)")
     parser.add_argument("--state-only", action="store_true", help="use_actions: false (a state-only discriminator)")
     parser.add_argument("--observe-position", action="store_true", help="observe [goal, position]")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a trainer key (gail.KEY: a GAIL key), e.g. --set beta=0.01")
     args = parser.parse_args()
 
     from kerasrl.cli.train import set_tf_threads

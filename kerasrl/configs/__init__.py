@@ -17,6 +17,8 @@ They are package data, so they are there after ``pip install kerasrl`` too::
   (its update equals RecurrentPPO's);
   ``pendulum``, ``acrobot``, ``lunarlander``: tuned configs for those Gymnasium tasks
   (figures in docs/benchmarks/learning.md);
+* ``halfcheetah_ppo``, ``hopper_ppo``: PPO with Stable-Baselines3's RL-Zoo settings for those
+  MuJoCo tasks (v5), observations normalised (``bench_ppo.py --task halfcheetah|hopper``);
 * ``sac_pendulum``, ``sac_halfcheetah``: SAC (``trainer: sac``) with Stable-Baselines3's RL-Zoo
   settings for Pendulum-v1 and HalfCheetah-v5 (MuJoCo), in ML-Agents' SAC keys;
   ``sac_cartpole``: discrete SAC on CartPole-v1 (its figures: ``benchmarks/sac_cartpole_seeds.py``);

@@ -18,11 +18,13 @@ def linear_decay(initial: float, end: float, step: float, max_steps: float) -> f
 def ppo_schedules(settings: PPOSettings, step: float, max_steps: float) -> dict[str, float]:
     """Current learning rate, clip epsilon and entropy coefficient at ``step``.
 
-    The clip range decays to ``epsilon_end`` (ML-Agents: 0.1; RL-Zoo configs: 0), the entropy
+    The learning rate decays to 1e-10 (``learning_rate_schedule: linear``) or stays (``constant``);
+    the clip range decays to ``epsilon_end`` (ML-Agents: 0.1; RL-Zoo configs: 0), the entropy
     bonus to ``beta_end`` (ML-Agents: 1e-5; SB3: constant).
     """
     return {
-        "learning_rate": linear_decay(settings.learning_rate, LR_END, step, max_steps),
+        "learning_rate": (settings.learning_rate if settings.learning_rate_schedule == "constant"
+                          else linear_decay(settings.learning_rate, LR_END, step, max_steps)),
         "epsilon": linear_decay(settings.epsilon, settings.epsilon_end, step, max_steps),
         "beta": linear_decay(settings.beta, settings.beta_end, step, max_steps),
     }

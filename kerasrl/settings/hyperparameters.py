@@ -6,6 +6,7 @@ from typing import Optional
 
 from kerasrl.exception import TrainerConfigError
 from kerasrl.settings.checks import _Checked, at_least, one_of, positive, setting, unit_interval
+from kerasrl.settings.sac import LEARNING_RATE_SCHEDULES
 
 ADAM_EPSILON_STYLES = ("keras", "torch")
 ADVANTAGE_NORMALIZATIONS = ("buffer", "minibatch")
@@ -22,7 +23,9 @@ class PPOSettings(_Checked):
     epsilon: float = setting(0.2, positive, "PPO clip range (decays linearly to epsilon_end)")
     epsilon_end: float = setting(0.1, at_least(0.0), "where the clip range decays to")
     lambd: float = setting(0.95, unit_interval, "GAE lambda")
-    learning_rate: float = setting(3.0e-4, positive, "Adam's step size (decays linearly to 1e-10)")
+    learning_rate: float = setting(3.0e-4, positive, "Adam's step size (see learning_rate_schedule)")
+    learning_rate_schedule: str = setting("linear", one_of(*LEARNING_RATE_SCHEDULES),
+                                          "linear: decays to 1e-10 at max_steps (ML-Agents); constant (the RL-Zoo's MuJoCo)")
     num_epoch: int = setting(3, at_least(1), "passes over the update buffer")
     clip_value_loss: bool = setting(True, doc="PPO value clipping with the same epsilon")
     max_grad_norm: Optional[float] = setting(None, positive, "clip the global gradient norm (PyTorch's formula)")
@@ -36,6 +39,9 @@ class PPOSettings(_Checked):
     normalize_advantages: str = setting(
         "buffer", one_of(*ADVANTAGE_NORMALIZATIONS),
         "advantages normalised over the update buffer (ML-Agents) or also per mini-batch (SB3)")
+    normalize_rewards: bool = setting(
+        False, doc="divide the extrinsic rewards by the running std of their discounted return, clipped to ±10 "
+                   "(SB3's VecNormalize norm_reward, the RL-Zoo's for MuJoCo)")
 
     def _check(self) -> None:
         if self.batch_size > self.buffer_size + 1:

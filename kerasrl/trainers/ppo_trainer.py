@@ -23,6 +23,7 @@ from kerasrl.spec import BehaviorSpec
 from kerasrl.timers import get_timer_root, get_timer_stack, hierarchical_timer, merge_worker_tree, set_gauge
 from kerasrl.trainers.agent_processor import Rollout
 from kerasrl.trainers.checkpoint import CheckpointSaver
+from kerasrl.trainers.reward_normalization import RewardNormalizer
 from kerasrl.trainers.rl_trainer import RLTrainer
 from kerasrl.trainers.trajectory import Trajectory
 from kerasrl.trainers.update_thread import UpdateResult, UpdateThread, UpdateWork
@@ -90,6 +91,10 @@ class PPOTrainer(RLTrainer):
             hp = self.hyperparameters
             self.bc_module = BCModule(model, spec, settings.pretraining, hp.learning_rate, hp.batch_size, hp.num_epoch,
                                       seed=self.seed, behavior=behavior_name)
+        #: ``normalize_rewards``: the extrinsic rewards' scaling (None: rewards as they come).
+        self.reward_normalizer: Optional[RewardNormalizer] = None
+        if self.hyperparameters.normalize_rewards and "extrinsic" in self.reward_signals:
+            self.reward_normalizer = RewardNormalizer(self.reward_signals["extrinsic"].gamma)
         self._init_threading()
         self.saver = self._make_saver()
         if context.load_model:
@@ -241,6 +246,8 @@ class PPOTrainer(RLTrainer):
         bc_state = {} if self.bc_module is None else {"bc_optimizer": self.bc_module.optimizer}
         signal_states = {f"reward_signal_{name}": signal.checkpoint_state()
                          for name, signal in self.reward_signals.items() if signal.checkpoint_state() is not None}
+        if self.reward_normalizer is not None:
+            signal_states["reward_normalizer"] = self.reward_normalizer
         return CheckpointSaver(self.model_path, self.context.keep_checkpoints, self.behavior_record(),
                                model=self.learner.actor_critic, optimizer=self.learner.optimizer, learner=self.learner,
                                **bc_state, **signal_states)
@@ -303,6 +310,9 @@ class PPOTrainer(RLTrainer):
         (``processor.deferred``), all their rewards in one call. Then into the update buffer."""
         steps = trajectory.steps
         deferred = self.processor.deferred
+        if self.reward_normalizer is not None:
+            key = Field.rewards("extrinsic")
+            steps[key].set(self.reward_normalizer(trajectory.agent_id, steps[key].get_batch(), trajectory.episode_ended))
         advantages, returns = [], []
         for name, signal in self.reward_signals.items():
             if name in deferred.signals:
