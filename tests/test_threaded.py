@@ -74,6 +74,27 @@ def test_seeded_threaded_runs_repeat(tmp_path):
     assert weights[1] == weights[3]
 
 
+def test_an_update_buffer_built_while_acting_learns_as_one_built_in_the_update_thread(tmp_path, monkeypatch):
+    # the acting thread stages each update's buffer (GAE, appends; the normalizer's
+    # observations go with it): the same weights and normalizer as the update thread building it
+    def results(run):
+        _, trainer = _train(tmp_path / run, seed=5, max_steps=500, flush_on_update=True, normalize=True)
+        model = trainer.learner.actor_critic
+        return [v.numpy() for v in model.trainable_variables] + list(model.normalizer.numpy_stats())
+
+    staged = results("staged")
+    original = PPOTrainer._init_threading
+
+    def unstaged(self):
+        original(self)
+        assert self._staging is not None  # the path compared against is the one a run takes
+        self._staging = None
+
+    monkeypatch.setattr(PPOTrainer, "_init_threading", unstaged)
+    in_thread = results("in_thread")
+    assert all(np.array_equal(a, b) for a, b in zip(staged, in_thread))
+
+
 def test_the_gil_switch_interval_is_short_only_while_an_update_thread_runs(tmp_path, monkeypatch):
     import sys
 
