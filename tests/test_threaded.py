@@ -95,6 +95,39 @@ def test_an_update_buffer_built_while_acting_learns_as_one_built_in_the_update_t
     assert all(np.array_equal(a, b) for a, b in zip(staged, in_thread))
 
 
+def test_ppo_clips_the_ratio_to_the_learners_weights_at_the_update_start_not_the_acting_ones(tmp_path, monkeypatch):
+    # the acting weights are one update older: their log-probabilities would start rows clipped
+    from kerasrl.fields import Field
+    from kerasrl.ppo.learner import PPOLearner
+
+    seen = []
+    original = PPOLearner.update
+
+    def spy(self, batch, step, seed):
+        model = self.actor_critic
+        inputs = {k: np.asarray(v) for k, v in batch.items() if k in self.batch_signature()}
+        log_prob = model.evaluate_actions(inputs, inputs[Field.ACTIONS])[0].numpy()
+        seen.append((batch[Field.ACTION_LOG_PROBS].sum(axis=-1), log_prob))
+        return original(self, batch, step, seed)
+
+    monkeypatch.setattr(PPOLearner, "update", spy)
+    acted = []
+    original_stage = PPOTrainer._stage
+
+    def stage(self, trajectory, staging):
+        acted.append(trajectory.steps[Field.ACTION_LOG_PROBS].get_batch().sum(axis=-1))
+        original_stage(self, trajectory, staging)
+
+    monkeypatch.setattr(PPOTrainer, "_stage", stage)
+    _, trainer = _train(tmp_path, seed=2, max_steps=400, flush_on_update=True)
+    assert len(seen) == trainer.update_count >= 5
+    for used, learner_now in seen:
+        np.testing.assert_allclose(used, learner_now, rtol=1e-5, atol=1e-5)
+    acting = np.concatenate(acted)[: sum(len(u) for u, _ in seen)]
+    used_all = np.concatenate([u for u, _ in seen])
+    assert np.abs(acting - used_all).max() > 1e-3  # what acting stored is not what PPO clipped to
+
+
 def test_the_gil_switch_interval_is_short_only_while_an_update_thread_runs(tmp_path, monkeypatch):
     import sys
 
