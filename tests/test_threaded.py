@@ -77,6 +77,10 @@ def test_seeded_threaded_runs_repeat(tmp_path):
 def test_an_update_buffer_built_while_acting_learns_as_one_built_in_the_update_thread(tmp_path, monkeypatch):
     # the acting thread stages each update's buffer (GAE, appends; the normalizer's
     # observations go with it): the same weights and normalizer as the update thread building it
+    # (the staged path's advantages refreshed with the learner's critic left out, which the
+    # other path has not)
+    monkeypatch.setattr(PPOTrainer, "_refresh_advantages", lambda self, segments: None)
+
     def results(run):
         _, trainer = _train(tmp_path / run, seed=5, max_steps=500, flush_on_update=True, normalize=True)
         model = trainer.learner.actor_critic
@@ -96,7 +100,8 @@ def test_an_update_buffer_built_while_acting_learns_as_one_built_in_the_update_t
 
 
 def test_ppo_clips_the_ratio_to_the_learners_weights_at_the_update_start_not_the_acting_ones(tmp_path, monkeypatch):
-    # the acting weights are one update older: their log-probabilities would start rows clipped
+    # the acting weights are one update older: their log-probabilities would start rows clipped;
+    # the value estimates (and so the advantages and returns) are the learner's critic's too
     from kerasrl.fields import Field
     from kerasrl.ppo.learner import PPOLearner
 
@@ -106,8 +111,10 @@ def test_ppo_clips_the_ratio_to_the_learners_weights_at_the_update_start_not_the
     def spy(self, batch, step, seed):
         model = self.actor_critic
         inputs = {k: np.asarray(v) for k, v in batch.items() if k in self.batch_signature()}
-        log_prob = model.evaluate_actions(inputs, inputs[Field.ACTIONS])[0].numpy()
-        seen.append((batch[Field.ACTION_LOG_PROBS].sum(axis=-1), log_prob))
+        log_prob, _, values = model.evaluate_actions(inputs, inputs[Field.ACTIONS])
+        np.testing.assert_allclose(batch["extrinsic_value_estimates"], values["extrinsic"].numpy().reshape(-1),
+                                   rtol=1e-5, atol=1e-5)
+        seen.append((batch[Field.ACTION_LOG_PROBS].sum(axis=-1), log_prob.numpy()))
         return original(self, batch, step, seed)
 
     monkeypatch.setattr(PPOLearner, "update", spy)

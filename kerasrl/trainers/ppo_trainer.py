@@ -119,6 +119,7 @@ class PPOTrainer(RLTrainer):
         self._staging: Optional[Buffer] = None
         self._staged_obs: list[np.ndarray] = []
         self._staged_versions: list[int] = []
+        self._staged_segments: list[tuple[int, int, dict[str, float], bool]] = []
         self._log_prob_fn: Optional[Any] = None
         #: The update count whose weights the policy acts with, and the last one handed over.
         self._applied = self._handed = self.update_count
@@ -173,9 +174,10 @@ class PPOTrainer(RLTrainer):
             self._update_thread = UpdateThread(f"Behavior {self.behavior_name}", self._threaded_update)
         if self._staging is not None:
             work = UpdateWork([], self.step, self._handed + 1, prepared=self._staging.update_buffer,
-                              observations=self._staged_obs, versions=self._staged_versions)
+                              observations=self._staged_obs, versions=self._staged_versions,
+                              segments=self._staged_segments)
             self._staging.update_buffer = AgentBuffer()
-            self._staged_obs, self._staged_versions = [], []
+            self._staged_obs, self._staged_versions, self._staged_segments = [], [], []
         else:
             work = UpdateWork(self._pending, self.step, self._handed + 1,
                               versions=[t.policy_version for t in self._pending])
@@ -201,6 +203,8 @@ class PPOTrainer(RLTrainer):
                 for vector_obs in work.observations:
                     self._update_normalizer(vector_obs)
                 self.training_buffer.update_buffer = work.prepared
+                if self.sequence_length == 1 and self.learner.replicas == 1:
+                    self._refresh_advantages(work.segments)
             for trajectory in work.trajectories:
                 self.process_trajectory(trajectory)
             weights, metrics = self._update(work.step, stats)
@@ -213,29 +217,58 @@ class PPOTrainer(RLTrainer):
         stats.clear()
         return result
 
+    def _refresh_advantages(self, segments: list[tuple[int, int, dict[str, float], bool]]) -> None:
+        """Threaded: the update buffer's value estimates, advantages and returns again, with the
+        learner's critic (the acting one is an update older); each trajectory's bootstrap value
+        stays the acting policy's."""
+        update = self.training_buffer.update_buffer
+        batch = {k: update[k].get_batch() for k in self.learner.batch_fields}
+        values = self._learner_outputs(batch)[1]
+        advantages, returns = [], []
+        for name, signal in self.reward_signals.items():
+            rewards, v = update[Field.rewards(name)].get_batch(), values[name]
+            adv, ret = np.empty_like(v), np.empty_like(v)
+            for start, end, bootstrap, terminated in segments:
+                v_next = 0.0 if (terminated and signal.use_terminal_states) else bootstrap[name]
+                adv[start:end], ret[start:end] = gae_and_returns(rewards[start:end], v[start:end], v_next,
+                                                                 signal.gamma, self.hyperparameters.lambd)
+            update[Field.value_estimates(name)].set(v)
+            update[Field.advantage(name)].set(adv)
+            update[Field.returns(name)].set(ret)
+            advantages.append(adv)
+            returns.append(ret)
+        update[Field.ADVANTAGES].set(np.mean(advantages, axis=0).astype(np.float32))
+        update[Field.DISCOUNTED_RETURNS].set(np.mean(returns, axis=0).astype(np.float32))
+
     def _learner_log_probs(self, batch: Mapping[str, np.ndarray]) -> np.ndarray:
         """Threaded: the log-probabilities of ``batch``'s actions under the learner's weights, which
         replace the acting policy's as PPO's reference, so that the clipped ratio starts at 1 at
         every update, as an unthreaded update's does. (The acting weights are one update older: with
         their log-probabilities many rows start outside the clip range and teach nothing.)"""
-        signature = self.learner.batch_signature()
-        if self._log_prob_fn is None:
-            model, seq = self.learner.actor_critic, self.sequence_length
-
-            def log_probs(inputs: dict[str, tf.Tensor]) -> tf.Tensor:
-                actions = inputs[Field.ACTIONS] if model.is_discrete else inputs[Field.ACTIONS_PRE]
-                return model.evaluate_actions(inputs, actions, sequence_length=seq)[0]
-
-            self._log_prob_fn = tf.function(log_probs, input_signature=[signature], autograph=False)
-        with hierarchical_timer("learner_log_probs"):
-            # (recurrent: the memory each sequence starts from, as the learner's mini-batches hold it)
-            inputs = {k: tf.convert_to_tensor(batch[k][:: self.sequence_length] if k == Field.MEMORY else batch[k],
-                                              spec.dtype) for k, spec in signature.items()}
-            log_prob = self._log_prob_fn(inputs).numpy()
+        log_prob = self._learner_outputs(batch)[0]
         stored = batch[Field.ACTION_LOG_PROBS]
         out = np.zeros(stored.shape, np.float32)  # the loss sums the last axis: one column holds it
         out[:, 0] = log_prob
         return out
+
+    def _learner_outputs(self, batch: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The learner's log-probabilities of ``batch``'s actions and its value estimates (one call)."""
+        signature = self.learner.batch_signature()
+        if self._log_prob_fn is None:
+            model, seq = self.learner.actor_critic, self.sequence_length
+
+            def outputs(inputs: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+                actions = inputs[Field.ACTIONS] if model.is_discrete else inputs[Field.ACTIONS_PRE]
+                log_prob, _, values = model.evaluate_actions(inputs, actions, sequence_length=seq)
+                return log_prob, values
+
+            self._log_prob_fn = tf.function(outputs, input_signature=[signature], autograph=False)
+        with hierarchical_timer("learner_outputs"):
+            # (recurrent: the memory each sequence starts from, as the learner's mini-batches hold it)
+            inputs = {k: tf.convert_to_tensor(batch[k][:: self.sequence_length] if k == Field.MEMORY else batch[k],
+                                              spec.dtype) for k, spec in signature.items()}
+            log_prob, values = self._log_prob_fn(inputs)
+        return log_prob.numpy(), {k: np.asarray(v.numpy(), np.float32).reshape(-1) for k, v in values.items()}
 
     def _apply(self, result: UpdateResult) -> None:
         """In the acting thread: act with ``result``'s weights from the next step on."""
@@ -360,7 +393,10 @@ class PPOTrainer(RLTrainer):
     def _stage(self, trajectory: Trajectory, staging: Buffer) -> None:
         """Threaded: ``trajectory`` into the next update's buffer (in the acting thread); its
         observations are kept for the normalizer, which the update thread feeds."""
+        start = len(staging.update_buffer[Field.MASKS]) if Field.MASKS in staging.update_buffer else 0
         steps = self._advantages_into(trajectory, staging)
+        self._staged_segments.append((start, len(staging.update_buffer[Field.MASKS]), trajectory.bootstrap,
+                                      trajectory.terminated))
         if self.learner.actor_critic.normalizer is not None and Field.VECTOR_OBS in steps:
             self._staged_obs.append(steps[Field.VECTOR_OBS].get_batch())
         self._staged_versions.append(trajectory.policy_version)

@@ -59,7 +59,8 @@ class UpdateWork:
     ``prepared``: the update buffer the acting thread already built from the trajectories
     (their advantages computed), else None (the update thread processes ``trajectories``);
     ``observations``: then the trajectories' vector observations, for the normalizer, which
-    only the update thread changes; ``versions``: the policy version of each trajectory.
+    only the update thread changes; ``versions``: the policy version of each trajectory;
+    ``segments``: each trajectory's rows in ``prepared``, bootstrap values and terminal flag.
     """
 
     trajectories: list[Trajectory]
@@ -68,6 +69,7 @@ class UpdateWork:
     prepared: Any = None
     observations: list[Any] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
+    segments: list[Any] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
