@@ -74,6 +74,67 @@ def test_seeded_threaded_runs_repeat(tmp_path):
     assert weights[1] == weights[3]
 
 
+def test_an_update_buffer_built_while_acting_learns_as_one_built_in_the_update_thread(tmp_path, monkeypatch):
+    # the acting thread stages each update's buffer (GAE, appends; the normalizer's
+    # observations go with it): the same weights and normalizer as the update thread building it
+    # (the staged path's advantages refreshed with the learner's critic left out, which the
+    # other path has not)
+    monkeypatch.setattr(PPOTrainer, "_refresh_advantages", lambda self, segments: None)
+
+    def results(run):
+        _, trainer = _train(tmp_path / run, seed=5, max_steps=500, flush_on_update=True, normalize=True)
+        model = trainer.learner.actor_critic
+        return [v.numpy() for v in model.trainable_variables] + list(model.normalizer.numpy_stats())
+
+    staged = results("staged")
+    original = PPOTrainer._init_threading
+
+    def unstaged(self):
+        original(self)
+        assert self._staging is not None  # the path compared against is the one a run takes
+        self._staging = None
+
+    monkeypatch.setattr(PPOTrainer, "_init_threading", unstaged)
+    in_thread = results("in_thread")
+    assert all(np.array_equal(a, b) for a, b in zip(staged, in_thread))
+
+
+def test_ppo_clips_the_ratio_to_the_learners_weights_at_the_update_start_not_the_acting_ones(tmp_path, monkeypatch):
+    # the acting weights are one update older: their log-probabilities would start rows clipped;
+    # the value estimates (and so the advantages and returns) are the learner's critic's too
+    from kerasrl.fields import Field
+    from kerasrl.ppo.learner import PPOLearner
+
+    seen = []
+    original = PPOLearner.update
+
+    def spy(self, batch, step, seed):
+        model = self.actor_critic
+        inputs = {k: np.asarray(v) for k, v in batch.items() if k in self.batch_signature()}
+        log_prob, _, values = model.evaluate_actions(inputs, inputs[Field.ACTIONS])
+        np.testing.assert_allclose(batch["extrinsic_value_estimates"], values["extrinsic"].numpy().reshape(-1),
+                                   rtol=1e-5, atol=1e-5)
+        seen.append((batch[Field.ACTION_LOG_PROBS].sum(axis=-1), log_prob.numpy()))
+        return original(self, batch, step, seed)
+
+    monkeypatch.setattr(PPOLearner, "update", spy)
+    acted = []
+    original_stage = PPOTrainer._stage
+
+    def stage(self, trajectory, staging):
+        acted.append(trajectory.steps[Field.ACTION_LOG_PROBS].get_batch().sum(axis=-1))
+        original_stage(self, trajectory, staging)
+
+    monkeypatch.setattr(PPOTrainer, "_stage", stage)
+    _, trainer = _train(tmp_path, seed=2, max_steps=400, flush_on_update=True)
+    assert len(seen) == trainer.update_count >= 5
+    for used, learner_now in seen:
+        np.testing.assert_allclose(used, learner_now, rtol=1e-5, atol=1e-5)
+    acting = np.concatenate(acted)[: sum(len(u) for u, _ in seen)]
+    used_all = np.concatenate([u for u, _ in seen])
+    assert np.abs(acting - used_all).max() > 1e-3  # what acting stored is not what PPO clipped to
+
+
 def test_the_gil_switch_interval_is_short_only_while_an_update_thread_runs(tmp_path, monkeypatch):
     import sys
 

@@ -8,8 +8,10 @@ from collections import defaultdict
 from typing import Any, Mapping, Optional
 
 import numpy as np
+import tensorflow as tf
 
 from kerasrl.bc.module import BCModule
+from kerasrl.buffer import AgentBuffer, Buffer
 from kerasrl.common.gae import gae_and_returns
 from kerasrl.distribute import learner_strategy
 from kerasrl.envs.base import StepResult
@@ -116,6 +118,14 @@ class PPOTrainer(RLTrainer):
         #: Trajectories taken from the queue since the last hand-over, and their update rows.
         self._pending: list[Trajectory] = []
         self._pending_rows = 0
+        #: Threaded without deferred reward signals: the acting thread builds the next update's
+        #: buffer (GAE, appends) while the update thread runs the XLA update, which leaves
+        #: Python's GIL free: the update thread's own Python then delays no update.
+        self._staging: Optional[Buffer] = None
+        self._staged_obs: list[np.ndarray] = []
+        self._staged_versions: list[int] = []
+        self._staged_segments: list[tuple[int, int, dict[str, float], bool]] = []
+        self._log_prob_fn: Optional[Any] = None
         #: The update count whose weights the policy acts with, and the last one handed over.
         self._applied = self._handed = self.update_count
         #: The statistics the update thread records, moved into each result.
@@ -134,6 +144,8 @@ class PPOTrainer(RLTrainer):
                 "network); set threaded: false or inference: auto.")
         self.processor.policy_version = self.update_count
         self.processor.deferred.stats = self._thread_stats
+        if not self.processor.deferred:
+            self._staging = Buffer()
 
     @property
     def updates_applied(self) -> int:
@@ -165,7 +177,16 @@ class PPOTrainer(RLTrainer):
         update before (waiting for it if it is still running)."""
         if self._update_thread is None:  # (a thread that failed raises its error at submit)
             self._update_thread = UpdateThread(f"Behavior {self.behavior_name}", self._threaded_update)
-        self._update_thread.submit(UpdateWork(self._pending, self.step, self._handed + 1))
+        if self._staging is not None:
+            work = UpdateWork([], self.step, self._handed + 1, prepared=self._staging.update_buffer,
+                              observations=self._staged_obs, versions=self._staged_versions,
+                              segments=self._staged_segments)
+            self._staging.update_buffer = AgentBuffer()
+            self._staged_obs, self._staged_versions, self._staged_segments = [], [], []
+        else:
+            work = UpdateWork(self._pending, self.step, self._handed + 1,
+                              versions=[t.policy_version for t in self._pending])
+        self._update_thread.submit(work)
         self._handed += 1
         self._pending, self._pending_rows = [], 0
         if self.processor.rollout is not None:
@@ -181,8 +202,14 @@ class PPOTrainer(RLTrainer):
         the normalizer's statistics) as an immutable snapshot."""
         stats = self._thread_stats
         with self.learner_lock:
-            oldest = min((t.policy_version for t in work.trajectories), default=self.update_count)
+            oldest = min(work.versions, default=self.update_count)
             stats["Policy/Staleness"].append(float(self.update_count - oldest))
+            if work.prepared is not None:
+                for vector_obs in work.observations:
+                    self._update_normalizer(vector_obs)
+                self.training_buffer.update_buffer = work.prepared
+                if self.sequence_length == 1 and self.learner.replicas == 1:
+                    self._refresh_advantages(work.segments)
             for trajectory in work.trajectories:
                 self.process_trajectory(trajectory)
             weights, metrics = self._update(work.step, stats)
@@ -194,6 +221,59 @@ class PPOTrainer(RLTrainer):
         result = UpdateResult(work.version, (weights, norm), {k: list(v) for k, v in stats.items()}, metrics)
         stats.clear()
         return result
+
+    def _refresh_advantages(self, segments: list[tuple[int, int, dict[str, float], bool]]) -> None:
+        """Threaded: the update buffer's value estimates, advantages and returns again, with the
+        learner's critic (the acting one is an update older); each trajectory's bootstrap value
+        stays the acting policy's."""
+        update = self.training_buffer.update_buffer
+        batch = {k: update[k].get_batch() for k in self.learner.batch_fields}
+        values = self._learner_outputs(batch)[1]
+        advantages, returns = [], []
+        for name, signal in self.reward_signals.items():
+            rewards, v = update[Field.rewards(name)].get_batch(), values[name]
+            adv, ret = np.empty_like(v), np.empty_like(v)
+            for start, end, bootstrap, terminated in segments:
+                v_next = 0.0 if (terminated and signal.use_terminal_states) else bootstrap[name]
+                adv[start:end], ret[start:end] = gae_and_returns(rewards[start:end], v[start:end], v_next,
+                                                                 signal.gamma, self.hyperparameters.lambd)
+            update[Field.value_estimates(name)].set(v)
+            update[Field.advantage(name)].set(adv)
+            update[Field.returns(name)].set(ret)
+            advantages.append(adv)
+            returns.append(ret)
+        update[Field.ADVANTAGES].set(np.mean(advantages, axis=0).astype(np.float32))
+        update[Field.DISCOUNTED_RETURNS].set(np.mean(returns, axis=0).astype(np.float32))
+
+    def _learner_log_probs(self, batch: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Threaded: the log-probabilities of ``batch``'s actions under the learner's weights, which
+        replace the acting policy's as PPO's reference, so that the clipped ratio starts at 1 at
+        every update, as an unthreaded update's does. (The acting weights are one update older: with
+        their log-probabilities many rows start outside the clip range and teach nothing.)"""
+        log_prob = self._learner_outputs(batch)[0]
+        stored = batch[Field.ACTION_LOG_PROBS]
+        out = np.zeros(stored.shape, np.float32)  # the loss sums the last axis: one column holds it
+        out[:, 0] = log_prob
+        return out
+
+    def _learner_outputs(self, batch: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The learner's log-probabilities of ``batch``'s actions and its value estimates (one call)."""
+        signature = self.learner.batch_signature()
+        if self._log_prob_fn is None:
+            model, seq = self.learner.actor_critic, self.sequence_length
+
+            def outputs(inputs: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+                actions = inputs[Field.ACTIONS] if model.is_discrete else inputs[Field.ACTIONS_PRE]
+                log_prob, _, values = model.evaluate_actions(inputs, actions, sequence_length=seq)
+                return log_prob, values
+
+            self._log_prob_fn = tf.function(outputs, input_signature=[signature], autograph=False)
+        with hierarchical_timer("learner_outputs"):
+            # (recurrent: the memory each sequence starts from, as the learner's mini-batches hold it)
+            inputs = {k: tf.convert_to_tensor(batch[k][:: self.sequence_length] if k == Field.MEMORY else batch[k],
+                                              spec.dtype) for k, spec in signature.items()}
+            log_prob, values = self._log_prob_fn(inputs)
+        return log_prob.numpy(), {k: np.asarray(v.numpy(), np.float32).reshape(-1) for k, v in values.items()}
 
     def _apply(self, result: UpdateResult) -> None:
         """In the acting thread: act with ``result``'s weights from the next step on."""
@@ -308,6 +388,29 @@ class PPOTrainer(RLTrainer):
     def process_trajectory(self, trajectory: Trajectory) -> None:
         """GAE of the ``per_step`` signals now; the others' (curiosity, GAIL) at the update
         (``processor.deferred``), all their rewards in one call. Then into the update buffer."""
+        deferred = self.processor.deferred
+        start = self._update_buffer_rows()
+        steps = self._advantages_into(trajectory, self.training_buffer)
+        if self.learner.actor_critic.normalizer is not None and Field.VECTOR_OBS in steps:
+            self._update_normalizer(steps[Field.VECTOR_OBS].get_batch())
+        if deferred:
+            deferred.add(trajectory.agent_id, start, self._update_buffer_rows(), trajectory.bootstrap,
+                         trajectory.terminated, trajectory.episode_ended)
+
+    def _stage(self, trajectory: Trajectory, staging: Buffer) -> None:
+        """Threaded: ``trajectory`` into the next update's buffer (in the acting thread); its
+        observations are kept for the normalizer, which the update thread feeds."""
+        start = len(staging.update_buffer[Field.MASKS]) if Field.MASKS in staging.update_buffer else 0
+        steps = self._advantages_into(trajectory, staging)
+        self._staged_segments.append((start, len(staging.update_buffer[Field.MASKS]), trajectory.bootstrap,
+                                      trajectory.terminated))
+        if self.learner.actor_critic.normalizer is not None and Field.VECTOR_OBS in steps:
+            self._staged_obs.append(steps[Field.VECTOR_OBS].get_batch())
+        self._staged_versions.append(trajectory.policy_version)
+
+    def _advantages_into(self, trajectory: Trajectory, buffer: Buffer) -> AgentBuffer:
+        """The trajectory's advantages and returns (placeholders for the deferred signals), then
+        its steps appended to ``buffer``'s update buffer; returns the steps."""
         steps = trajectory.steps
         deferred = self.processor.deferred
         if self.reward_normalizer is not None:
@@ -330,16 +433,11 @@ class PPOTrainer(RLTrainer):
             several = len(advantages) > 1
             steps[Field.ADVANTAGES].set(np.mean(advantages, axis=0).astype(np.float32) if several else advantages[0])
             steps[Field.DISCOUNTED_RETURNS].set(np.mean(returns, axis=0).astype(np.float32) if several else returns[0])
-        if self.learner.actor_critic.normalizer is not None and Field.VECTOR_OBS in steps:
-            self._update_normalizer(steps[Field.VECTOR_OBS].get_batch())
-        start = self._update_buffer_rows()
         # Sequences are padded at their end (as later ML-Agents; 0.9 prepended the padding): each
         # then starts at a real row, whose stored memory is the state the policy acted from.
-        self.training_buffer.append_agent_buffer(steps, training_length=self.sequence_length, pad_end=True,
-                                                 agent_id=trajectory.agent_id)
-        if deferred:
-            deferred.add(trajectory.agent_id, start, self._update_buffer_rows(), trajectory.bootstrap,
-                         trajectory.terminated, trajectory.episode_ended)
+        buffer.append_agent_buffer(steps, training_length=self.sequence_length, pad_end=True,
+                                   agent_id=trajectory.agent_id)
+        return steps
 
     def _update_normalizer(self, vector_obs: np.ndarray) -> None:
         """Feed a closed trajectory's observations to the normalizer (the multi-host trainer
@@ -367,8 +465,12 @@ class PPOTrainer(RLTrainer):
         """Threaded: only take the queued trajectories (the update thread processes them)."""
         if not self.threaded:
             return super().process_trajectories()
+        staging = self._staging
         for trajectory in self.trajectory_queue.take_all():
-            self._pending.append(trajectory)
+            if staging is not None:
+                self._stage(trajectory, staging)
+            else:
+                self._pending.append(trajectory)
             self._pending_rows += self._rows(trajectory)
 
     def is_ready_update(self) -> bool:
@@ -405,6 +507,8 @@ class PPOTrainer(RLTrainer):
         with hierarchical_timer("reward_signals.evaluate"):
             self.processor.deferred.finish(self.training_buffer.update_buffer, self.hyperparameters.lambd)
         batch = self.learning_batch()
+        if self.threaded and self.learner.replicas == 1:
+            batch[Field.ACTION_LOG_PROBS] = self._learner_log_probs(batch)
         if not np.isfinite(batch[Field.ADVANTAGES]).all():
             raise UnityTrainerException(f"Behavior {self.behavior_name}: non-finite advantages in the update buffer.")
         with hierarchical_timer("ppo.update"):

@@ -54,11 +54,22 @@ def _thread_ended() -> None:
 @dataclass
 class UpdateWork:
     """One update's input: its trajectories, the trainer's step when it became due (the
-    schedules' step) and ``version``, the update count it produces."""
+    schedules' step) and ``version``, the update count it produces.
+
+    ``prepared``: the update buffer the acting thread already built from the trajectories
+    (their advantages computed), else None (the update thread processes ``trajectories``);
+    ``observations``: then the trajectories' vector observations, for the normalizer, which
+    only the update thread changes; ``versions``: the policy version of each trajectory;
+    ``segments``: each trajectory's rows in ``prepared``, bootstrap values and terminal flag.
+    """
 
     trajectories: list[Trajectory]
     step: int
     version: int
+    prepared: Any = None
+    observations: list[Any] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    segments: list[Any] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
