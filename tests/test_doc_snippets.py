@@ -8,6 +8,9 @@
 * ``yaml`` blocks are loaded as trainer configs (or sampler files), ``json`` blocks as curricula.
 * ``text`` blocks are output and diagrams, not code.
 
+A block whose code is the same as an earlier block's (README.md's and docs/index.md's first
+command) is run once.
+
 A block opts out only with ``<!-- not run: REASON -->`` on the line before it (an install, a
 server, two hosts, a GPU, a benchmark of minutes); such blocks are still checked without running:
 every ``kerasrl-learn`` line parses with the real parser, and every flag of a benchmark command is
@@ -92,9 +95,12 @@ def _runner(snippet: Snippet) -> Optional[str]:
 
 
 def _blocks(lang: str, run: bool = True) -> list:
-    chosen = [s for s in SNIPPETS if s.lang == lang and (s.reason is None) == run
-              and (lang != "python" or _runner(s) is None)]
-    return [pytest.param(s, id=str(s)) for s in chosen]
+    """The blocks of ``lang`` that are run (or not), each code once (a page may repeat another's)."""
+    chosen: dict[str, Snippet] = {}
+    for s in SNIPPETS:
+        if s.lang == lang and (s.reason is None) == run and (lang != "python" or _runner(s) is None):
+            chosen.setdefault(s.code, s)
+    return [pytest.param(s, id=str(s)) for s in chosen.values()]
 
 
 def _with(phrase: str, page: Optional[str] = None) -> list[Snippet]:
