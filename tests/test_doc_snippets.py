@@ -8,6 +8,9 @@
 * ``yaml`` blocks are loaded as trainer configs (or sampler files), ``json`` blocks as curricula.
 * ``text`` blocks are output and diagrams, not code.
 
+A block whose code is the same as an earlier block's (README.md's and docs/index.md's first
+command) is run once.
+
 A block opts out only with ``<!-- not run: REASON -->`` on the line before it (an install, a
 server, two hosts, a GPU, a benchmark of minutes); such blocks are still checked without running:
 every ``kerasrl-learn`` line parses with the real parser, and every flag of a benchmark command is
@@ -17,6 +20,7 @@ import csv
 import json
 import os
 import re
+import runpy
 import shlex
 import stat
 import subprocess
@@ -80,6 +84,7 @@ RUN_BY = {
     "kerasrl.create_trainers": "tests/test_public_api.py::test_documented_trainer_example_trains",
     "recording.record(": "tests/test_demos.py::test_documented_demonstration_example_records_and_loads",
     "kerasrl.SAC(\"Pendulum-v1\"": "tests/test_sac_docs.py::test_sac_page_python_block_runs",
+    "seed=0, threaded=True)": "tests/test_threaded.py::test_the_docs_page_python_example_runs",
 }
 
 
@@ -90,9 +95,12 @@ def _runner(snippet: Snippet) -> Optional[str]:
 
 
 def _blocks(lang: str, run: bool = True) -> list:
-    chosen = [s for s in SNIPPETS if s.lang == lang and (s.reason is None) == run
-              and (lang != "python" or _runner(s) is None)]
-    return [pytest.param(s, id=str(s)) for s in chosen]
+    """The blocks of ``lang`` that are run (or not), each code once (a page may repeat another's)."""
+    chosen: dict[str, Snippet] = {}
+    for s in SNIPPETS:
+        if s.lang == lang and (s.reason is None) == run and (lang != "python" or _runner(s) is None):
+            chosen.setdefault(s.code, s)
+    return [pytest.param(s, id=str(s)) for s in chosen.values()]
 
 
 def _with(phrase: str, page: Optional[str] = None) -> list[Snippet]:
@@ -165,9 +173,17 @@ def test_blocks_not_run_are_still_valid_commands(snippet):
 
 
 # -- running the blocks ---------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def xla_cache(tmp_path_factory) -> str:
+    """One XLA cache for this module's command-line runs (never the user's ``~/.cache``): most
+    blocks train the same config, so every run after the first loads its compiled update."""
+    return str(tmp_path_factory.mktemp("xla_cache"))
+
+
 @pytest.fixture
-def shell_env(tmp_path) -> dict:
-    """PATH with kerasrl-learn, kerasrl and python3 running this tree; examples/ and benchmarks/ at hand."""
+def shell_env(tmp_path, xla_cache) -> dict:
+    """PATH with kerasrl-learn, kerasrl and python3 running this tree; examples/ and benchmarks/ at
+    hand; the module's XLA cache."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     learn = f'"{sys.executable}" -m kerasrl.cli "$@"'
@@ -184,7 +200,8 @@ def shell_env(tmp_path) -> dict:
     for folder in ("examples", "benchmarks"):
         (work / folder).symlink_to(ROOT / folder)
     return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "TF_CPP_MIN_LOG_LEVEL": "3",
-            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), "WORK": str(work)}
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), "WORK": str(work),
+            "KERASRL_XLA_CACHE": xla_cache}
 
 
 @pytest.mark.slow
@@ -309,11 +326,10 @@ def test_export_examples(tmp_path, monkeypatch):
     blocks = _with("CartPole-v1.savedmodel") + _with("CartPole-v1.onnx")
     commands = {re.search(r"# the run of: kerasrl-learn (.*)\n", s.code).group(1) for s in blocks}
     (command,) = commands
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "kerasrl.cli", *command.split(), "--steps", "2000"], cwd=tmp_path,
-                          capture_output=True, text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
+    from kerasrl.cli import main
+
     monkeypatch.chdir(tmp_path)
+    assert main([*command.split(), "--steps", "2000"]) == 0  # in this process: its TensorFlow is loaded
     onnx = (tmp_path / "results" / "cartpole" / "models" / "CartPole-v1" / "CartPole-v1.onnx").exists()
     for snippet in blocks:
         if "onnxruntime" in snippet.code and not onnx:
@@ -324,17 +340,19 @@ def test_export_examples(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_fit_keras_example_script(tmp_path):
-    """examples/fit_keras.py (the fit guide's complete script), shortened: every callback's file, a
-    greedy episode of the saved model, and its final line."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+def test_fit_keras_example_script(tmp_path, monkeypatch, capsys):
+    """examples/fit_keras.py (the fit guide's complete script), shortened and run as ``__main__`` in
+    this process: every callback's file, a greedy episode of the saved model, and its final line."""
     out = tmp_path / "fit"
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "fit_keras.py"), "--steps", "3000", "--out", str(out)],
-                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    script = str(ROOT / "examples" / "fit_keras.py")
+    monkeypatch.setattr(sys, "argv", [script, "--steps", "3000", "--out", str(out)])
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the script puts the repository first
+    monkeypatch.chdir(tmp_path)
+    runpy.run_path(script, run_name="__main__")
+    stdout = capsys.readouterr().out
     final = re.search(r"^final steps=(\d+) updates=(\d+) mean_return=([\d.]+) greedy_return=([\d.]+)$",
-                      done.stdout, re.M)
-    assert final, done.stdout[-2000:]
+                      stdout, re.M)
+    assert final, stdout[-2000:]
     steps, updates = int(final.group(1)), int(final.group(2))
     assert 3000 <= steps < 3008 and updates >= 10 and 1 <= float(final.group(4)) <= 500
     with open(out / "cartpole.csv", newline="") as f:

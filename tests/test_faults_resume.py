@@ -2,8 +2,10 @@
 seed (so the schedules go on decaying over the same steps), says when there is nothing left
 to train, and leaves no step twice in the metrics CSV.
 
-Each test runs ``kerasrl-learn`` in a subprocess on the built-in ``Simple1D`` with a tiny
-model, a few hundred steps, and stops or damages the run as Ctrl-C or a crash would.
+Each test runs ``kerasrl-learn`` on the built-in ``Simple1D`` with a tiny model, a few hundred
+steps, and stops or damages the run as Ctrl-C or a crash would: in a subprocess where a signal
+or TensorFlow's own output is part of the check, else its ``main`` in this process (a
+subprocess's TensorFlow import is most of such a short run).
 """
 import csv
 import math
@@ -19,6 +21,7 @@ import pytest
 import yaml
 from process_tools import free_ports
 
+from kerasrl.cli import main
 from kerasrl.ppo.schedules import LR_END, linear_decay
 from kerasrl.trainers.stats import CsvStats, StatsWriter
 
@@ -43,10 +46,12 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def learn(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run(command(tmp_path, *flags), capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc
+def learn(tmp_path: Path, capsys, *flags: str) -> str:
+    """``kerasrl-learn``'s ``main`` in this process, as ``command`` runs it; its output."""
+    status = main(command(tmp_path, *flags)[3:])
+    out, err = capsys.readouterr()
+    assert status == 0, err[-2000:]
+    return out
 
 
 def record(tmp_path: Path) -> dict:
@@ -62,7 +67,7 @@ def steps_of(rows: list[dict]) -> list[int]:
     return [int(float(r["Step"])) for r in rows]
 
 
-def test_resume_continues_to_the_recorded_target_with_the_recorded_seed(tmp_path):
+def test_resume_continues_to_the_recorded_target_with_the_recorded_seed(tmp_path, capsys):
     """Ctrl-C of a ``--steps 600`` run (config ``max_steps: 200``), then ``--resume`` without
     ``--steps`` or ``--seed``: it trains to 600 with the drawn seed, and the learning rate goes
     on decaying over 600 steps (a decay over 200 would drop it to its end value)."""
@@ -83,7 +88,7 @@ def test_resume_continues_to_the_recorded_target_with_the_recorded_seed(tmp_path
     stopped = int(FINAL.search(out).group(1))
     assert 0 < stopped < 600
 
-    out = learn(tmp_path, "--resume").stdout
+    out = learn(tmp_path, capsys, "--resume")
     assert re.search(rf"Resumed Simple1D at step {stopped}: continuing to its target of 600 steps with seed {seed}\.",
                      out), out
     assert int(FINAL.search(out).group(1)) == 601
@@ -97,10 +102,10 @@ def test_resume_continues_to_the_recorded_target_with_the_recorded_seed(tmp_path
     assert all(a >= b for a, b in zip(rates, rates[1:]))  # no jump up
 
 
-def test_resume_of_a_finished_run_says_so_and_an_explicit_steps_is_the_new_target(tmp_path):
+def test_resume_of_a_finished_run_says_so_and_an_explicit_steps_is_the_new_target(tmp_path, capsys):
     """Also: a damaged ``configuration.yaml`` is a one-line error, not a silent fresh target."""
-    learn(tmp_path, "--steps", "200", "--seed", "5")
-    out = learn(tmp_path, "--resume").stdout
+    learn(tmp_path, capsys, "--steps", "200", "--seed", "5")
+    out = learn(tmp_path, capsys, "--resume")
     assert "Resumed Simple1D at step 201: already at its target of 200 steps: nothing left to train." in out
     final = FINAL.search(out)
     assert final and int(final.group(1)) == 201
@@ -108,11 +113,11 @@ def test_resume_of_a_finished_run_says_so_and_an_explicit_steps_is_the_new_targe
     returns = [r["Environment/Cumulative Reward"] for r in csv_rows(tmp_path) if r["Environment/Cumulative Reward"]]
     assert float(final.group(2)) == round(float(returns[-1]), 3)
 
-    out = learn(tmp_path, "--resume", "--steps", "300").stdout
+    out = learn(tmp_path, capsys, "--resume", "--steps", "300")
     assert "Resumed Simple1D at step 201: continuing to its target of 300 steps with seed 5." in out
     assert int(FINAL.search(out).group(1)) == 301
     assert record(tmp_path)["target_steps"] == {"Simple1D": 300} and record(tmp_path)["seed"] == 5
-    assert "already at its target of 300 steps" in learn(tmp_path, "--resume").stdout
+    assert "already at its target of 300 steps" in learn(tmp_path, capsys, "--resume")
 
     (tmp_path / "r" / "configuration.yaml").write_text("[unclosed")  # the record damaged: one line names it
     proc = subprocess.run(command(tmp_path, "--resume"), capture_output=True, text=True, timeout=300)
@@ -121,17 +126,17 @@ def test_resume_of_a_finished_run_says_so_and_an_explicit_steps_is_the_new_targe
     assert len(err) == 1 and "configuration.yaml cannot be read" in err[0] and "--steps and --seed" in err[0], err
 
 
-def test_csv_rows_past_the_resumed_step_are_dropped(tmp_path):
+def test_csv_rows_past_the_resumed_step_are_dropped(tmp_path, capsys):
     """The newest checkpoints are lost (a damaged disk, a crash after the CSV got rows past the
     last checkpoint): the run resumes at step 200, and the CSV's rows of steps 250..400 go
     before the replayed steps write theirs."""
-    learn(tmp_path, "--steps", "400", "--save-freq", "100", "--seed", "1")
+    learn(tmp_path, capsys, "--steps", "400", "--save-freq", "100", "--seed", "1")
     assert steps_of(csv_rows(tmp_path)) == [50, 100, 150, 200, 250, 300, 350, 400]
     models = tmp_path / "r" / "models" / "Simple1D"
     for path in models.glob("model-*"):
         if int(path.name.split(".")[0].split("-")[1]) > 200:
             path.unlink()
-    out = learn(tmp_path, "--resume").stdout
+    out = learn(tmp_path, capsys, "--resume")
     assert "Resumed Simple1D at step 200: continuing to its target of 400 steps with seed 1." in out
     steps = steps_of(csv_rows(tmp_path))
     assert steps == [50, 100, 150, 200, 250, 300, 350, 400]  # each step once, in order

@@ -4,6 +4,8 @@ folder (nothing beside it, nothing that is not a run), two processes never run i
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import shlex
 import signal
@@ -53,10 +55,16 @@ def learn_env(tmp_path: Path) -> dict[str, str]:
 
 
 def learn(tmp_path: Path, *argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """``kerasrl-learn`` with the tiny config, in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "kerasrl.cli", str(tmp_path / "cfg.yaml"), "--env", "Simple1D",
-                           "--seed", "1", *argv], cwd=cwd or tmp_path, env=learn_env(tmp_path),
-                          capture_output=True, text=True, timeout=240)
+    """``kerasrl-learn`` with the tiny config, run in ``cwd`` by its ``main`` in this process (the
+    runs that must be another process, holding the folder or killed, are ``start_pausing``'s)."""
+    out, err, previous = io.StringIO(), io.StringIO(), os.getcwd()
+    os.chdir(cwd or tmp_path)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main([str(tmp_path / "cfg.yaml"), "--env", "Simple1D", "--seed", "1", *argv])
+    finally:
+        os.chdir(previous)
+    return subprocess.CompletedProcess(argv, status, out.getvalue(), err.getvalue())
 
 
 def start_pausing(tmp_path: Path, *argv: str) -> subprocess.Popen:

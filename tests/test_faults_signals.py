@@ -74,7 +74,7 @@ def _saved_step(tmp_path) -> int:
     return max(steps)
 
 
-def test_sigterm_saves_exits_143_and_resume_continues(tmp_path):
+def test_sigterm_saves_exits_143_and_resume_continues(tmp_path, capsys):
     proc, out, err = _stop_once_training(_learn(tmp_path, "--steps", "10000000", "--progress-every", "50"),
                                          signal.SIGTERM)
     assert proc.returncode == 143, err
@@ -82,11 +82,11 @@ def test_sigterm_saves_exits_143_and_resume_continues(tmp_path):
     assert "the model was saved; continue with --resume" in out and "stopped by SIGTERM" in err
     step = _saved_step(tmp_path)
     assert step >= 100 and int(FINAL.search(out).group(1)) == step
-    resumed = subprocess.run(_learn(tmp_path, "--steps", str(step + 100), "--resume"), cwd=ROOT, capture_output=True,
-                             text=True, timeout=120)
-    assert resumed.returncode == 0, resumed.stderr
-    assert f"Resumed Simple1D at step {step}" in resumed.stdout
-    assert int(FINAL.search(resumed.stdout).group(1)) > step and _saved_step(tmp_path) > step
+    status = main(_learn(tmp_path, "--steps", str(step + 100), "--resume")[3:])  # the resume: in this process
+    resumed = capsys.readouterr()
+    assert status == 0, resumed.err
+    assert f"Resumed Simple1D at step {step}" in resumed.out
+    assert int(FINAL.search(resumed.out).group(1)) > step and _saved_step(tmp_path) > step
 
 
 def test_sighup_saves_and_exits_129_and_a_second_signal_changes_nothing(tmp_path):
