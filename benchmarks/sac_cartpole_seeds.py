@@ -5,7 +5,7 @@ mean return over 20 evaluation episodes at the end.
 ``--set KEY=VALUE`` overrides the config's keys (ML-Agents' names; VALUE read as YAML), to
 compare settings. No peer: Stable-Baselines3 has no discrete SAC.
 
-    nice -n 10 python3 benchmarks/sac_cartpole_seeds.py --seeds 5 --steps 100000
+    nice -n 10 python3 benchmarks/sac_cartpole_seeds.py --seeds 5 --steps 110000 --stop-when-solved
     nice -n 10 python3 benchmarks/sac_cartpole_seeds.py --seeds 1 --steps 40000 --set learning_rate=1e-3
 """
 from __future__ import annotations
