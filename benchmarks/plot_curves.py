@@ -69,7 +69,10 @@ def summarise(seeds: dict[int, tuple[np.ndarray, np.ndarray]], grid: np.ndarray,
 
 
 def plot(path: str, output: str, title: Optional[str] = None, band: str = "iqr", points: int = 400) -> str:
-    """Draw the file's curves to ``output`` (PNG); returns ``output``."""
+    """Draw the file's curves to ``output`` (PNG); returns ``output``.
+
+    The file is read first, so a malformed one is named even where matplotlib is missing."""
+    comment, runs = read_curves(path)
     try:
         import matplotlib
 
@@ -77,7 +80,6 @@ def plot(path: str, output: str, title: Optional[str] = None, band: str = "iqr",
         import matplotlib.pyplot as plt
     except ImportError as e:
         raise SystemExit(f"plot_curves.py needs matplotlib: pip install \"kerasrl[plot]\" ({e})") from None
-    comment, runs = read_curves(path)
     end = min(steps[-1] for seeds in runs.values() for steps, _ in seeds.values())
     grid = np.linspace(0, end, points)
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
