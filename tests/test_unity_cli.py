@@ -66,13 +66,14 @@ def _session(pid: str):
 
 @pytest.mark.slow
 def test_trains_the_standin_scene_to_its_threshold(tmp_path):
-    code, out, err = _finish(_learn(tmp_path, "--no-graphics", "--time-scale", "10"))
+    code, out, err = _finish(_learn(tmp_path, "--num-envs", "2", "--no-graphics", "--time-scale", "10"))
     assert code == 0, err
     assert "PPO on " + STANDIN in out
     m = FINAL.search(out)
     assert m and int(m.group(1)) >= 3000 and float(m.group(2)) >= 0.9, out
-    log = (tmp_path / "r" / "run_logs" / "Player-0.log").read_text()
-    assert "nographics=True batchmode=True" in log and "engine 2 10" in log and "seed 1" in log
+    for i in (0, 1):
+        log = (tmp_path / "r" / "run_logs" / f"Player-{i}.log").read_text()
+        assert "nographics=True batchmode=True" in log and "engine 2 10" in log and f"seed {1 + i}" in log
     # files name the behavior Simple1D?team=0 without "?" or "=": checkpoints, exports, CSV, TensorBoard
     models = tmp_path / "r" / "models" / "Simple1D_team_0"
     assert {"Simple1D_team_0.unity.onnx", "Simple1D_team_0.weights.h5"} <= set(os.listdir(models))
@@ -83,7 +84,8 @@ def test_trains_the_standin_scene_to_its_threshold(tmp_path):
 
 @pytest.mark.slow
 def test_trains_the_visual_scene_given_with_its_extension(tmp_path):
-    code, out, err = _finish(_learn(tmp_path, "--env-args", "--scene", "visual", player=STANDIN + ".x86_64"))
+    code, out, err = _finish(_learn(tmp_path, "--num-envs", "2", "--env-args", "--scene", "visual",
+                                    player=STANDIN + ".x86_64"))
     assert code == 0, err
     m = FINAL.search(out)
     assert m and float(m.group(2)) >= 0.9, out
