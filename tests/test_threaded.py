@@ -79,7 +79,7 @@ def test_an_update_buffer_built_while_acting_learns_as_one_built_in_the_update_t
     # observations go with it): the same weights and normalizer as the update thread building it
     # (the staged path's advantages refreshed with the learner's critic left out, which the
     # other path has not)
-    monkeypatch.setattr(PPOTrainer, "_refresh_advantages", lambda self, segments: None)
+    monkeypatch.setattr(PPOTrainer, "_refresh_advantages", lambda self, update, values, segments: None)
 
     def results(run):
         _, trainer = _train(tmp_path / run, seed=5, max_steps=500, flush_on_update=True, normalize=True)

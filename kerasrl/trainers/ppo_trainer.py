@@ -208,10 +208,11 @@ class PPOTrainer(RLTrainer):
                 for vector_obs in work.observations:
                     self._update_normalizer(vector_obs)
                 self.training_buffer.update_buffer = work.prepared
-                if self.sequence_length == 1 and self.learner.replicas == 1:
-                    self._refresh_advantages(work.segments)
             for trajectory in work.trajectories:
                 self.process_trajectory(trajectory)
+            if self.learner.replicas == 1:
+                refresh = work.prepared is not None and self.sequence_length == 1
+                self._rebase_on_learner(work.segments if refresh else None)
             weights, metrics = self._update(work.step, stats)
             if weights is None:
                 weights = [v.numpy() for v in self.learner.actor_critic.trainable_variables]
@@ -222,13 +223,25 @@ class PPOTrainer(RLTrainer):
         stats.clear()
         return result
 
-    def _refresh_advantages(self, segments: list[tuple[int, int, dict[str, float], bool]]) -> None:
-        """Threaded: the update buffer's value estimates, advantages and returns again, with the
-        learner's critic (the acting one is an update older); each trajectory's bootstrap value
-        stays the acting policy's."""
+    def _rebase_on_learner(self, segments: Optional[list[tuple[int, int, dict[str, float], bool]]]) -> None:
+        """Threaded: the update buffer's PPO reference log-probabilities from the learner's weights
+        at the update's start, so that the clipped ratio starts at 1 as an unthreaded update's
+        does (the acting weights are one update older: with their log-probabilities many rows
+        start outside the clip range and teach nothing). With ``segments`` (the staged
+        trajectories' rows), its value estimates, advantages and returns too, from the learner's
+        critic in the same call; each trajectory's bootstrap value stays the acting policy's."""
         update = self.training_buffer.update_buffer
         batch = {k: update[k].get_batch() for k in self.learner.batch_fields}
-        values = self._learner_outputs(batch)[1]
+        log_prob, values = self._learner_outputs(batch)
+        reference = np.zeros(batch[Field.ACTION_LOG_PROBS].shape, np.float32)
+        reference[:, 0] = log_prob  # the loss sums the last axis: one column holds it
+        update[Field.ACTION_LOG_PROBS].set(reference)
+        if segments is not None:
+            self._refresh_advantages(update, values, segments)
+
+    def _refresh_advantages(self, update: AgentBuffer, values: Mapping[str, np.ndarray],
+                            segments: list[tuple[int, int, dict[str, float], bool]]) -> None:
+        """GAE of every staged trajectory again, with the learner's value estimates ``values``."""
         advantages, returns = [], []
         for name, signal in self.reward_signals.items():
             rewards, v = update[Field.rewards(name)].get_batch(), values[name]
@@ -244,17 +257,6 @@ class PPOTrainer(RLTrainer):
             returns.append(ret)
         update[Field.ADVANTAGES].set(np.mean(advantages, axis=0).astype(np.float32))
         update[Field.DISCOUNTED_RETURNS].set(np.mean(returns, axis=0).astype(np.float32))
-
-    def _learner_log_probs(self, batch: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Threaded: the log-probabilities of ``batch``'s actions under the learner's weights, which
-        replace the acting policy's as PPO's reference, so that the clipped ratio starts at 1 at
-        every update, as an unthreaded update's does. (The acting weights are one update older: with
-        their log-probabilities many rows start outside the clip range and teach nothing.)"""
-        log_prob = self._learner_outputs(batch)[0]
-        stored = batch[Field.ACTION_LOG_PROBS]
-        out = np.zeros(stored.shape, np.float32)  # the loss sums the last axis: one column holds it
-        out[:, 0] = log_prob
-        return out
 
     def _learner_outputs(self, batch: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """The learner's log-probabilities of ``batch``'s actions and its value estimates (one call)."""
@@ -507,8 +509,6 @@ class PPOTrainer(RLTrainer):
         with hierarchical_timer("reward_signals.evaluate"):
             self.processor.deferred.finish(self.training_buffer.update_buffer, self.hyperparameters.lambd)
         batch = self.learning_batch()
-        if self.threaded and self.learner.replicas == 1:
-            batch[Field.ACTION_LOG_PROBS] = self._learner_log_probs(batch)
         if not np.isfinite(batch[Field.ADVANTAGES]).all():
             raise UnityTrainerException(f"Behavior {self.behavior_name}: non-finite advantages in the update buffer.")
         with hierarchical_timer("ppo.update"):
