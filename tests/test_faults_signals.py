@@ -17,8 +17,8 @@ from kerasrl.cli import main
 from kerasrl.cli.main import is_start_up_chatter
 from kerasrl.envs import SimpleEnvManager
 from kerasrl.envs.simple import Simple1DEnvironment
+from kerasrl.interrupts import raise_if_stopping, sigint_deferred, stops_at_safe_points
 from kerasrl.trainers import TrainerController, initialize_trainers
-from kerasrl.trainers.checkpoint import sigint_deferred
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 TINY = "default:\n  batch_size: 16\n  buffer_size: 64\n  hidden_units: 8\n  num_epoch: 1\n"
@@ -143,11 +143,7 @@ def test_signals_during_a_save_wait_for_it():
 def test_a_signal_during_a_periodic_save_is_not_followed_by_a_second_save_of_the_same_step(tmp_path):
     """Ctrl-C during the save at step 64: the controller stops after it, without writing
     ``model-64`` again (an overwrite in place, which a kill could cut short)."""
-    manager = SimpleEnvManager(Simple1DEnvironment(use_discrete=True, seed=1))
-    config = {"default": {"batch_size": 16, "buffer_size": 64, "hidden_units": 8, "max_steps": 1000}}
-    trainers = initialize_trainers(config, manager.behavior_specs, str(tmp_path / "summaries"), "run",
-                                   str(tmp_path / "models"), keep_checkpoints=2, train_model=True, load_model=False,
-                                   seed=1)
+    manager, trainers = _simple_trainers(tmp_path)
     trainer = trainers["Simple1D"]
     saves: list[int] = []
     real_save = trainer.save_model
@@ -166,12 +162,74 @@ def test_a_signal_during_a_periodic_save_is_not_followed_by_a_second_save_of_the
     assert [p.name for p in (tmp_path / "models" / "Simple1D").glob("model-*.index")] == ["model-64.index"]
 
 
+def _simple_trainers(tmp_path, max_steps: int = 1000):
+    manager = SimpleEnvManager(Simple1DEnvironment(use_discrete=True, seed=1))
+    config = {"default": {"batch_size": 16, "buffer_size": 64, "hidden_units": 8, "max_steps": max_steps}}
+    trainers = initialize_trainers(config, manager.behavior_specs, str(tmp_path / "summaries"), "run",
+                                   str(tmp_path / "models"), keep_checkpoints=2, train_model=True, load_model=False,
+                                   seed=1)
+    return manager, trainers
+
+
+def test_a_stop_signal_waits_for_the_next_safe_point(capsys):
+    """Recorded, not raised, until ``raise_if_stopping``; a second one only says so; the
+    handler is back afterwards."""
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt), stops_at_safe_points() as stops:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)
+        assert stops.pending == signal.SIGINT and not stops.taken
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)
+        assert "Ctrl-C: already stopping" in capsys.readouterr().err
+        raise_if_stopping()
+    assert stops.taken and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_ctrl_c_during_an_update_lets_it_finish_then_saves_its_result(tmp_path):
+    """Ctrl-C inside the trainer's update (where TensorFlow traces and runs) is taken after it:
+    the update completes and the saved step is the one after it."""
+    manager, trainers = _simple_trainers(tmp_path)
+    trainer = trainers["Simple1D"]
+    real_update, finished = trainer.update_policy, []
+
+    def update_interrupted() -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)  # Python's own handler would raise here, inside the update
+        real_update()
+        finished.append(trainer.get_step)
+
+    trainer.update_policy = update_interrupted
+    tc = TrainerController(trainers, str(tmp_path / "models"), str(tmp_path / "summaries"), "run-0", save_freq=10**6)
+    tc.start_learning(manager)
+    assert tc.interrupted and len(finished) == 1 and tc.saved_steps == {"Simple1D": finished[0]}
+
+
+def test_a_signal_during_the_final_save_still_marks_the_run_interrupted(tmp_path):
+    """A stop that comes after the last safe point (training done, final save running) is not
+    lost: the run reports it (``kerasrl-learn`` then exits 130)."""
+    manager, trainers = _simple_trainers(tmp_path, max_steps=64)
+    trainer = trainers["Simple1D"]
+    real_save = trainer.save_model
+
+    def save_interrupted() -> str:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)
+        return real_save()
+
+    trainer.save_model = save_interrupted
+    tc = TrainerController(trainers, str(tmp_path / "models"), str(tmp_path / "summaries"), "run-0", save_freq=10**6)
+    tc.start_learning(manager)
+    assert tc.interrupted and tc.saved_steps == {"Simple1D": trainer.get_step} and trainer.get_step >= 64
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_sigterm_with_the_default_action_ends_the_process_after_the_block(tmp_path):
     """In a library process (no handler), a SIGTERM during a save ends the process after it."""
     done = tmp_path / "done"
     code = textwrap.dedent(f"""
         import os, signal, time
-        from kerasrl.trainers.checkpoint import sigint_deferred
+        from kerasrl.interrupts import raise_if_stopping, sigint_deferred, stops_at_safe_points
         with sigint_deferred("a test"):
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.05)

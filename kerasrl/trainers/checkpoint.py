@@ -35,11 +35,9 @@ import logging
 import os
 import re
 import shutil
-import signal
-import threading
 import time
 import uuid
-from typing import Any, Callable, Iterator, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 import tensorflow as tf
 from google.protobuf.message import DecodeError
@@ -48,6 +46,7 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from kerasrl import distribute
 from kerasrl.exception import UnityTrainerException, describe
+from kerasrl.interrupts import sigint_deferred
 
 logger = logging.getLogger("kerasrl.trainers")
 
@@ -212,53 +211,6 @@ def adopt_untracked(folder: str) -> None:
     logger.warning("Checkpoint state file %s did not list %s; now it does.", os.path.join(folder, STATE_FILE),
                    ", ".join(os.path.basename(p) for p in sorted(set(on_disk) - set(listed), key=_step_of)))
     write_state(folder, latest, prefixes)
-
-
-# -- SIGINT, SIGTERM, SIGHUP --------------------------------------------------------------
-#: The signals that stop a run (Ctrl-C; ``timeout``, Docker, Kubernetes, Slurm; a closed
-#: terminal), each held back while a checkpoint is written.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-@contextlib.contextmanager
-def sigint_deferred(what: str) -> Iterator[None]:
-    """Hold SIGINT (Ctrl-C), SIGTERM and SIGHUP back while the block runs in the main thread,
-    then deliver each that arrived once, in order of arrival, to its previous handler after the
-    block completes (Python's SIGINT handler raises ``KeyboardInterrupt``; the default action
-    of SIGTERM/SIGHUP is raised again and ends the process), however many arrived: a second
-    signal can then never cut a save short. Elsewhere (another thread) the block just runs, and
-    a signal that is ignored or whose handler was not installed from Python is left alone."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {s: h for s in STOP_SIGNALS if (h := signal.getsignal(s)) is not None and h != signal.SIG_IGN}
-    received: list[int] = []
-
-    def record(signum: int, frame: Any) -> None:
-        if not received:
-            logger.warning("%s during %s; stopping once it is complete.",
-                           "Interrupted" if signum == signal.SIGINT else signal.Signals(signum).name, what)
-        if signum not in received:
-            received.append(signum)
-
-    try:
-        for signum in previous:
-            signal.signal(signum, record)
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    for number in received:
-        _deliver_sigint(previous[signal.Signals(number)], number)
-
-
-def _deliver_sigint(handler: Callable[..., Any] | int, signum: int = signal.SIGINT) -> None:
-    """Hand a held-back signal (SIGINT unless ``signum`` says otherwise) to ``handler`` as the
-    signal itself would have."""
-    if callable(handler):
-        handler(signum, None)
-    elif handler == signal.SIG_DFL:
-        signal.raise_signal(signum)
 
 
 # -- the saver -------------------------------------------------------------------------

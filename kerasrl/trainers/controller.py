@@ -12,8 +12,8 @@ import numpy as np
 from kerasrl.curriculum import save_lessons
 from kerasrl.envs.env_manager import EnvManager, StepInfo
 from kerasrl.exception import EnvironmentException, TrainerError, UnityTrainerException
+from kerasrl.interrupts import raise_if_stopping, sigint_deferred, stops_at_safe_points
 from kerasrl.timers import hierarchical_timer, timed, write_timer_tree
-from kerasrl.trainers.checkpoint import sigint_deferred
 from kerasrl.trainers.trainer import Trainer
 
 logger = logging.getLogger("kerasrl")
@@ -236,12 +236,21 @@ class TrainerController:
 
     def start_learning(self, env_manager: EnvManager) -> None:
         """Train until every trainer reaches ``max_steps``; Ctrl-C (``KeyboardInterrupt``, which
-        ``kerasrl-learn`` also raises on SIGTERM and SIGHUP) saves and exits cleanly.
+        ``kerasrl-learn`` also raises on SIGTERM and SIGHUP) saves and exits cleanly. The signal
+        is taken between two steps or while waiting for the environment, never inside TensorFlow
+        (see :mod:`kerasrl.interrupts`); one that comes during the final save or export still
+        marks the run as interrupted.
 
         An error raised while training propagates as it is: the end-of-run export and clean-up
         never replace it (their own failures are logged instead).
         """
         self._prepare()
+        with stops_at_safe_points() as stops:
+            self._learn(env_manager)
+            if stops.take_quietly():
+                self.interrupted = True
+
+    def _learn(self, env_manager: EnvManager) -> None:
         try:
             if not self._environment_ready:
                 self.reset_environment(env_manager)
@@ -328,6 +337,7 @@ class TrainerController:
 
     def _run(self, env_manager: EnvManager) -> None:
         while self._should_continue():
+            raise_if_stopping()
             steps_before = self.env_steps
             n_steps = self.advance(env_manager)
             if self.meta_curriculum is not None or self.sampler_manager is not None:

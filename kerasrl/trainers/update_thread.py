@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from kerasrl.exception import UpdateThreadError, describe
+from kerasrl.interrupts import raise_if_stopping
 from kerasrl.timers import TimerStack, hierarchical_timer, thread_timer_stack
 from kerasrl.trainers.trajectory import Trajectory
 
@@ -123,6 +124,7 @@ class UpdateThread:
         with hierarchical_timer("wait_for_update"), self._done:
             while version not in self._results:
                 self.check()
+                raise_if_stopping()
                 if not self.alive:
                     raise UpdateThreadError(f"{self.name}: the update thread stopped before update {version}.")
                 self._done.wait(POLL_SECONDS)

@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional, Sequence
 import grpc
 
 from kerasrl.exception import EnvironmentException
+from kerasrl.interrupts import raise_if_stopping
 from kerasrl.protos import unity_protocol_pb2 as pb
 from kerasrl.protos import unity_protocol_pb2_grpc as pb_grpc
 
@@ -228,6 +229,7 @@ class Communicator:
                 break
             except queue.Empty:
                 pass
+            raise_if_stopping()  # before the player's exit: a Ctrl-C reaches the player too
             code = self.player.exit_code() if self.player is not None else None
             if code is not None:
                 raise UnityCommunicationError(f"{self._who()} exited with code {code}"
