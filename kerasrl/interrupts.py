@@ -72,14 +72,17 @@ _active: Optional[SafePoints] = None
 
 @contextlib.contextmanager
 def stops_at_safe_points() -> Iterator[SafePoints]:
-    """While the block runs in the main thread, stop signals wait for :func:`raise_if_stopping`."""
+    """While the block runs in the main thread, stop signals wait for :func:`raise_if_stopping`.
+    Inside another such block it is that block's record (one signal is taken once)."""
     global _active
-    previous: dict[int, Callable[..., Any]] = {s: h for s in STOP_SIGNALS if callable(h := signal.getsignal(s))}
-    points = SafePoints(previous)
     if threading.current_thread() is not threading.main_thread():
-        yield points
+        yield SafePoints({})
         return
-    outer, _active = _active, points
+    if _active is not None:
+        yield _active
+        return
+    previous: dict[int, Callable[..., Any]] = {s: h for s in STOP_SIGNALS if callable(h := signal.getsignal(s))}
+    _active = points = SafePoints(previous)
     try:
         for signum in previous:
             signal.signal(signum, points.record)
@@ -87,7 +90,7 @@ def stops_at_safe_points() -> Iterator[SafePoints]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        _active = outer
+        _active = None
 
 
 def raise_if_stopping() -> None:
