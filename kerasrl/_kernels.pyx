@@ -6,7 +6,8 @@
 * ``sample_masked_categorical``: the numpy policy's masked multi-categorical sampling for a
   batch of agents, the same float32 arithmetic as ``MaskedMultiCategorical`` (softmax,
   ``+EPSILON``, mask, renormalise, inverse-CDF sample, log-probs, entropy) in one call;
-* ``gae``: generalised advantage estimation and λ-returns of one trajectory.
+* ``gae``: generalised advantage estimation and λ-returns of one trajectory;
+* ``discounted_returns``: the running discounted returns that ``normalize_rewards`` scales by.
 """
 from libc.math cimport expf, logf
 
@@ -119,3 +120,23 @@ def gae(
             advantages[t] = <float>running
             returns[t] = advantages[t] + values[t]
             next_value = values[t]
+
+
+def discounted_returns(
+    const double[::1] rewards,
+    double gamma,
+    double start,
+    double[::1] returns,
+) -> double:
+    """Forward discounted returns ``G_t = γ·G_{t-1} + r_t`` from ``G_{-1} = start`` into
+    ``returns``; the last one is returned (the running return carried to the next call)."""
+    cdef Py_ssize_t n = rewards.shape[0]
+    cdef Py_ssize_t t
+    cdef double g = start
+    if returns.shape[0] != n:
+        raise ValueError(f"rewards ({n}) and returns ({returns.shape[0]}) must have one length")
+    with nogil:
+        for t in range(n):
+            g = gamma * g + rewards[t]
+            returns[t] = g
+    return g

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from kerasrl._kernels import discounted_returns
+
 CLIP = 10.0
 EPSILON = 1e-8
 
@@ -41,14 +43,11 @@ class RewardNormalizer(tf.Module):
 
     def __call__(self, agent_id: int, rewards: np.ndarray, episode_ended: bool) -> np.ndarray:
         """The trajectory's rewards, scaled; updates the statistics with its discounted returns."""
-        rewards = np.asarray(rewards, np.float64)
+        rewards = np.ascontiguousarray(rewards, np.float64)
         if len(rewards) == 0:
             return rewards.astype(np.float32)
-        g = self._returns.get(agent_id, 0.0)
         returns = np.empty_like(rewards)
-        for i, r in enumerate(rewards):
-            g = self.gamma * g + r
-            returns[i] = g
+        g = discounted_returns(rewards, self.gamma, self._returns.get(agent_id, 0.0), returns)
         self._returns[agent_id] = 0.0 if episode_ended else g
         self._update(returns)
         scale = np.sqrt(float(self.var.numpy()) + EPSILON)
