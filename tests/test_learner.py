@@ -30,11 +30,11 @@ def make_batch(learner: PPOLearner, n: int, seed: int = 0) -> dict:
     return batch
 
 
-def make_learner(spec: BehaviorSpec, recurrent: bool = False, seed: int = 3) -> PPOLearner:
+def make_learner(spec: BehaviorSpec, recurrent: bool = False, seed: int = 3, **ppo_keys) -> PPOLearner:
     network = NetworkSettings(hidden_units=16, num_layers=2, normalize=True, use_recurrent=recurrent, memory_size=8,
                               sequence_length=4)
     model = ActorCritic(spec, ["extrinsic", "curiosity"], network, seed=seed)
-    return PPOLearner(model, PPOSettings(learning_rate=1e-3, epsilon=0.2, beta=1e-2), max_steps=1000)
+    return PPOLearner(model, PPOSettings(learning_rate=1e-3, epsilon=0.2, beta=1e-2, **ppo_keys), max_steps=1000)
 
 
 @pytest.mark.parametrize("spec,recurrent", [(DISCRETE, False), (CONTINUOUS, False), (DISCRETE, True), (CONTINUOUS, True)])
@@ -79,6 +79,22 @@ def test_loss_matches_hand_computation():
     assert metrics["policy_loss"].numpy() == pytest.approx(pl, rel=1e-5)
     assert metrics["value_loss"].numpy() == pytest.approx(vl, rel=1e-5)
     assert loss.numpy() == pytest.approx(pl + 0.5 * vl - 0.01 * ent.mean(), rel=1e-5)
+    weighed, _ = ppo_loss(model, tensors, tf.constant(0.2), tf.constant(0.01), ["extrinsic", "curiosity"],
+                          value_coef=0.835671)
+    assert weighed.numpy() == pytest.approx(pl + 0.835671 * vl - 0.01 * ent.mean(), rel=1e-5)
+
+
+def test_vf_coef_reaches_the_update():
+    """``vf_coef: 0`` leaves the value heads untouched by an update; the default moves them."""
+    moved = {}
+    for coef in (0.0, 0.5):
+        learner = make_learner(DISCRETE, vf_coef=coef)
+        heads = learner.actor_critic.value_heads
+        before = [w.numpy() for head in heads.values() for w in head.trainable_weights]
+        learner.minibatch_update(make_batch(learner, 32), num_epoch=1, batch_size=32, seed=1)
+        after = [w.numpy() for head in heads.values() for w in head.trainable_weights]
+        moved[coef] = any(not np.array_equal(a, b) for a, b in zip(before, after))
+    assert moved == {0.0: False, 0.5: True}
 
 
 def test_padding_rows_are_masked_out():

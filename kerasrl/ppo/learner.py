@@ -194,6 +194,7 @@ class PPOLearner(keras.Model):
                 self.actor_critic, batch, self.clip_epsilon, self.beta, self.stream_names, self.sequence_length,
                 self.clip_value_loss, row_count=count,
                 minibatch_advantages=self.hyperparameters.normalize_advantages == "minibatch",
+                value_coef=self.hyperparameters.vf_coef,
             )
         grads = tape.gradient(loss, variables)
         if self.max_grad_norm is not None:

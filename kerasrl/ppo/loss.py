@@ -1,6 +1,7 @@
 """Every PPO loss detail in one readable place.
 
-``loss = policy_loss + 0.5 · value_loss − β · mean(entropy)`` where, over the rows whose
+``loss = policy_loss + c_v · value_loss − β · mean(entropy)`` (``c_v``: ``vf_coef``, 0.5 as in
+ML-Agents unless set) where, over the rows whose
 ``masks`` is 1 (padding rows of recurrent sequences have 0):
 
 * ratio ``r = exp(log π(a|s) − log π_old(a|s))``; ``policy_loss = −mean(min(r·A, clip(r, 1−ε, 1+ε)·A))``;
@@ -38,6 +39,7 @@ def ppo_loss(
     clip_value_loss: bool = True,
     row_count: tf.Tensor | None = None,
     minibatch_advantages: bool = False,
+    value_coef: float = 0.5,
 ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
     """PPO loss on one mini-batch; returns ``(loss, metrics)`` (``policy_loss``, ``value_loss``,
     ``entropy``, ``approx_kl``, ``clip_fraction``).
@@ -48,6 +50,7 @@ def ppo_loss(
     stream, ``{name}_returns`` and ``{name}_value_estimates``.
     ``row_count``: the number of valid rows across replicas, when the caller has it (compute
     it outside any gradient tape: a collective recorded on the tape can desynchronise replicas).
+    ``value_coef``: the value loss's weight (``vf_coef``).
     """
     mask = tf.cast(batch[Field.MASKS], tf.float32)
     n = global_count(mask) if row_count is None else row_count
@@ -67,7 +70,7 @@ def ppo_loss(
     policy_loss = -mean(surrogate)
     mean_entropy = mean(entropy)
 
-    loss = policy_loss + 0.5 * value_loss - beta * mean_entropy
+    loss = policy_loss + value_coef * value_loss - beta * mean_entropy
     log_ratio = tf.stop_gradient(log_prob - old_log_prob)
     approx_kl = mean(tf.exp(log_ratio) - 1.0 - log_ratio)
     clipped = tf.cast(tf.abs(tf.exp(log_ratio) - 1.0) > epsilon, tf.float32)

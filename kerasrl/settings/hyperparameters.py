@@ -28,6 +28,8 @@ class PPOSettings(_Checked):
                                           "linear: decays to 1e-10 at max_steps (ML-Agents); constant (the RL-Zoo's MuJoCo)")
     num_epoch: int = setting(3, at_least(1), "passes over the update buffer")
     clip_value_loss: bool = setting(True, doc="PPO value clipping with the same epsilon")
+    vf_coef: float = setting(0.5, at_least(0.0), "weight of the value loss in PPO's loss (SB3's and the RL-Zoo's "
+                                                   "vf_coef; ML-Agents fixes it at 0.5)")
     max_grad_norm: Optional[float] = setting(None, positive, "clip the global gradient norm (PyTorch's formula)")
     adam_epsilon: float = setting(1.0e-7, positive, "Adam's epsilon")
     adam_epsilon_style: str = setting("keras", one_of(*ADAM_EPSILON_STYLES),
