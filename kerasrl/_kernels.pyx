@@ -6,7 +6,8 @@
 * ``sample_masked_categorical``: the numpy policy's masked multi-categorical sampling for a
   batch of agents, the same float32 arithmetic as ``MaskedMultiCategorical`` (softmax,
   ``+EPSILON``, mask, renormalise, inverse-CDF sample, log-probs, entropy) in one call;
-* ``gae``: generalised advantage estimation and λ-returns of one trajectory;
+* ``gae``: generalised advantage estimation and λ-returns of one trajectory (``gae_segments``:
+  of many consecutive ones in one call);
 * ``discounted_returns``: the running discounted returns that ``normalize_rewards`` scales by.
 """
 from libc.math cimport expf, logf
@@ -89,6 +90,25 @@ def sample_masked_categorical(
             entropy[i] = ent
 
 
+cdef void _gae_range(const float[::1] rewards, const float[::1] values, Py_ssize_t start, Py_ssize_t end,
+                     double value_next, double gamma, double lambd, float[::1] advantages,
+                     float[::1] returns) noexcept nogil:
+    """GAE(λ) of rows ``[start, end)`` (one trajectory), bootstrapped from ``value_next``."""
+    cdef Py_ssize_t t
+    cdef float g32 = <float>gamma
+    cdef float next_value = <float>value_next
+    cdef float delta
+    cdef double running = 0.0
+    cdef double gl = gamma * lambd
+    for t in range(end - 1, start - 1, -1):
+        delta = rewards[t] + g32 * next_value
+        delta = delta - values[t]
+        running = running * gl + <double>delta
+        advantages[t] = <float>running
+        returns[t] = advantages[t] + values[t]
+        next_value = values[t]
+
+
 def gae(
     const float[::1] rewards,
     const float[::1] values,
@@ -104,22 +124,42 @@ def gae(
     ``A_t = δ_t + γλ·A_{t+1}`` accumulated in float64 and stored as float32.
     """
     cdef Py_ssize_t n = rewards.shape[0]
-    cdef Py_ssize_t t
-    cdef float g32 = <float>gamma
-    cdef float next_value = <float>value_next
-    cdef float delta
-    cdef double running = 0.0
-    cdef double gl = gamma * lambd
     if values.shape[0] != n or advantages.shape[0] != n or returns.shape[0] != n:
         raise ValueError(f"rewards ({n}), values ({values.shape[0]}) and outputs must have one length")
     with nogil:
-        for t in range(n - 1, -1, -1):
-            delta = rewards[t] + g32 * next_value
-            delta = delta - values[t]
-            running = running * gl + <double>delta
-            advantages[t] = <float>running
-            returns[t] = advantages[t] + values[t]
-            next_value = values[t]
+        _gae_range(rewards, values, 0, n, value_next, gamma, lambd, advantages, returns)
+
+
+def gae_segments(
+    const float[::1] rewards,
+    const float[::1] values,
+    const long long[::1] ends,
+    const double[::1] values_next,
+    double gamma,
+    double lambd,
+    float[::1] advantages,
+    float[::1] returns,
+) -> None:
+    """:func:`gae` of consecutive trajectories in one call: trajectory ``i`` is rows
+    ``[ends[i-1], ends[i])`` (from 0), bootstrapped from ``values_next[i]``; ``ends`` ends at
+    the row count."""
+    cdef Py_ssize_t n = rewards.shape[0]
+    cdef Py_ssize_t i, start = 0
+    if values.shape[0] != n or advantages.shape[0] != n or returns.shape[0] != n:
+        raise ValueError(f"rewards ({n}), values ({values.shape[0]}) and outputs must have one length")
+    if values_next.shape[0] != ends.shape[0]:
+        raise ValueError(f"{ends.shape[0]} trajectory ends but {values_next.shape[0]} bootstrap values")
+    for i in range(ends.shape[0]):
+        if ends[i] < start or ends[i] > n:
+            raise ValueError(f"trajectory ends must grow within the {n} rows, got {ends[i]} after {start}")
+        start = ends[i]
+    if start != n:
+        raise ValueError(f"the trajectories cover {start} of the {n} rows")
+    start = 0
+    with nogil:
+        for i in range(ends.shape[0]):
+            _gae_range(rewards, values, start, ends[i], values_next[i], gamma, lambd, advantages, returns)
+            start = ends[i]
 
 
 def discounted_returns(
@@ -127,7 +167,7 @@ def discounted_returns(
     double gamma,
     double start,
     double[::1] returns,
-) -> double:
+) -> float:
     """Forward discounted returns ``G_t = γ·G_{t-1} + r_t`` from ``G_{-1} = start`` into
     ``returns``; the last one is returned (the running return carried to the next call)."""
     cdef Py_ssize_t n = rewards.shape[0]

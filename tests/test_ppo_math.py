@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kerasrl.common.gae import gae_and_returns
+from kerasrl.common.gae import gae_and_returns, segmented_gae_and_returns
 from kerasrl.models.distributions import EPSILON, ClippedGaussian, MaskedMultiCategorical
 from kerasrl.models.normalizer import Normalizer
 from kerasrl.ppo.schedules import BETA_END, LR_END, linear_decay, ppo_schedules
@@ -64,6 +64,24 @@ def test_gae_kernel_matches_numpy_deltas_and_float64_recurrence(n):
     assert adv.dtype == ret.dtype == np.float32 and adv.shape == ret.shape == (n,)
     np.testing.assert_array_equal(adv, expected)
     np.testing.assert_array_equal(ret, adv + v)
+
+
+def test_segmented_gae_equals_gae_of_each_trajectory():
+    """One call over consecutive trajectories (an empty one included) gives each one's own GAE."""
+    rng = np.random.default_rng(5)
+    ends, values_next = [4, 4, 11, 12], [0.3, -1.0, 0.0, 2.5]
+    r = rng.normal(size=12).astype(np.float32)
+    v = rng.normal(size=12).astype(np.float32)
+    adv, ret = segmented_gae_and_returns(r, v, ends, values_next, 0.97, 0.9)
+    start = 0
+    for end, v_next in zip(ends, values_next):
+        expected_adv, expected_ret = gae_and_returns(r[start:end], v[start:end], v_next, 0.97, 0.9)
+        np.testing.assert_array_equal(adv[start:end], expected_adv)
+        np.testing.assert_array_equal(ret[start:end], expected_ret)
+        start = end
+    for bad_ends, match in (([4, 3, 12], "must grow"), ([4, 11], "cover 11 of the 12")):
+        with pytest.raises(ValueError, match=match):
+            segmented_gae_and_returns(r, v, bad_ends, [0.0] * len(bad_ends))
 
 
 def test_gae_rejects_length_mismatch():

@@ -99,6 +99,31 @@ def test_an_update_buffer_built_while_acting_learns_as_one_built_in_the_update_t
     assert all(np.array_equal(a, b) for a, b in zip(staged, in_thread))
 
 
+def test_refreshed_advantages_are_each_staged_trajectorys_gae_with_the_learners_values(tmp_path, monkeypatch):
+    """The threaded update recomputes GAE over the staged trajectories in one call: the same as
+    each trajectory's own GAE with the learner's values, its bootstrap value (0 once terminated)."""
+    from kerasrl.common.gae import gae_and_returns
+    from kerasrl.fields import Field
+
+    checked = []
+    real = PPOTrainer._refresh_advantages
+
+    def refresh_and_check(self, update, values, segments):
+        real(self, update, values, segments)
+        rewards, adv = update[Field.rewards("extrinsic")].get_batch(), update[Field.advantage("extrinsic")].get_batch()
+        assert segments[0][0] == 0 and segments[-1][1] == len(rewards)
+        for start, end, bootstrap, terminated in segments:
+            v_next = 0.0 if terminated else bootstrap["extrinsic"]
+            expected, _ = gae_and_returns(rewards[start:end], values["extrinsic"][start:end], v_next, 0.99,
+                                          self.hyperparameters.lambd)
+            np.testing.assert_array_equal(adv[start:end], expected)
+        checked.append(len(segments))
+
+    monkeypatch.setattr(PPOTrainer, "_refresh_advantages", refresh_and_check)
+    _train(tmp_path, seed=2, max_steps=300, time_horizon=8)
+    assert len(checked) >= 3 and max(checked) > 1
+
+
 def test_ppo_clips_the_ratio_to_the_learners_weights_at_the_update_start_not_the_acting_ones(tmp_path, monkeypatch):
     # the acting weights are one update older: their log-probabilities would start rows clipped;
     # the value estimates (and so the advantages and returns) are the learner's critic's too

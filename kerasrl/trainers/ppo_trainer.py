@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from kerasrl.bc.module import BCModule
 from kerasrl.buffer import AgentBuffer, Buffer
-from kerasrl.common.gae import gae_and_returns
+from kerasrl.common.gae import gae_and_returns, segmented_gae_and_returns
 from kerasrl.distribute import learner_strategy
 from kerasrl.envs.base import StepResult
 from kerasrl.exception import TrainerConfigError, TrainerError, UnityTrainerException
@@ -241,15 +241,15 @@ class PPOTrainer(RLTrainer):
 
     def _refresh_advantages(self, update: AgentBuffer, values: Mapping[str, np.ndarray],
                             segments: list[tuple[int, int, dict[str, float], bool]]) -> None:
-        """GAE of every staged trajectory again, with the learner's value estimates ``values``."""
+        """GAE of every staged trajectory again (they fill the update buffer in order), with the
+        learner's value estimates ``values``: one Cython call per reward signal."""
         advantages, returns = [], []
+        ends = [end for _, end, _, _ in segments]
         for name, signal in self.reward_signals.items():
             rewards, v = update[Field.rewards(name)].get_batch(), values[name]
-            adv, ret = np.empty_like(v), np.empty_like(v)
-            for start, end, bootstrap, terminated in segments:
-                v_next = 0.0 if (terminated and signal.use_terminal_states) else bootstrap[name]
-                adv[start:end], ret[start:end] = gae_and_returns(rewards[start:end], v[start:end], v_next,
-                                                                 signal.gamma, self.hyperparameters.lambd)
+            values_next = [0.0 if (terminated and signal.use_terminal_states) else bootstrap[name]
+                           for _, _, bootstrap, terminated in segments]
+            adv, ret = segmented_gae_and_returns(rewards, v, ends, values_next, signal.gamma, self.hyperparameters.lambd)
             update[Field.value_estimates(name)].set(v)
             update[Field.advantage(name)].set(adv)
             update[Field.returns(name)].set(ret)
