@@ -37,7 +37,8 @@ import re
 import shutil
 import time
 import uuid
-from typing import Any, Mapping, Optional
+from dataclasses import dataclass
+from typing import AbstractSet, Any, Callable, Mapping, Optional, Sequence
 
 import tensorflow as tf
 from google.protobuf.message import DecodeError
@@ -214,6 +215,18 @@ def adopt_untracked(folder: str) -> None:
 
 
 # -- the saver -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LateState:
+    """Variables that checkpoints of an older kerasrl do not hold, and how to fill them when
+    such a checkpoint is restored (``fill``), so that its run still resumes. ``what`` and
+    ``filled_as`` name them and their new values in the warning."""
+
+    what: str
+    variables: Sequence[Any]
+    fill: Callable[[], None]
+    filled_as: str
+
+
 class CheckpointSaver:
     """Saves and restores ``objects`` (trackable TF/Keras objects) plus the trainer's step and
     update count in ``model_path``, keeping the newest ``keep`` checkpoints. ``behavior_record``
@@ -222,6 +235,8 @@ class CheckpointSaver:
     def __init__(self, model_path: str, keep: int, behavior_record: Optional[Mapping[str, Any]] = None,
                  **objects: Any) -> None:
         self.model_path = model_path
+        #: What checkpoints of an older kerasrl lack, and how restoring one fills it.
+        self.late_state: tuple[LateState, ...] = ()
         self._behavior_record = behavior_record
         self.keep = max(int(keep), 1)
         self._step = tf.Variable(0, dtype=tf.int64)
@@ -290,11 +305,23 @@ class CheckpointSaver:
         or :class:`CheckpointMismatch`. Values the checkpoint holds that no object asks for
         (TF's ``save_counter``) are expected, so TF logs no warning about them."""
         verify_checkpoint(prefix)
-        check_fit(prefix, self._checkpoint)
+        allowed = {id(v) for late in self.late_state for v in late.variables}
+        lacking = check_fit(prefix, self._checkpoint, may_lack=allowed)
+        lacking_states = [late for late in self.late_state if any(id(v) in lacking for v in late.variables)]
+        for late in lacking_states:
+            if not all(id(v) in lacking for v in late.variables):
+                raise _DamagedCheckpoint(prefix + ".index", ValueError(f"it holds only part of {late.what}"))
         try:
-            self._checkpoint.restore(prefix).assert_existing_objects_matched().expect_partial()
+            status = self._checkpoint.restore(prefix)
+            if not lacking:
+                status.assert_existing_objects_matched()
+            status.expect_partial()
         except _RESTORE_ERRORS as e:
             raise _DamagedCheckpoint(prefix + ".index", e) from e
+        for late in lacking_states:
+            late.fill()
+            logger.warning("Checkpoint %s was written by an older kerasrl, which did not save %s: they start as %s.",
+                           prefix, late.what, late.filled_as)
 
 
 def _variable_name(obj: Any, graph_path: str) -> str:
@@ -311,9 +338,10 @@ def _is_variable(obj: Any) -> bool:
     return isinstance(obj, tf.Variable) or (hasattr(obj, "assign") and hasattr(obj, "shape") and hasattr(obj, "path"))
 
 
-def check_fit(prefix: str, root: Any) -> None:
+def check_fit(prefix: str, root: Any, may_lack: AbstractSet[int] = frozenset()) -> set[int]:
     """Raise :class:`CheckpointMismatch` (one line) when checkpoint ``prefix`` holds another
-    shape for one of ``root``'s variables, or lacks one of them; before anything is assigned,
+    shape for one of ``root``'s variables, or lacks one of them (unless its ``id`` is in
+    ``may_lack``: those it lacks are returned); before anything is assigned,
     so TF neither half-restores nor warns. Objects are matched as TF's restore matches them: by
     walking the checkpoint's object graph and ``root``'s trackable children in step. An object
     graph that cannot be read makes the checkpoint damaged (:class:`_DamagedCheckpoint`)."""
@@ -358,11 +386,14 @@ def check_fit(prefix: str, root: Any) -> None:
             f"{list(saved)} there and {list(configured)} here{more}, as when a setting such as hidden_units "
             f"changed; {fix}")
     missing = [(obj, path) for obj, path in _object_paths(view, root) if _is_variable(obj) and id(obj) not in matched]
+    lacking = {id(obj) for obj, _ in missing if id(obj) in may_lack}
+    missing = [(obj, path) for obj, path in missing if id(obj) not in lacking]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise CheckpointMismatch(
             f"Checkpoint {prefix} does not fit this configuration: it has no {missing[0][1]}{more}, as when a setting "
             f"that adds to the model (a reward signal, a recurrent layer...) changed; {fix}")
+    return lacking
 
 
 def _object_paths(view: Any, root: Any) -> list[tuple[Any, str]]:

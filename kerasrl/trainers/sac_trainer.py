@@ -21,7 +21,7 @@ from kerasrl.sac.replay import ReplayBuffer
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec
 from kerasrl.timers import hierarchical_timer
-from kerasrl.trainers.checkpoint import CHECKPOINT_NAME, CheckpointSaver
+from kerasrl.trainers.checkpoint import CHECKPOINT_NAME, CheckpointSaver, LateState
 from kerasrl.trainers.rl_trainer import RLTrainer
 from kerasrl.trainers.trajectory import Trajectory
 
@@ -76,6 +76,7 @@ class SACTrainer(RLTrainer):
         bc_state = {} if self.bc_module is None else {"bc_optimizer": self.bc_module.optimizer}
         self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, self.behavior_record(),
                                      model=self.networks, **self.learner.optimizers, **signal_states, **bc_state)
+        self.saver.late_state = (self._targets_before_they_were_saved(),)
         if context.load_model:
             self.load_model()
         elif context.initialize_from is not None:
@@ -245,6 +246,17 @@ class SACTrainer(RLTrainer):
             if match and not os.path.exists(os.path.join(self.model_path, f"{CHECKPOINT_NAME}-{match.group(1)}.index")):
                 os.unlink(path)
 
+    def _targets_before_they_were_saved(self) -> LateState:
+        """Checkpoints written before kerasrl saved the target critics by name hold none: such a
+        run resumes with targets copied from its critics (where a fresh run starts them)."""
+        nets = self.networks
+
+        def copy_critics() -> None:
+            for target, critic in zip(nets.target_variables, nets.critic_variables):
+                target.assign(critic)
+
+        return LateState("the target critics", nets.target_variables, copy_critics, "copies of the critics")
+
     def load_model(self) -> None:
         self.step, self.update_steps = self.saver.restore()
         self._policy.refresh()
@@ -265,7 +277,9 @@ class SACTrainer(RLTrainer):
 
     def initialize_from(self, model_path: str) -> None:
         """Start from another run's newest intact checkpoint with the step counters back at 0."""
-        CheckpointSaver(model_path, 1, model=self.networks, **self.learner.optimizers).restore()
+        saver = CheckpointSaver(model_path, 1, model=self.networks, **self.learner.optimizers)
+        saver.late_state = self.saver.late_state
+        saver.restore()
         self.step, self.update_steps = 0, 0
         self._policy.refresh()
         logger.info("Initialized %s from %s", self.behavior_name, model_path)
