@@ -345,7 +345,12 @@ def test_sigkill_at_random_moments_never_loses_a_completed_save(tmp_path):
                                str(interval), str(keep)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                               bufsize=1, cwd=Path(__file__).parent.parent)
     lines: "queue.Queue[str]" = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line.split()) for line in driver.stdout], daemon=True).start()
+    def read() -> None:
+        for line in driver.stdout:
+            lines.put(line.split())
+        lines.put(["eof", f"(the driver exited with code {driver.wait()})"])  # a failure shows at once
+
+    threading.Thread(target=read, daemon=True).start()
 
     def expect(word: str, timeout: float = 60) -> list:
         while True:

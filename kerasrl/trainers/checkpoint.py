@@ -37,8 +37,7 @@ import re
 import shutil
 import time
 import uuid
-from dataclasses import dataclass
-from typing import AbstractSet, Any, Callable, Mapping, Optional, Sequence
+from typing import AbstractSet, Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 import tensorflow as tf
 from google.protobuf.message import DecodeError
@@ -215,8 +214,7 @@ def adopt_untracked(folder: str) -> None:
 
 
 # -- the saver -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class LateState:
+class LateState(NamedTuple):
     """Variables that checkpoints of an older kerasrl do not hold, and how to fill them when
     such a checkpoint is restored (``fill``), so that its run still resumes. ``what`` and
     ``filled_as`` name them and their new values in the warning."""
