@@ -105,6 +105,7 @@ class SACPolicy:
         spec = self.spec
         vector = concat_vector_observations(spec, observations) if spec.vector_observation_size else None
         if self._compiled is None:
+            assert vector is not None  # without cameras a behavior has vector observations
             return vector
         inputs = {Field.visual_obs(j): observations[i] for j, i in enumerate(spec.visual_observation_indices)}
         if vector is not None:
