@@ -164,8 +164,8 @@ def test_bc_from_camera_demonstrations_makes_the_actor_act_as_the_expert(tmp_pat
 def test_visual_sac_learns_the_visual_simple1d_task(tmp_path):
     """The goal is only in the image: a policy blind to it scores ≈ −0.01 (chance), the optimum 1.001."""
     env = VisualSimple1DEnvironment(use_discrete=True, seed=1337, image_shape=(20, 20, 1))
-    trainer = run(env, tmp_path, {**SMALL, "vis_encode_type": "simple", "max_steps": 1500, "buffer_init_steps": 100},
-                  seed=1337)
+    trainer = run(env, tmp_path, {**SMALL, "vis_encode_type": "simple", "max_steps": 1500, "buffer_init_steps": 100,
+                                  "save_replay_buffer": True}, seed=1337)
     returns = list(trainer.processor.recent_returns)[-10:]
     assert len(returns) == 10 and np.mean(returns) > 0.5, returns
     assert Field.next_visual_obs(0) not in trainer.replay.columns  # each frame held once
@@ -174,3 +174,7 @@ def test_visual_sac_learns_the_visual_simple1d_task(tmp_path):
     batch = trainer.replay.sample(np.random.default_rng(0), (2000,))
     np.testing.assert_array_equal(batch[Field.next_visual_obs(0)], batch[Field.visual_obs(0)])
     assert len(np.unique(batch[Field.visual_obs(0)][:, 0, -1, 0])) == 2  # both goals are there
+    saved = ReplayBuffer.load(trainer._replay_path(trainer.step))  # the final checkpoint's replay
+    assert saved.next_of == trainer.next_of and len(saved) == len(trainer.replay)
+    for key, column in trainer.replay.chronological().items():
+        np.testing.assert_array_equal(saved.chronological()[key], column)
