@@ -46,7 +46,7 @@ from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.sac.networks import SACNetworks
 from kerasrl.sac.policy import SACPolicy
 from kerasrl.settings import RunContext, TrainerSettings, read_trainer_config, trainer_config_from_dict
-from kerasrl.spec import BehaviorSpec, concat_vector_observations, pick_behavior
+from kerasrl.spec import BehaviorSpec, pick_behavior
 from kerasrl.trainers.controller import TrainerController
 from kerasrl.trainers.factory import create_trainer
 from kerasrl.trainers.ppo_trainer import PPOTrainer
@@ -683,13 +683,13 @@ class SAC(_Agent):
     def predict(self, observations: Any, action_mask: Optional[np.ndarray] = None,
                 deterministic: bool = True) -> np.ndarray:
         """Actions for a batch of vector observations ``[n, size]`` (or a list of one array per
-        observation): continuous ones in [-1, 1] (``tanh(μ)`` when deterministic, which the
+        observation, cameras ``[n, h, w, c]`` included): continuous ones in [-1, 1] (``tanh(μ)`` when deterministic, which the
         environment maps onto its bounds), discrete ones the most probable allowed action of every
         branch (or samples)."""
         obs = self._checked_observations(observations)
         mask = self._checked_mask(action_mask, len(obs[0]))
         policy = SACPolicy(self.networks, seed=random.randrange(2**31), deterministic=bool(deterministic))
-        return policy.actions(concat_vector_observations(self.spec, obs), mask)
+        return policy.actions(policy.inputs(obs), mask)
 
 
 #: The agent class of each archive format.

@@ -2,7 +2,8 @@
 
 As tests/test_distribute.py does for PPO, in a subprocess (logical devices are split before
 TensorFlow starts): several gradient steps of one update, discrete (two branches, a masked
-action, a normalizer) and continuous (two reward signals), give every network's weights —
+action, a normalizer), continuous (two reward signals) and visual (a camera and a vector
+observation, ``simple`` encoders), give every network's weights —
 actor, critics, targets, entropy coefficients — within 1e-5 of the one-device update, the
 replicas bit-identical, the metrics equal; checkpoints cross between the strategies; a
 ``batch_size`` the replicas cannot share is refused; behavioral cloning (``pretraining``) on
@@ -23,6 +24,7 @@ SIGNALS = {"extrinsic": {"gamma": 0.99, "strength": 1.0}, "curiosity": {"gamma":
 CASES = {
     "discrete": (BehaviorSpec(((4,),), "discrete", (3, 2)), {"normalize": True}),
     "continuous": (BehaviorSpec(((5,),), "continuous", (2,)), {"reward_signals": SIGNALS}),
+    "visual": (BehaviorSpec(((20, 20, 1), (3,)), "continuous", (2,)), {"vis_encode_type": "simple"}),
 }
 K, B = 4, 16
 
@@ -47,6 +49,9 @@ def stacked_batch(case, streams):
          Field.NEXT_VECTOR_OBS: rng.normal(1.0, 2.0, (K, B, size)).astype(np.float32),
          REWARDS: rng.standard_normal((K, B, streams)).astype(np.float32),
          Field.TERMINATED: (rng.random((K, B)) < 0.2).astype(np.float32)}
+    for j, shape in enumerate(spec.visual_observation_shapes):
+        b[Field.visual_obs(j)] = rng.random((K, B, *shape), dtype=np.float32)
+        b[Field.next_visual_obs(j)] = rng.random((K, B, *shape), dtype=np.float32)
     if spec.is_discrete:
         mask = np.ones((K, B, 5), np.float32)
         mask[..., 1] = 0.0  # action 1 of branch 0 is never allowed

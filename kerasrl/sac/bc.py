@@ -38,7 +38,11 @@ class SACBehavioralCloning:
         _, demo = load_demo(settings.demo_path, spec, behavior)
         self.networks, self.settings = networks, settings
         self.base_learning_rate = float(learning_rate) * settings.strength
-        self.data = {Field.VECTOR_OBS: np.asarray(demo[Field.VECTOR_OBS].array, np.float32)}
+        self.data: dict[str, np.ndarray] = {}
+        if spec.vector_observation_size:
+            self.data[Field.VECTOR_OBS] = np.asarray(demo[Field.VECTOR_OBS].array, np.float32)
+        for j in range(len(spec.visual_observation_shapes)):
+            self.data[Field.visual_obs(j)] = np.asarray(demo[Field.visual_obs(j)].array, np.float32)
         actions = np.asarray(demo[Field.ACTIONS].array)
         if spec.is_discrete:
             self.data[Field.ACTIONS] = actions.astype(np.int32)
@@ -72,7 +76,7 @@ class SACBehavioralCloning:
     def loss(self, b: Mapping[str, tf.Tensor]) -> tf.Tensor:
         """The mean imitation loss of a mini-batch (a replica's share of it under a strategy)."""
         nets = self.networks
-        obs = nets.observe(b[Field.VECTOR_OBS])
+        obs = nets.observations(b)
         if nets.is_discrete:
             per_row = -nets.distribution(obs, b[Field.ACTION_MASK]).log_prob(b[Field.ACTIONS])
         else:

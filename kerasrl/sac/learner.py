@@ -32,7 +32,7 @@ from kerasrl.distribute import check_batch_size, distribute_minibatches
 from kerasrl.fields import Field
 from kerasrl.optimizers import Adam
 from kerasrl.sac import loss
-from kerasrl.sac.networks import SACNetworks
+from kerasrl.sac.networks import Observation, SACNetworks
 from kerasrl.settings import SACSettings, TrainerSettings
 from kerasrl.spec import BehaviorSpec
 
@@ -110,7 +110,7 @@ class SACLearner:
         targets: ``_update_targets``); returns this replica's share of the metrics."""
         nets = self.networks
         share = 1.0 / float(replicas_in_sync())  # a replica's losses are its share of the global mean
-        obs, next_obs = nets.observe(b[Field.VECTOR_OBS]), nets.observe(b[Field.NEXT_VECTOR_OBS])
+        obs, next_obs = nets.observations(b), nets.observations(b, nxt=True)
         ent_coef = tf.exp(nets.log_ent_coef)  # read before the coefficients' own step, as SB3
         with tf.GradientTape() as actor_tape:
             pi, neg_entropy = self._policy(obs, b, next_state=False)  # one actor pass serves both losses
@@ -130,7 +130,7 @@ class SACLearner:
         for t, c in zip(nets.target_variables, nets.critic_variables):
             t.assign(t * (1.0 - self.tau) + self.tau * c)
 
-    def _critic_step(self, obs: tf.Tensor, next_obs: tf.Tensor, b: Mapping[str, tf.Tensor],
+    def _critic_step(self, obs: Observation, next_obs: Observation, b: Mapping[str, tf.Tensor],
                      ent_coef: tf.Tensor, share: float) -> tuple[tf.Tensor, tf.Tensor]:
         """One step of the critics towards the soft target; returns their loss (this replica's
         ``share``) and Q₁ at the batch."""
@@ -149,7 +149,7 @@ class SACLearner:
     def _apply(optimizer: Adam, tape: tf.GradientTape, value: tf.Tensor, variables: list[Any]) -> None:
         optimizer.apply_gradients(zip(tape.gradient(value, variables), variables))
 
-    def _policy(self, obs: tf.Tensor, b: Mapping[str, tf.Tensor], next_state: bool) -> tuple[Any, tf.Tensor]:
+    def _policy(self, obs: Observation, b: Mapping[str, tf.Tensor], next_state: bool) -> tuple[Any, tf.Tensor]:
         """The policy at ``obs`` and ``log π`` per branch ``[B, branches]``: continuous, the action
         sampled with the batch's noise and its log-probability; discrete, the masked probabilities
         and log-probabilities, and each branch's ``Σₐ π log π``."""
@@ -161,7 +161,7 @@ class SACLearner:
         action, log_prob = nets.sample(obs, b[NEXT_NOISE if next_state else NOISE])
         return action, log_prob[:, None]
 
-    def _next_value(self, next_obs: tf.Tensor, b: Mapping[str, tf.Tensor], ent_coef: tf.Tensor) -> tf.Tensor:
+    def _next_value(self, next_obs: Observation, b: Mapping[str, tf.Tensor], ent_coef: tf.Tensor) -> tf.Tensor:
         nets = self.networks
         pi, log_pi = self._policy(next_obs, b, next_state=True)
         if nets.is_discrete:
@@ -169,7 +169,7 @@ class SACLearner:
             return loss.discrete_soft_value(tf.minimum(next_q[0], next_q[1]), pi[0], pi[1], ent_coef, nets.branches)
         return loss.continuous_next_value(nets.q_values(nets.targets, next_obs, pi), log_pi[:, 0], ent_coef)
 
-    def _actor_loss(self, obs: tf.Tensor, pi: Any, log_pi: tf.Tensor, ent_coef: tf.Tensor) -> tf.Tensor:
+    def _actor_loss(self, obs: Observation, pi: Any, log_pi: tf.Tensor, ent_coef: tf.Tensor) -> tf.Tensor:
         nets = self.networks
         if nets.is_discrete:
             return loss.discrete_actor_loss(nets.q_values(nets.critics, obs), pi[0], pi[1], ent_coef, nets.branches)

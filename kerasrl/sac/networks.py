@@ -6,13 +6,17 @@ signal. Discrete actions (one categorical per branch, masked actions given proba
 critics take the observation and give a Q value per reward signal, branch and action. One
 trainable log entropy coefficient per action branch (one for continuous actions).
 
-Vector observations only, feed-forward only; observations are normalised (``normalize: true``)
-once, by a running normalizer shared by the actor and the critics.
+Cameras (``vis_encode_type``: ``simple``, ``nature_cnn`` or ``resnet``, PPO's encoders) are
+encoded by each network's own convolutional encoders: the actor concatenates their features with
+its hidden layers' output on the vector observations; a critic concatenates them with the vector
+observations (and the action) before its hidden layers. Feed-forward only; vector observations
+are normalised (``normalize: true``) once, by a running normalizer shared by the actor and the
+critics.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import keras
 import numpy as np
@@ -20,7 +24,7 @@ import tensorflow as tf
 
 from kerasrl.fields import Field
 from kerasrl.models.distributions import MaskedMultiCategorical
-from kerasrl.models.encoders import VectorEncoder, kernel_initializer
+from kerasrl.models.encoders import VectorEncoder, VisualEncoder, kernel_initializer
 from kerasrl.models.normalizer import Normalizer
 from kerasrl.settings import NetworkSettings, SACSettings
 from kerasrl.spec import BehaviorSpec
@@ -29,6 +33,10 @@ LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 #: Added inside the log of the tanh correction, as Stable-Baselines3 and ML-Agents do.
 TANH_EPSILON = 1e-6
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+#: What the networks take: the (normalised) vector observations alone, or with cameras a dict of
+#: ``vector_obs`` (when the behavior has some) and ``visual_obs{j}``.
+Observation = Union[tf.Tensor, Mapping[str, tf.Tensor]]
 
 
 class SACConfigError(ValueError):
@@ -44,41 +52,81 @@ def squashed_gaussian(mu: tf.Tensor, log_std: tf.Tensor, noise: tf.Tensor) -> tu
     return action, gaussian - correction
 
 
-class QNetwork(keras.layers.Layer):
-    """Hidden layers, then one output per reward signal (× every action of every branch, discrete)."""
+def camera_encoders(spec: BehaviorSpec, network: NetworkSettings, seed: Optional[int]) -> list[VisualEncoder]:
+    """One ``vis_encode_type`` encoder per camera of ``spec`` (PPO's)."""
+    return [VisualEncoder(network.vis_encode_type, network.hidden_units, network.num_layers,
+                          seed=None if seed is None else seed + 7919 * (j + 1), activation=network.activation,
+                          initializer=network.initializer, conv_style=network.conv_style, name=f"encoder{j}")
+            for j in range(len(spec.visual_observation_shapes))]
 
-    def __init__(self, network: NetworkSettings, outputs: int, seed: Optional[int], **kwargs: Any) -> None:
+
+def observation_parts(visual: Sequence[VisualEncoder], obs: Observation) -> tuple[list[tf.Tensor], Optional[tf.Tensor]]:
+    """The cameras' features and the vector observations (``None`` without) of ``obs``."""
+    if not isinstance(obs, Mapping):
+        return [], obs
+    features = [enc(obs[Field.visual_obs(j)]) for j, enc in enumerate(visual)]
+    return features, obs.get(Field.VECTOR_OBS)
+
+
+class QNetwork(keras.layers.Layer):
+    """Camera encoders, then hidden layers on their features, the vector observations and (continuous)
+    the action; one output per reward signal (× every action of every branch, discrete)."""
+
+    def __init__(self, spec: BehaviorSpec, network: NetworkSettings, outputs: int, seed: Optional[int],
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.visual = camera_encoders(spec, network, seed)
         self.body = VectorEncoder(network.hidden_units, network.num_layers, seed=seed, activation=network.activation,
                                   initializer=network.initializer, name="body")
         self.head = keras.layers.Dense(outputs, kernel_initializer=kernel_initializer(network.initializer, "value", seed),
                                        name="q")
 
-    def call(self, x: tf.Tensor) -> tf.Tensor:
-        return self.head(self.body(x))
+    def call(self, obs: Observation, action: Optional[tf.Tensor] = None) -> tf.Tensor:
+        features, vector = observation_parts(self.visual, obs)
+        parts = features + [p for p in (vector, action) if p is not None]
+        return self.head(self.body(parts[0] if len(parts) == 1 else tf.concat(parts, axis=-1)))
 
 
 class SACActor(keras.layers.Layer):
-    """Hidden layers, then ``μ`` and clipped ``log σ`` (continuous) or logits (discrete)."""
+    """Camera encoders and hidden layers on the vector observations, their outputs concatenated,
+    then ``μ`` and clipped ``log σ`` (continuous) or logits (discrete)."""
 
-    def __init__(self, network: NetworkSettings, action_size: int, logits: int, seed: Optional[int],
+    def __init__(self, spec: BehaviorSpec, network: NetworkSettings, logits: int, seed: Optional[int],
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.body = VectorEncoder(network.hidden_units, network.num_layers, seed=seed, activation=network.activation,
-                                  initializer=network.initializer, name="body")
+        self.visual = camera_encoders(spec, network, seed)
+        self.body = (VectorEncoder(network.hidden_units, network.num_layers, seed=seed, activation=network.activation,
+                                   initializer=network.initializer, name="body")
+                     if spec.vector_observation_size else None)
         init = kernel_initializer(network.initializer, "action", seed)
         self.is_discrete = logits > 0
         if self.is_discrete:
             self.logits = keras.layers.Dense(logits, kernel_initializer=init, name="logits")
         else:
-            self.mu = keras.layers.Dense(action_size, kernel_initializer=init, name="mu")
-            self.log_std = keras.layers.Dense(action_size, kernel_initializer=init, name="log_std")
+            self.mu = keras.layers.Dense(spec.action_size, kernel_initializer=init, name="mu")
+            self.log_std = keras.layers.Dense(spec.action_size, kernel_initializer=init, name="log_std")
 
-    def call(self, x: tf.Tensor) -> tuple[tf.Tensor, ...]:
-        hidden = self.body(x)
+    def call(self, obs: Observation) -> tuple[tf.Tensor, ...]:
+        features, vector = observation_parts(self.visual, obs)
+        if self.body is not None and vector is not None:
+            features.append(self.body(vector))
+        hidden = features[0] if len(features) == 1 else tf.concat(features, axis=-1)
         if self.is_discrete:
             return (self.logits(hidden),)
         return self.mu(hidden), tf.clip_by_value(self.log_std(hidden), LOG_STD_MIN, LOG_STD_MAX)
+
+
+def check_network(spec: BehaviorSpec, network: NetworkSettings) -> None:
+    """A behavior or network SAC cannot build is a one-line ``SACConfigError``."""
+    if network.use_recurrent:
+        raise SACConfigError("use_recurrent is not available with the sac trainer: set use_recurrent: false.")
+    if not spec.vector_observation_size and not spec.visual_observation_shapes:
+        raise SACConfigError("the sac trainer needs vector or visual observations (this behavior has none).")
+    need = VisualEncoder.MIN_SIZE[network.vis_encode_type]
+    for shape in spec.visual_observation_shapes:
+        if shape[0] < need or shape[1] < need:
+            raise SACConfigError(f"visual observation {tuple(shape)} is too small for vis_encode_type "
+                                 f"'{network.vis_encode_type}' (needs at least {need}×{need}).")
 
 
 class SACNetworks(keras.Model):
@@ -90,10 +138,7 @@ class SACNetworks(keras.Model):
         super().__init__(**kwargs)
         network = NetworkSettings() if network is None else network
         hp = SACSettings() if hyperparameters is None else hyperparameters
-        if spec.visual_observation_shapes or not spec.vector_observation_size:
-            raise SACConfigError("the sac trainer takes vector observations only (this behavior has cameras).")
-        if network.use_recurrent:
-            raise SACConfigError("use_recurrent is not available with the sac trainer: set use_recurrent: false.")
+        check_network(spec, network)
         self.spec = spec
         self.network_settings = network
         self.stream_names = list(stream_names)
@@ -104,11 +149,12 @@ class SACNetworks(keras.Model):
         self.activation = network.activation
         self.normalizer = Normalizer(self.vector_size, name="normalizer") if network.normalize else None
         width = sum(self.branches) if self.is_discrete else 1
-        self.actor = SACActor(network, self.action_size, width if self.is_discrete else 0, seed, name="actor")
+        self.num_visual = len(spec.visual_observation_shapes)
+        self.actor = SACActor(spec, network, width if self.is_discrete else 0, seed, name="actor")
         q_outputs = len(self.stream_names) * width
 
         def q(name: str, offset: int) -> QNetwork:
-            return QNetwork(network, q_outputs, None if seed is None else seed + offset, name=name)
+            return QNetwork(spec, network, q_outputs, None if seed is None else seed + offset, name=name)
 
         self.critics = [q("q1", 101), q("q2", 202)]
         self.targets = [q("target_q1", 101), q("target_q2", 202)]
@@ -134,11 +180,12 @@ class SACNetworks(keras.Model):
         self.built = True
 
     def _build_all(self) -> None:
-        obs = tf.zeros([1, self.vector_size])
+        zeros = {k: tf.zeros([1, *spec.shape[1:]]) for k, spec in self.input_signature().items()}
+        obs = self.observations(zeros)
         self.actor(obs)
-        q_in = obs if self.is_discrete else tf.zeros([1, self.vector_size + self.action_size])
+        action = None if self.is_discrete else tf.zeros([1, self.action_size])
         for net in (*self.critics, *self.targets):
-            net(q_in)
+            net(obs, action)
 
     # -- pieces the loss and the learner use ---------------------------------------------
     @property
@@ -158,16 +205,27 @@ class SACNetworks(keras.Model):
         x = tf.cast(vector_obs, tf.float32)
         return self.normalizer(x) if self.normalizer is not None else x
 
-    def q_values(self, nets: Sequence[QNetwork], obs: tf.Tensor, actions: Optional[tf.Tensor] = None) -> list[tf.Tensor]:
+    def observations(self, batch: Mapping[str, tf.Tensor], nxt: bool = False) -> Observation:
+        """A batch's observations (``nxt``: its next observations) as the networks take them."""
+        vector = batch[Field.NEXT_VECTOR_OBS if nxt else Field.VECTOR_OBS] if self.vector_size else None
+        if not self.num_visual:
+            return self.observe(vector)
+        camera = Field.next_visual_obs if nxt else Field.visual_obs
+        obs = {Field.visual_obs(j): tf.cast(batch[camera(j)], tf.float32) for j in range(self.num_visual)}
+        if vector is not None:
+            obs[Field.VECTOR_OBS] = self.observe(vector)
+        return obs
+
+    def q_values(self, nets: Sequence[QNetwork], obs: Observation, actions: Optional[tf.Tensor] = None) -> list[tf.Tensor]:
         """Each network's Q values: ``[B, streams]`` (continuous, at ``actions``) or
         ``[B, streams, Σ branches]`` (discrete, every action)."""
-        x = obs if self.is_discrete else tf.concat([obs, tf.cast(actions, tf.float32)], axis=-1)
-        outs = [net(x) for net in nets]
+        action = None if self.is_discrete else tf.cast(actions, tf.float32)
+        outs = [net(obs, action) for net in nets]
         if self.is_discrete:
             return [tf.reshape(o, [-1, len(self.stream_names), sum(self.branches)]) for o in outs]
         return outs
 
-    def distribution(self, obs: tf.Tensor, action_mask: tf.Tensor) -> MaskedMultiCategorical:
+    def distribution(self, obs: Observation, action_mask: tf.Tensor) -> MaskedMultiCategorical:
         """The masked categorical of every branch (discrete). A masked action's logit gets no
         gradient: its only one would be rounding-sized (through the probabilities' epsilon),
         which Adam would blow up into full steps."""
@@ -176,14 +234,18 @@ class SACNetworks(keras.Model):
         logits = mask * logits + (1.0 - mask) * tf.stop_gradient(logits)
         return MaskedMultiCategorical(logits, action_mask, self.branches)
 
-    def sample(self, obs: tf.Tensor, noise: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def sample(self, obs: Observation, noise: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """A squashed-Gaussian action for every row and its log-probability (continuous)."""
         mu, log_std = self.actor(obs)
         return squashed_gaussian(mu, log_std, noise)
 
     # -- acting (exported policies call these) --------------------------------------------
     def input_signature(self) -> dict[str, tf.TensorSpec]:
-        sig = {Field.VECTOR_OBS: tf.TensorSpec([None, self.vector_size], tf.float32, name=Field.VECTOR_OBS)}
+        sig = {}
+        if self.vector_size:
+            sig[Field.VECTOR_OBS] = tf.TensorSpec([None, self.vector_size], tf.float32, name=Field.VECTOR_OBS)
+        for j, shape in enumerate(self.spec.visual_observation_shapes):
+            sig[Field.visual_obs(j)] = tf.TensorSpec([None, *shape], tf.float32, name=Field.visual_obs(j))
         if self.is_discrete:
             sig[Field.ACTION_MASK] = tf.TensorSpec([None, sum(self.branches)], tf.float32, name=Field.ACTION_MASK)
         return sig
@@ -191,7 +253,7 @@ class SACNetworks(keras.Model):
     def act(self, inputs: Mapping[str, tf.Tensor], noise: Optional[tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
         """The action (sampled with ``noise``: standard normal, or uniform in (0, 1) for discrete;
         the mode without) and the action probabilities (discrete) or ``tanh(μ)`` (continuous)."""
-        obs = self.observe(inputs[Field.VECTOR_OBS])
+        obs = self.observations(inputs)
         if self.is_discrete:
             dist = self.distribution(obs, inputs[Field.ACTION_MASK])
             return (dist.mode() if noise is None else dist.sample(noise)), dist.probs

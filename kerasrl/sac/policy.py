@@ -1,7 +1,9 @@
-"""Acting for SAC: the actor's forward pass in numpy, one batched call per step for every agent.
+"""Acting for SAC: the actor's forward pass, one batched call per step for every agent.
 
-The actor is a small MLP, for which a numpy forward pass costs a fraction of a compiled call;
-its weights (and the normalizer's statistics) are re-read after every update. Continuous
+With vector observations only the actor is a small MLP, for which a numpy forward pass costs a
+fraction of a compiled call; its weights (and the normalizer's statistics) are re-read after
+every update. With cameras the forward pass is one compiled TensorFlow call of the actor (the
+same code the exported policy runs), which reads the current weights itself. Continuous
 actions are ``tanh(μ + σ·noise)`` in [-1, 1] (the environment maps them onto its bounds);
 discrete ones are drawn from the masked categorical of every branch (the Cython kernel the
 PPO mirror uses). Before ``buffer_init_steps`` the policy acts uniformly at random (allowed
@@ -9,9 +11,10 @@ actions only). Noise comes from a seeded numpy generator, so runs are reproducib
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
+import tensorflow as tf
 
 from kerasrl._kernels import sample_masked_categorical
 from kerasrl.arrays import shared_ones
@@ -39,6 +42,25 @@ def _tanh(x: np.ndarray) -> np.ndarray:
 
 _ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"relu": _relu, "tanh": _tanh, "swish": _swish}
 
+#: What the policy acts on: the vector observations ``[n, size]``, or with cameras a dict of
+#: ``vector_obs`` (when the behavior has some) and ``visual_obs{j}`` ``[n, h, w, c]``.
+PolicyInputs = Union[np.ndarray, Mapping[str, np.ndarray]]
+
+
+def compiled_actor(networks: SACNetworks) -> Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]:
+    """The actor's outputs (``[logits]`` or ``[μ, clipped log σ]``) for a batch of inputs, as numpy,
+    from one compiled call (traced once: every batch dimension is left open)."""
+    signature = {k: v for k, v in networks.input_signature().items() if k != Field.ACTION_MASK}
+
+    @tf.function(input_signature=[signature], autograph=False)
+    def forward(inputs: dict[str, tf.Tensor]) -> tuple[tf.Tensor, ...]:
+        return networks.actor(networks.observations(inputs))
+
+    def call(inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        return [o.numpy() for o in forward({k: np.asarray(inputs[k], np.float32) for k in signature})]
+
+    return call
+
 
 class SACPolicy:
     """Decides every agent's action of one behavior from the actor's numpy mirror."""
@@ -58,13 +80,18 @@ class SACPolicy:
         self.stats: Optional[tuple[np.ndarray, np.ndarray]] = None
         #: Seconds spent tracing (numpy acting traces nothing; run reports add it up).
         self.trace_seconds = 0.0
+        #: With cameras, the compiled forward pass (else the numpy mirror acts).
+        self._compiled = compiled_actor(networks) if networks.num_visual else None
         self.refresh()
 
     experience_fields = [Field.ACTIONS]
 
     def refresh(self) -> None:
-        """Re-read the actor's weights and the normalizer's statistics."""
+        """Re-read the actor's weights and the normalizer's statistics (the compiled path reads them itself)."""
+        if self._compiled is not None:
+            return
         actor = self.networks.actor
+        assert actor.body is not None  # the numpy mirror acts on vector observations only
         self.layers = [(d.kernel.numpy(), d.bias.numpy()) for d in actor.body.dense]
         heads = [actor.logits] if actor.is_discrete else [actor.mu, actor.log_std]
         self.heads = [(h.kernel.numpy(), h.bias.numpy()) for h in heads]
@@ -73,9 +100,25 @@ class SACPolicy:
 
     refresh_normalizer = refresh
 
-    def forward(self, vector_obs: np.ndarray) -> list[np.ndarray]:
+    def inputs(self, observations: Sequence[np.ndarray]) -> PolicyInputs:
+        """What ``actions`` takes, from one array per observation of the spec."""
+        spec = self.spec
+        vector = concat_vector_observations(spec, observations) if spec.vector_observation_size else None
+        if self._compiled is None:
+            assert vector is not None  # without cameras a behavior has vector observations
+            return vector
+        inputs = {Field.visual_obs(j): observations[i] for j, i in enumerate(spec.visual_observation_indices)}
+        if vector is not None:
+            inputs[Field.VECTOR_OBS] = vector
+        return inputs
+
+    def forward(self, obs: PolicyInputs) -> list[np.ndarray]:
         """The actor's outputs: ``[logits]`` or ``[μ, clipped log σ]``."""
-        x = np.asarray(vector_obs, np.float32)
+        if self._compiled is not None:
+            if not isinstance(obs, Mapping):
+                raise ValueError("this policy's behavior has cameras: act on a dict of vector_obs and visual_obs{j}.")
+            return self._compiled(obs)
+        x = np.asarray(obs, np.float32)
         if self.stats is not None:
             mean, inv_std = self.stats
             x = np.clip((x - mean) * inv_std, np.float32(-5.0), np.float32(5.0))
@@ -86,12 +129,13 @@ class SACPolicy:
             out[1] = np.clip(out[1], LOG_STD_MIN, LOG_STD_MAX)
         return out
 
-    def actions(self, vector_obs: np.ndarray, action_mask: Optional[np.ndarray]) -> np.ndarray:
-        n = len(vector_obs)
+    def actions(self, obs: PolicyInputs, action_mask: Optional[np.ndarray]) -> np.ndarray:
+        """Every agent's action from ``obs`` (see ``inputs``)."""
+        n = len(next(iter(obs.values()))) if isinstance(obs, Mapping) else len(obs)
         if self.spec.is_discrete:
             masks = np.ascontiguousarray(action_mask if action_mask is not None else shared_ones(n, sum(self._branches)),
                                          np.float32)
-            logits = np.zeros_like(masks) if self.uniform else np.ascontiguousarray(self.forward(vector_obs)[0])
+            logits = np.zeros_like(masks) if self.uniform else np.ascontiguousarray(self.forward(obs)[0])
             noise = np.maximum(self.rng.random((n, len(self._branches)), dtype=np.float32), np.float32(1e-7))
             if self.deterministic and not self.uniform:
                 return self._mode(logits, masks)
@@ -102,7 +146,7 @@ class SACPolicy:
             return actions
         if self.uniform:
             return self.rng.uniform(-1.0, 1.0, (n, self.spec.action_size)).astype(np.float32)
-        mu, log_std = self.forward(vector_obs)
+        mu, log_std = self.forward(obs)
         if self.deterministic:
             return np.tanh(mu)
         noise = self.rng.standard_normal(mu.shape, dtype=np.float32)
@@ -121,12 +165,15 @@ class SACPolicy:
         """Every agent's action; the vector observations acted on come back too, for the
         agent processor. The processor stores one value estimate per reward signal: SAC's
         critics are evaluated at update time, so these are zeros."""
-        vector_obs = concat_vector_observations(self.spec, result.observations)
+        inputs = self.inputs(result.observations)
         with hierarchical_timer("policy.act"):
-            actions = self.actions(vector_obs, result.action_mask)
+            actions = self.actions(inputs, result.action_mask)
         zeros = np.zeros(len(result), np.float32)
-        return {Field.ACTIONS: actions, Field.VECTOR_OBS: vector_obs,
-                **{Field.value_estimates(s): zeros for s in self.stream_names}}
+        out = {Field.ACTIONS: actions, **{Field.value_estimates(s): zeros for s in self.stream_names}}
+        vector = inputs.get(Field.VECTOR_OBS) if isinstance(inputs, Mapping) else inputs
+        if vector is not None:
+            out[Field.VECTOR_OBS] = vector
+        return out
 
     def get_action(self, result: StepResult) -> ActionInfo:
         if len(result) == 0:

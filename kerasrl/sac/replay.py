@@ -3,11 +3,17 @@
 Each field is one preallocated numpy column of ``capacity`` rows; appending writes a whole
 trajectory at once at the write position (wrapping around, the oldest rows overwritten) and
 sampling draws every mini-batch of an update in one index array, so no Python runs per row.
-Files are the experience buffer's HDF5 format (``kerasrl.buffer.AgentBuffer``), rows oldest
-first, with the capacity beside them, written atomically.
+
+Next observations stored once (``next_of``, for cameras): a trajectory of ``n`` transitions
+takes ``n + 1`` rows, the last holding only the trajectory's final next observation (it is
+never sampled); the next observation of row ``i`` is then row ``i + 1``'s observation, so a
+camera's frames are held once instead of twice. Files are the experience buffer's HDF5 format
+(``kerasrl.buffer.AgentBuffer``), rows oldest first, with the capacity beside them, written
+atomically.
 """
 from __future__ import annotations
 
+import json
 import os
 from typing import Mapping, Optional
 
@@ -17,35 +23,78 @@ import numpy as np
 from kerasrl.buffer import AgentBuffer, BufferException, atomic_h5_file
 
 _CAPACITY = "kerasrl_replay_capacity"
+_NEXT_OF = "kerasrl_replay_next_of"
+#: The column saying which rows are transitions (``next_of`` only: a trajectory's extra row is not).
+VALID = "kerasrl_replay_valid"
 
 
 class ReplayBuffer:
-    """At most ``capacity`` transitions, each a row of every field."""
+    """At most ``capacity`` rows, each a transition of every field (with ``next_of``, one row per
+    trajectory holds its final next observation instead).
 
-    def __init__(self, capacity: int) -> None:
+    ``next_of`` maps a next-observation field to the field it follows (``next_visual_obs0`` →
+    ``visual_obs0``): rows added carry both, the buffer stores the first once, and samples give both.
+    """
+
+    def __init__(self, capacity: int, next_of: Optional[Mapping[str, str]] = None) -> None:
         if int(capacity) < 1:
             raise ValueError(f"A replay buffer needs a capacity >= 1, got {capacity}.")
         self.capacity = int(capacity)
+        self.next_of = dict(next_of or {})
+        if self.next_of and self.capacity < 2:
+            raise ValueError(f"A replay buffer with next_of needs a capacity >= 2, got {capacity}.")
         self.columns: dict[str, np.ndarray] = {}
         #: Rows held, and where the next row is written.
         self.size = 0
         self.position = 0
+        self._transitions = 0
 
     def __len__(self) -> int:
-        return self.size
+        """Transitions held (rows that can be sampled)."""
+        return self._transitions if self.next_of else self.size
 
     def add(self, rows: Mapping[str, np.ndarray]) -> None:
-        """Append rows (one array per field, all of one length); the first call fixes the fields,
-        their dtypes and row shapes."""
+        """Append one trajectory's transitions in order (one array per field, all of one length;
+        with ``next_of``, each next observation but the last is the following row's observation).
+        The first call fixes the fields, their dtypes and row shapes."""
         arrays = {k: np.asarray(v) for k, v in rows.items()}
         lengths = {len(v) for v in arrays.values()}
         if len(lengths) != 1:
             raise BufferException(f"Replay rows must be of one length per field, got {sorted(lengths)}.")
+        if self.next_of and lengths != {0}:
+            arrays = self._with_final_row(arrays)
+        self._write(arrays)
+
+    def _with_final_row(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The trajectory's rows plus one holding only its final next observations (not valid)."""
+        missing = sorted(k for k in self.next_of if k not in arrays)
+        if missing:
+            raise BufferException(f"Replay rows lack the next-observation field {missing[0]}.")
+        out: dict[str, np.ndarray] = {}
+        for key, value in arrays.items():
+            if key in self.next_of:
+                continue
+            nxt = next((n for n, f in self.next_of.items() if f == key), None)
+            if nxt is None:
+                out[key] = np.concatenate([value, np.zeros_like(value[:1])])
+                continue
+            following = arrays[nxt]
+            if not np.array_equal(following[:-1], value[1:]):
+                raise BufferException(f"Replay field {nxt}: a trajectory's next observations must be its following "
+                                      f"rows' {key} (the rows are not one trajectory in order).")
+            out[key] = np.concatenate([value, following[-1:]])
+        valid = np.ones(len(next(iter(arrays.values()))) + 1, bool)
+        valid[-1] = False
+        out[VALID] = valid
+        return out
+
+    def _write(self, arrays: dict[str, np.ndarray]) -> None:
         if not self.columns:
             self.columns = {k: np.zeros((self.capacity, *v.shape[1:]), v.dtype) for k, v in arrays.items()}
         elif arrays.keys() != self.columns.keys():
-            raise BufferException(f"Replay rows have fields {sorted(arrays)}, the buffer {sorted(self.columns)}.")
-        n = lengths.pop()
+            stored = sorted(set(self.columns) - {VALID} | set(self.next_of))
+            raise BufferException(f"Replay rows have fields {sorted(set(arrays) - {VALID})}, the buffer {stored}.")
+        n = len(next(iter(arrays.values())))
         if n == 0:
             return
         if n > self.capacity:  # only the newest ``capacity`` rows would survive
@@ -53,22 +102,37 @@ class ReplayBuffer:
             n = self.capacity
         index = (self.position + np.arange(n)) % self.capacity
         for k, v in arrays.items():
-            column = self.columns[k]
-            if v.shape[1:] != column.shape[1:]:
-                raise BufferException(f"Replay field {k} has rows of shape {column.shape[1:]}, got {v.shape[1:]}.")
-            column[index] = v
+            if v.shape[1:] != self.columns[k].shape[1:]:
+                raise BufferException(f"Replay field {k} has rows of shape {self.columns[k].shape[1:]}, "
+                                      f"got {v.shape[1:]}.")
+        if VALID in self.columns:
+            self._transitions -= int(np.count_nonzero(self.columns[VALID][index]))
+            self._transitions += int(np.count_nonzero(arrays[VALID]))
+        for k, v in arrays.items():
+            self.columns[k][index] = v
         self.position = int((self.position + n) % self.capacity)
         self.size = min(self.size + n, self.capacity)
 
     def sample(self, rng: np.random.Generator, shape: tuple[int, ...]) -> dict[str, np.ndarray]:
-        """Rows drawn uniformly with replacement, every field gathered as ``[*shape, ...]``."""
-        if self.size == 0:
+        """Transitions drawn uniformly with replacement, every field gathered as ``[*shape, ...]``."""
+        if len(self) == 0:
             raise BufferException("Cannot sample from an empty replay buffer.")
         index = rng.integers(0, self.size, size=shape)
-        return {k: v[index] for k, v in self.columns.items()}
+        if self.next_of:
+            valid = self.columns[VALID]
+            bad = ~valid[index]
+            while bad.any():  # redraw the trajectories' extra rows (one per trajectory: few)
+                index[bad] = rng.integers(0, self.size, size=int(np.count_nonzero(bad)))
+                bad = ~valid[index]
+        out = {k: v[index] for k, v in self.columns.items() if k != VALID}
+        if self.next_of:
+            following = (index + 1) % self.capacity
+            for nxt, field in self.next_of.items():
+                out[nxt] = self.columns[field][following]
+        return out
 
     def chronological(self) -> dict[str, np.ndarray]:
-        """Every held row, oldest first."""
+        """Every held row as stored, oldest first (with ``next_of``: the extra rows and ``VALID`` too)."""
         order = (self.position - self.size + np.arange(self.size)) % self.capacity
         return {k: v[order] for k, v in self.columns.items()}
 
@@ -82,6 +146,8 @@ class ReplayBuffer:
             with atomic_h5_file(os.fspath(path)) as hf:
                 buffer.save_to_file(hf)
                 hf.attrs[_CAPACITY] = self.capacity
+                if self.next_of:
+                    hf.attrs[_NEXT_OF] = json.dumps(self.next_of)
         except BufferException:
             raise
         except OSError as e:
@@ -95,8 +161,16 @@ class ReplayBuffer:
         try:
             with h5py.File(path, "r") as hf:
                 saved = int(hf.attrs.get(_CAPACITY, 0))
+                next_of = json.loads(hf.attrs.get(_NEXT_OF, "{}"))
         except OSError as e:
             raise BufferException(f"Unable to load a replay buffer from {path!r}: {e}") from e
-        replay = cls(capacity or saved or max((len(buffer[k]) for k in buffer), default=0) or 1)
-        replay.add({k: field.array for k, field in buffer.items()})
+        replay = cls(capacity or saved or max((len(buffer[k]) for k in buffer), default=0) or 1, next_of)
+        columns = {k: field.array for k, field in buffer.items()}
+        if next_of:
+            if VALID not in columns:
+                raise BufferException(f"Replay file {path!r} lacks its {VALID} column.")
+            columns[VALID] = columns[VALID].astype(bool)
+            replay._write(columns)
+        else:
+            replay.add(columns)
         return replay

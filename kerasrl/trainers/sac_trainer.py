@@ -33,13 +33,27 @@ SAC_REWARD_SIGNALS = ("extrinsic", "curiosity", "gail")
 REPLAY_SUFFIX = ".replay.h5"
 
 
+#: The most bytes of observations one compiled call's mini-batches may hold (with cameras).
+CALL_BYTES = 64 * 2**20
+
+
+def steps_per_call(spec: BehaviorSpec, batch_size: int) -> int:
+    """Mini-batches per compiled call: ``STEPS_PER_CALL``, fewer when the cameras' observations and
+    next observations of that many would pass ``CALL_BYTES``."""
+    if not spec.visual_observation_shapes:
+        return STEPS_PER_CALL
+    pixels = sum(int(np.prod(shape)) for shape in spec.visual_observation_shapes)
+    row = 2 * 4 * (pixels + spec.vector_observation_size)
+    return int(np.clip(CALL_BYTES // (row * batch_size), 1, STEPS_PER_CALL))
+
+
 class SACTrainer(RLTrainer):
     """Soft Actor-Critic over one behavior's agents.
 
     Every closed trajectory goes into the replay buffer. Once ``buffer_init_steps`` agent
     steps are taken (with uniformly random actions) and the replay holds a mini-batch, each
     time new transitions arrive an update runs the gradient steps due (one per
-    ``steps_per_update`` agent steps) in as few compiled calls as ``STEPS_PER_CALL`` allows.
+    ``steps_per_update`` agent steps) in as few compiled calls as ``steps_per_call`` allows.
     With ``save_replay_buffer`` the replay is checkpointed with the model (``model-N.replay.h5``,
     written before ``model-N``), and ``--resume`` reloads it.
     """
@@ -63,7 +77,11 @@ class SACTrainer(RLTrainer):
         self._policy = SACPolicy(self.networks, seed=self.seed)
         self.processor = self.make_processor(SACPolicy.experience_fields)
         self.processor.store_next_obs = True  # SAC's targets need every transition's next observation
-        self.replay = ReplayBuffer(self.hyperparameters.buffer_size)
+        #: Each camera's next observations are the following replay row's (stored once).
+        self.next_of = {Field.next_visual_obs(j): Field.visual_obs(j) for j in range(len(spec.visual_observation_shapes))}
+        self.replay = ReplayBuffer(self.hyperparameters.buffer_size, self.next_of)
+        #: Mini-batches sampled for one compiled call (fewer with cameras, to bound its memory).
+        self.steps_per_call = steps_per_call(spec, self.hyperparameters.batch_size)
         self.rng = np.random.default_rng([self.seed, 1])
         #: Gradient steps taken, and updates (calls of ``update_policy``: ``fit``'s epochs).
         self.update_steps = 0
@@ -110,8 +128,6 @@ class SACTrainer(RLTrainer):
         if n == 0:
             return
         rows = {
-            Field.VECTOR_OBS: steps[Field.VECTOR_OBS].get_batch(),
-            Field.NEXT_VECTOR_OBS: steps[Field.NEXT_VECTOR_OBS].get_batch(),
             Field.ACTIONS: steps[Field.ACTIONS].get_batch(),
             # The model signals' rewards are computed when the transitions are sampled (zeros here).
             REWARDS: np.stack([steps[Field.rewards(name)].get_batch() if signal.per_step else np.zeros(n, np.float32)
@@ -119,6 +135,12 @@ class SACTrainer(RLTrainer):
             Field.TERMINATED: steps[Field.TERMINATED].get_batch(),
             Field.DONE: steps[Field.DONE].get_batch(),
         }
+        if self.spec.vector_observation_size:
+            rows[Field.VECTOR_OBS] = steps[Field.VECTOR_OBS].get_batch()
+            rows[Field.NEXT_VECTOR_OBS] = steps[Field.NEXT_VECTOR_OBS].get_batch()
+        for next_field, field in self.next_of.items():
+            rows[field] = steps[field].get_batch()
+            rows[next_field] = steps[next_field].get_batch()
         if self.spec.is_discrete:
             mask = np.asarray(steps[Field.ACTION_MASK].get_batch(), np.float32)
             rows[Field.ACTION_MASK] = mask
@@ -147,10 +169,10 @@ class SACTrainer(RLTrainer):
                 and self.due_gradient_steps() >= 1)
 
     def learning_batches(self) -> dict[str, np.ndarray]:
-        """``STEPS_PER_CALL`` uniform mini-batches (one compiled call's; the call uses as many as
+        """``steps_per_call`` uniform mini-batches (one compiled call's; the call uses as many as
         are due), with the noise of the policy's samples (continuous)."""
         hp = self.hyperparameters
-        shape = (STEPS_PER_CALL, hp.batch_size)
+        shape = (self.steps_per_call, hp.batch_size)
         stacked = self.replay.sample(self.rng, shape)
         if self.spec.is_continuous:
             noise_shape = (*shape, self.spec.action_size)
@@ -159,14 +181,14 @@ class SACTrainer(RLTrainer):
         return stacked
 
     def update_policy(self) -> None:
-        """Every due gradient step, in calls of at most ``STEPS_PER_CALL``."""
+        """Every due gradient step, in calls of at most ``steps_per_call``."""
         due = self.due_gradient_steps()
         totals: dict[str, float] = {}
         learning_rate = self.learner.learning_rate(self.step)
         done = 0
         with hierarchical_timer("sac.update"):
             while done < due:
-                count = min(due - done, STEPS_PER_CALL)
+                count = min(due - done, self.steps_per_call)
                 stacked = self.learning_batches()
                 self._model_signal_rewards(stacked, count)
                 metrics = self.learner.update(stacked, count, learning_rate)
