@@ -4,16 +4,16 @@ stops the run with one line and no thread left, and Ctrl-C / SIGTERM / --resume 
 import json
 import re
 import signal
-import subprocess
 import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
-from test_faults_signals import FINAL, ROOT, _learn, _saved_step, _stop_once_training
+from test_faults_signals import FINAL, _learn, _saved_step, _stop_once_training
 
 import kerasrl
 from kerasrl import recording
+from kerasrl.cli import main
 from kerasrl.envs import EnvironmentException, SimpleEnvManager
 from kerasrl.envs.simple import Simple1DEnvironment
 from kerasrl.exception import TrainerConfigError, UpdateThreadError
@@ -252,17 +252,17 @@ def test_ctrl_c_saves_after_the_update_in_progress_and_resume_continues(tmp_path
 
 
 @pytest.mark.slow
-def test_sigterm_through_kerasrl_learn_threaded_saves_and_resume_continues(tmp_path):
+def test_sigterm_through_kerasrl_learn_threaded_saves_and_resume_continues(tmp_path, capsys):
     proc, out, err = _stop_once_training(_learn(tmp_path, "--threaded", "--steps", "10000000", "--progress-every", "50"),
                                          signal.SIGTERM)
     assert proc.returncode == 143, err
     assert "Traceback" not in err and "the model was saved; continue with --resume" in out
     step = _saved_step(tmp_path)
     assert step >= 100 and int(FINAL.search(out).group(1)) == step
-    resumed = subprocess.run(_learn(tmp_path, "--threaded", "--steps", str(step + 200), "--resume"), cwd=ROOT,
-                             capture_output=True, text=True, timeout=120)
-    assert resumed.returncode == 0, resumed.stderr
-    assert f"Resumed Simple1D at step {step}" in resumed.stdout and _saved_step(tmp_path) > step
+    status = main(_learn(tmp_path, "--threaded", "--steps", str(step + 200), "--resume")[3:])  # the resume: in this process
+    resumed = capsys.readouterr()
+    assert status == 0, resumed.err
+    assert f"Resumed Simple1D at step {step}" in resumed.out and _saved_step(tmp_path) > step
 
 
 def test_fit_threaded_ends_an_epoch_per_applied_update(tmp_path):
@@ -337,8 +337,6 @@ def test_the_docs_page_python_example_runs(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_cli_threaded_with_workers_trains_exports_and_writes_the_timers(tmp_path, capsys):
-    from kerasrl.cli import main
-
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text("default:\n  batch_size: 64\n  buffer_size: 255\n  hidden_units: 16\n  num_epoch: 2\n"
                    "  flush_on_update: true\n  time_horizon: 32\n")
