@@ -161,3 +161,29 @@ def test_acting_inputs_default_to_all_allowed_and_zero_memory(agent):
     assert sorted(policy_inputs) == sorted(inputs)
     for key, value in inputs.items():
         np.testing.assert_array_equal(policy_inputs[key], value, err_msg=key)
+
+
+@pytest.mark.parametrize("inference", INFERENCE)
+def test_an_episode_after_a_done_step_starts_from_zero_memory_and_action(inference):
+    """The step after an agent's episode ends (terminated or truncated) is the first of its next
+    episode: its memory and previous action are zeros, as at the very first step, while the other
+    agents keep theirs (the memory used to be one LSTM step on the final observation)."""
+    from kerasrl.envs.base import BehaviorSpec
+    from kerasrl.models.actor_critic import ActorCritic
+    from kerasrl.settings import NetworkSettings
+
+    spec = BehaviorSpec(((3,),), "discrete", (3,))
+    model = ActorCritic(spec, ["extrinsic"], NetworkSettings(hidden_units=8, **RECURRENT), seed=2)
+    policy = PPOPolicy(spec, model, seed=1, inference=inference)
+    obs = [np.full((3, 3), 0.7, np.float32)]
+
+    def step(terminated=(False,) * 3, truncated=(False,) * 3):
+        return policy.evaluate(StepResult(np.arange(3), obs, np.zeros(3), np.array(terminated), np.array(truncated)))
+
+    step()
+    before = step(terminated=(True, False, False), truncated=(False, True, False))
+    after = step()
+    assert not after[Field.MEMORY][:2].any() and not after[Field.PREV_ACTION][:2].any()
+    np.testing.assert_array_equal(after[Field.MEMORY][2], before[Field.MEMORY_OUT][2])
+    np.testing.assert_array_equal(after[Field.PREV_ACTION][2], before[Field.ACTIONS][2])
+    assert np.abs(before[Field.MEMORY_OUT][:2]).max() > 1e-3  # what the next episode used to start from

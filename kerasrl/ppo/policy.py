@@ -163,12 +163,24 @@ class PPOPolicy:
             outputs[Field.VECTOR_OBS] = inputs[Field.VECTOR_OBS]
         if self.use_recurrent:
             outputs[Field.MEMORY] = inputs[Field.MEMORY]
-            ids = np.asarray(result.agent_ids, np.int64)
-            self._memories.set(ids, outputs[Field.MEMORY_OUT])
             if self.model.uses_prev_action:
                 outputs[Field.PREV_ACTION] = inputs[Field.PREV_ACTION]
-                self._prev_actions.set(ids, outputs[Field.ACTIONS])
+            self._remember(result, outputs)
         return outputs
+
+    def _remember(self, result: StepResult, outputs: dict[str, Any]) -> None:
+        """Keep each agent's new memory and action for its next step; an agent whose episode
+        ended at this step starts the next one from zeros (the action chosen on its final
+        observation is never taken), as ML-Agents and RecurrentPPO do: keeping them started
+        every episode from one LSTM step on the previous episode's final observation."""
+        ids = np.asarray(result.agent_ids, np.int64)
+        done = result.done
+        ended = done.any()
+        memory = outputs[Field.MEMORY_OUT]
+        self._memories.set(ids, np.where(done[:, None], np.float32(0), memory) if ended else memory)
+        if self.model.uses_prev_action:
+            actions = outputs[Field.ACTIONS]
+            self._prev_actions.set(ids, np.where(done[:, None], 0, actions).astype(np.int32) if ended else actions)
 
     def get_action(self, result: StepResult) -> ActionInfo:
         if len(result) == 0:

@@ -1,0 +1,106 @@
+"""Recurrent PPO on CartPole without velocities (``MaskedCartPole-v1``, 8 envs): kerasrl against
+sb3-contrib ``RecurrentPPO`` over many seeds, with a Mann-Whitney U rank test.
+
+    python benchmarks/lstm_seeds.py --seeds 600-609 --steps 60000 --json ours.json --sb3-json sb3.json
+
+kerasrl's layout (``--layout``):
+
+* ``mlagents`` (the default): a user's ML-Agents config, the Zoo CartPole keys of
+  ``cartpole_zoo.yaml`` with ``use_recurrent: true``, ``memory_size: 128``, ``sequence_length: 32``;
+* ``sb3``: ``lstm_sb3.yaml`` (RecurrentPPO's network in ML-Agents keys).
+
+``--set KEY=VALUE`` overrides a trainer key of the layout (YAML value), e.g. ``--set
+memory_size=256``. RecurrentPPO runs ``bench_ppo.py --task lstm``'s model (64-unit actor and
+critic LSTMs on the observations, then 64 tanh units, the Zoo CartPole hyper-parameters).
+The final return is the mean of the last 100 episodes. Results are written to the JSON files
+(``{seed: return}``) after every run and read back at the start, so that an interrupted
+comparison resumes where it stopped (``--sb3-json`` can be shared by comparisons of several
+kerasrl variants). The U test is two-sided (``pendulum_seeds.mann_whitney_u``).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+import tempfile
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+#: The ML-Agents layout of the issue: cartpole_zoo's keys with an LSTM.
+MLAGENTS_LAYOUT = {"use_recurrent": True, "memory_size": 128, "sequence_length": 32}
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs, each value read as YAML (``true``, ``256``, ``minibatch``)."""
+    import yaml
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--set takes KEY=VALUE, got '{item}'.")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def kerasrl_task(layout: str, overrides: dict[str, Any]) -> Any:
+    """``bench_ppo``'s ``lstm`` task with the kerasrl config of ``layout`` and ``overrides``."""
+    from bench_tasks import TASKS
+
+    task = TASKS["lstm"]
+    if layout == "mlagents":
+        return dataclasses.replace(task, config="cartpole_zoo", overrides={**MLAGENTS_LAYOUT, **overrides})
+    return dataclasses.replace(task, overrides=dict(overrides))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", default="600-609", help="a range (600-609) or a list (1,5,9)")
+    parser.add_argument("--steps", type=int, default=60_000)
+    parser.add_argument("--layout", choices=("mlagents", "sb3"), default="mlagents")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a trainer key of the layout, e.g. --set memory_size=256")
+    parser.add_argument("--json", default="lstm_kerasrl.json", help="kerasrl's {seed: return}")
+    parser.add_argument("--sb3-json", default="lstm_sb3.json", help="RecurrentPPO's {seed: return}")
+    parser.add_argument("--only", choices=("kerasrl", "sb3"), default=None, help="run one library only")
+    args = parser.parse_args()
+
+    import bench_ppo
+    from pendulum_seeds import load, mann_whitney_u, parse_seeds, save
+
+    from kerasrl.cli.train import set_tf_threads
+
+    set_tf_threads(1)
+    task = kerasrl_task(args.layout, parse_overrides(args.set))
+    bench_ppo.TARGET = task.threshold
+    ours, theirs = load(args.json), load(args.sb3_json)
+    seeds = parse_seeds(args.seeds)
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in seeds:
+            key = str(seed)
+            if key not in ours and args.only != "sb3":
+                ours[key] = bench_ppo.run_kerasrl(args.steps, seed, os.path.join(tmp, key), task=task)["final"]
+                save(args.json, ours)
+            if key not in theirs and args.only != "kerasrl":
+                theirs[key] = bench_ppo.run_sb3(args.steps, seed, task)["final"]
+                save(args.sb3_json, theirs)
+            print(f"seed {seed}: kerasrl {ours.get(key, float('nan')):.1f}  "
+                  f"RecurrentPPO {theirs.get(key, float('nan')):.1f}", flush=True)
+    a = [ours[str(s)] for s in seeds if str(s) in ours]
+    b = [theirs[str(s)] for s in seeds if str(s) in theirs]
+    if a and b:
+        u, p = mann_whitney_u(a, b)
+        ahead = sum(ours[str(s)] > theirs[str(s)] for s in seeds if str(s) in ours and str(s) in theirs)
+        print(f"{len(seeds)} seeds, {args.steps} steps: median kerasrl {statistics.median(a):.1f}, RecurrentPPO "
+              f"{statistics.median(b):.1f}; kerasrl ahead on {ahead} paired seeds; Mann-Whitney U = {u:.1f} "
+              f"(of {len(a) * len(b)}), two-sided p = {p:.3f}")
+    elif a:
+        print(f"{len(a)} seeds, {args.steps} steps: median kerasrl {statistics.median(a):.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
