@@ -24,7 +24,6 @@ import dataclasses
 import os
 import statistics
 import sys
-import tempfile
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -69,26 +68,15 @@ def main() -> int:
     args = parser.parse_args()
 
     import bench_ppo
-    from pendulum_seeds import load, mann_whitney_u, parse_seeds, save
+    from pendulum_seeds import mann_whitney_u, parse_seeds, run_seeds
 
     from kerasrl.cli.train import set_tf_threads
 
     set_tf_threads(1)
     task = kerasrl_task(args.layout, parse_overrides(args.set))
     bench_ppo.TARGET = task.threshold
-    ours, theirs = load(args.json), load(args.sb3_json)
     seeds = parse_seeds(args.seeds)
-    with tempfile.TemporaryDirectory() as tmp:
-        for seed in seeds:
-            key = str(seed)
-            if key not in ours and args.only != "sb3":
-                ours[key] = bench_ppo.run_kerasrl(args.steps, seed, os.path.join(tmp, key), task=task)["final"]
-                save(args.json, ours)
-            if key not in theirs and args.only != "kerasrl":
-                theirs[key] = bench_ppo.run_sb3(args.steps, seed, task)["final"]
-                save(args.sb3_json, theirs)
-            print(f"seed {seed}: kerasrl {ours.get(key, float('nan')):.1f}  "
-                  f"RecurrentPPO {theirs.get(key, float('nan')):.1f}", flush=True)
+    ours, theirs = run_seeds(task, seeds, args.steps, (args.json, args.sb3_json), "RecurrentPPO", args.only)
     a = [ours[str(s)] for s in seeds if str(s) in ours]
     b = [theirs[str(s)] for s in seeds if str(s) in theirs]
     if a and b:

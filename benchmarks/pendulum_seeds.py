@@ -71,6 +71,27 @@ def save(path: str, results: dict[str, float]) -> None:
     os.replace(tmp, path)
 
 
+def run_seeds(task, seeds: list[int], steps: int, paths: tuple[str, str], peer: str = "SB3",
+              only: str | None = None) -> tuple[dict[str, float], dict[str, float]]:
+    """Each seed's final return for kerasrl and for the SB3 peer (``only``: ``kerasrl`` or ``sb3``),
+    resumed from and saved after every run to the JSON files ``paths`` (kerasrl's, the peer's)."""
+    import bench_ppo
+
+    ours, theirs = load(paths[0]), load(paths[1])
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in seeds:
+            key = str(seed)
+            if key not in ours and only != "sb3":
+                ours[key] = bench_ppo.run_kerasrl(steps, seed, os.path.join(tmp, key), task=task)["final"]
+                save(paths[0], ours)
+            if key not in theirs and only != "kerasrl":
+                theirs[key] = bench_ppo.run_sb3(steps, seed, task)["final"]
+                save(paths[1], theirs)
+            print(f"seed {seed}: kerasrl {ours.get(key, float('nan')):.1f}  {peer} {theirs.get(key, float('nan')):.1f}",
+                  flush=True)
+    return ours, theirs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", default="300-319")
@@ -87,18 +108,8 @@ def main() -> int:
     set_tf_threads(1)
     task = TASKS["pendulum"]
     bench_ppo.TARGET = task.threshold
-    ours, theirs = load(args.json), load(args.sb3_json)
     seeds = parse_seeds(args.seeds)
-    with tempfile.TemporaryDirectory() as tmp:
-        for seed in seeds:
-            key = str(seed)
-            if key not in ours:
-                ours[key] = bench_ppo.run_kerasrl(args.steps, seed, os.path.join(tmp, key), task=task)["final"]
-                save(args.json, ours)
-            if key not in theirs:
-                theirs[key] = bench_ppo.run_sb3(args.steps, seed, task)["final"]
-                save(args.sb3_json, theirs)
-            print(f"seed {seed}: kerasrl {ours[key]:.1f}  SB3 {theirs[key]:.1f}", flush=True)
+    ours, theirs = run_seeds(task, seeds, args.steps, (args.json, args.sb3_json))
     a = [ours[str(s)] for s in seeds]
     b = [theirs[str(s)] for s in seeds]
     u, p = mann_whitney_u(a, b)
