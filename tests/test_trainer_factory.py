@@ -85,3 +85,41 @@ def test_yaml_path_and_built_config_are_accepted(tmp_path):
     for config in (str(path), load_trainer_config(str(path))):
         opt = create_trainers(config, {"Brain": SPEC}, context)["Brain"].learner.optimizer
         assert opt.epsilon == pytest.approx(1e-5) and opt.epsilon_style == "torch"
+
+
+def test_a_run_whose_files_hold_a_team_suffix_resumes_under_the_names_used_now(tmp_path, caplog):
+    """Files of a run written when they still named a behavior ``X?team=0`` (checkpoints,
+    TensorBoard folder, metrics CSV) are renamed on resume, and the run continues from its step."""
+    import logging
+
+    from kerasrl.envs import SimpleEnvManager
+    from kerasrl.envs.simple import Simple1DEnvironment
+    from kerasrl.trainers import TrainerController
+
+    name = "Simple1D?team=0"
+    config = {"default": {"batch_size": 16, "buffer_size": 32, "hidden_units": 8, "summary_freq": 32}}
+
+    def start(load: bool, max_steps: int):
+        env = SimpleEnvManager(Simple1DEnvironment(use_discrete=True, seed=0, behavior_name=name))
+        trainers = initialize_trainers(config, env.behavior_specs, str(tmp_path / "s"), "r", str(tmp_path / "m"),
+                                       keep_checkpoints=2, train_model=True, load_model=load, seed=0,
+                                       max_steps=max_steps)
+        return env, trainers
+
+    env, trainers = start(False, 64)
+    TrainerController(trainers, str(tmp_path / "m"), str(tmp_path / "s"), "r", save_freq=10**6).start_learning(env)
+    step = trainers[name].get_step
+    renamed = {tmp_path / "m" / "Simple1D_team_0": tmp_path / "m" / name,
+               tmp_path / "s" / "r_Simple1D_team_0": tmp_path / "s" / f"r_{name}",
+               tmp_path / "s" / "r_Simple1D_team_0.csv": tmp_path / "s" / f"r_{name}.csv"}
+    for new, old in renamed.items():
+        new.rename(old)  # as such a run left them
+    with caplog.at_level(logging.INFO, logger="kerasrl"):
+        env, trainers = start(True, step + 64)
+    assert trainers[name].get_step == step
+    assert all(new.exists() and not old.exists() for new, old in renamed.items())
+    assert caplog.text.count("Renamed ") == 3
+    TrainerController(trainers, str(tmp_path / "m"), str(tmp_path / "s"), "r", save_freq=10**6).start_learning(env)
+    assert trainers[name].get_step >= step + 64
+    rows = (tmp_path / "s" / "r_Simple1D_team_0.csv").read_text().splitlines()
+    assert len(rows) >= 2

@@ -1,7 +1,9 @@
 """Builds one trainer per behavior from a trainer config (ML-Agents 0.9's ``initialize_trainers``)."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Union
+import logging
+import os
+from typing import Any, Iterable, Mapping, Optional, Union
 
 import tensorflow as tf
 
@@ -14,6 +16,8 @@ from kerasrl.trainers.multi_host import MultiHostPPOTrainer
 from kerasrl.trainers.ppo_trainer import PPOTrainer
 from kerasrl.trainers.sac_trainer import SACTrainer
 from kerasrl.trainers.trainer import Trainer
+
+logger = logging.getLogger("kerasrl")
 
 ConfigLike = Union[TrainerConfig, Mapping[str, Any], str, None]
 
@@ -48,6 +52,8 @@ def create_trainers(config: ConfigLike, behavior_specs: Mapping[str, BehaviorSpe
     trainer_config = load_trainer_config(config)
     trainer_config.check_behaviors(behavior_specs)
     _check_file_names(behavior_specs)
+    if context.load_model:
+        _adopt_files_named_by_id(behavior_specs, context)
     caps = reward_buff_caps or {}
     teachers = {trainer_config.settings_for(name).behavioral_cloning.brain_to_imitate for name in behavior_specs
                 if trainer_config.settings_for(name).trainer == "online_bc"}
@@ -65,6 +71,27 @@ def _check_file_names(behaviors: Mapping[str, Any]) -> None:
         if other != name:
             raise TrainerError(f"Behaviors {other!r} and {name!r} would write their checkpoints and metrics under "
                                f"one name, {behavior_file_name(name)!r}; rename one of them.")
+
+
+def _adopt_files_named_by_id(behaviors: Iterable[str], context: RunContext) -> None:
+    """Resuming a run whose files still name a behavior by its id with a team suffix (written
+    before kerasrl named them by ``behavior_file_name``): its checkpoint folder, metrics CSV and
+    TensorBoard folder are renamed to the names kerasrl now reads, each only where the new one
+    does not exist yet, so the run continues where it stopped."""
+    for name in behaviors:
+        file_name = behavior_file_name(name)
+        if file_name == name:
+            continue
+        for new in (context.behavior_model_path(name), context.metrics_path(name), context.summary_path(name)):
+            head, _, tail = os.path.basename(new).rpartition(file_name)
+            old = os.path.join(os.path.dirname(new), head + name + tail)
+            if not os.path.exists(old):
+                continue
+            if os.path.exists(new):
+                logger.warning("Both %s and %s exist; %s is the one kept on.", old, new, new)
+                continue
+            os.rename(old, new)
+            logger.info("Renamed %s to %s (files no longer hold a team suffix's '?' or '=').", old, new)
 
 
 def initialize_trainers(
