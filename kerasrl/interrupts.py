@@ -23,6 +23,8 @@ from typing import Any, Callable, Iterator, Optional
 
 logger = logging.getLogger("kerasrl")
 
+#: How often (seconds) a wait (for workers, a player, an update) looks whether the run was asked to stop.
+STOP_POLL_SECONDS = 0.05
 #: The signals that stop a run (Ctrl-C; ``timeout``, Docker, Kubernetes, Slurm; a closed terminal).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 

@@ -74,7 +74,7 @@ from kerasrl.envs.env_manager import ActionInfo, EnvManager, StepInfo
 from kerasrl.envs.gym_adapter import GymnasiumEnv
 from kerasrl.envs.worker import IGNORED_SIGNALS, STATS_KEY, Packed, _worker_main
 from kerasrl.exception import describe
-from kerasrl.interrupts import raise_if_stopping
+from kerasrl.interrupts import STOP_POLL_SECONDS, raise_if_stopping
 from kerasrl.timers import get_timer_stack, hierarchical_timer, merge_worker_tree
 
 __all__ = ["GymnasiumEnvFactory", "SubprocessEnvManager", "WORKER_ENV_VARS"]
@@ -83,8 +83,6 @@ logger = logging.getLogger("kerasrl")
 
 EnvFactory = Callable[[int], Environment]
 
-#: How often (seconds) a wait for the workers looks whether the run was asked to stop.
-STOP_POLL_SECONDS = 0.05
 #: Set in the environment workers start with: one thread each (see the module doc).
 WORKER_ENV_VARS: dict[str, str] = {name: "1" for name in (
     "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
