@@ -14,6 +14,10 @@ State-only GAIL cannot work on Simple1D as it is: the only observation is the go
 walking the wrong way sees exactly as often as the expert does. ``--observe-position`` adds the
 position to the observation (``[goal, position]``), where the expert's states and the
 anti-expert's differ. The last line is machine-readable: ``final returns=<comma-separated>``.
+
+``--trace N`` prints, every N updates, GAIL's reward over the positions −0.9…0.9 for each goal,
+the policy's probability of the expert's move and the GAIL value estimate at a few states: it
+shows how the discriminator, the value head and the policy move together. Discrete actions only.
 """
 from __future__ import annotations
 
@@ -67,6 +71,48 @@ def record_demo(args: argparse.Namespace, path: str) -> None:
     recording.record(make_env(args, 7), expert, args.demo_steps, path)
 
 
+TRACE_POSITIONS = np.round(np.arange(-0.9, 0.91, 0.3), 2)
+TRACE_STATES = ((-1.0, 0.0), (1.0, 0.0), (-1.0, -0.5), (1.0, 0.5), (-1.0, 0.5), (1.0, -0.5))
+
+
+def observation(args: argparse.Namespace, goal: float, position: float) -> list[float]:
+    return [goal, position] if args.observe_position else [goal]
+
+
+def trace(args: argparse.Namespace, trainer: object) -> None:
+    """One line: GAIL's reward by goal and position, P(expert's move) and V_gail at ``TRACE_STATES``."""
+    import tensorflow as tf
+
+    from kerasrl.fields import Field
+
+    signal, model = trainer.reward_signals["gail"], trainer.learner.actor_critic  # type: ignore[attr-defined]
+    parts = [f"update {trainer.update_count:3d}"]  # type: ignore[attr-defined]
+    for goal in (-1.0, 1.0):
+        obs = tf.constant([observation(args, goal, x) for x in TRACE_POSITIONS], tf.float32)
+        reward = signal.rewards({Field.VECTOR_OBS: obs, Field.ACTIONS: tf.fill([len(TRACE_POSITIONS), 1], int(goal > 0)),
+                                 Field.DONE: tf.zeros([len(TRACE_POSITIONS)])}).numpy().ravel()
+        parts.append(f"r(goal {goal:+.0f})=" + " ".join(f"{v:.2f}" for v in reward))
+    obs = tf.constant([observation(args, g, x) for g, x in TRACE_STATES], tf.float32)
+    out = model({Field.VECTOR_OBS: obs})
+    right = tf.nn.softmax(out["logits"]).numpy()[:, 1]
+    expert = [p if g > 0 else 1.0 - p for p, (g, _) in zip(right, TRACE_STATES)]
+    parts.append("P(expert move)=" + " ".join(f"{v:.2f}" for v in expert))
+    parts.append("V=" + " ".join(f"{v:.1f}" for v in out["values"]["gail"].numpy()))
+    print("  " + " | ".join(parts), flush=True)
+
+
+def traced(args: argparse.Namespace, trainer: object) -> None:
+    """Wrap ``trainer.update_policy`` to print ``trace`` every ``args.trace`` updates."""
+    update = trainer.update_policy  # type: ignore[attr-defined]
+
+    def update_and_trace() -> None:
+        update()
+        if trainer.update_count % args.trace == 0:  # type: ignore[attr-defined]
+            trace(args, trainer)
+
+    trainer.update_policy = update_and_trace  # type: ignore[attr-defined]
+
+
 def train(args: argparse.Namespace, demo: str, seed: int, folder: str) -> float:
     """Mean return of the last 10 episodes of a GAIL-only run."""
     from kerasrl.envs import SimpleEnvManager
@@ -75,14 +121,16 @@ def train(args: argparse.Namespace, demo: str, seed: int, folder: str) -> float:
     gail = {"strength": 1.0, "gamma": 0.99, "demo_path": demo, "use_actions": not args.state_only}
     config = {"default": {"batch_size": 16, "buffer_size": 64, "learning_rate": 5.0e-3, "max_steps": args.steps,
                           "summary_freq": 10**9, "jit_compile": False, "reward_signals": {"gail": gail}}}
-    manager = SimpleEnvManager(make_env(args, seed))
-    trainers = initialize_trainers(config, manager.behavior_specs, summaries_dir=folder, run_id="gail",
-                                   model_path=os.path.join(folder, "models"), keep_checkpoints=1, train_model=True,
-                                   load_model=False, seed=seed, meta_curriculum=None, multi_gpu=False)
     for item in args.set:
         key, value = item.split("=", 1)
         target = gail if key.startswith("gail.") else config["default"]
         target[key.removeprefix("gail.")] = yaml.safe_load(value)
+    manager = SimpleEnvManager(make_env(args, seed))
+    trainers = initialize_trainers(config, manager.behavior_specs, summaries_dir=folder, run_id="gail",
+                                   model_path=os.path.join(folder, "models"), keep_checkpoints=1, train_model=True,
+                                   load_model=False, seed=seed, meta_curriculum=None, multi_gpu=False)
+    if args.trace:
+        traced(args, next(iter(trainers.values())))
     controller = TrainerController(trainers, os.path.join(folder, "models"), folder, "gail", save_freq=10**9,
                                    meta_curriculum=None, train=True, training_seed=seed, fast_simulation=True,
                                    sampler_manager=None, resampling_interval=None)
@@ -101,7 +149,11 @@ def main() -> int:
     parser.add_argument("--observe-position", action="store_true", help="observe [goal, position]")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a trainer key (gail.KEY: a GAIL key), e.g. --set beta=0.01")
+    parser.add_argument("--trace", type=int, default=0, metavar="N",
+                        help="every N updates, print GAIL's rewards, the policy and its values (discrete only)")
     args = parser.parse_args()
+    if args.trace and args.continuous:
+        parser.error("--trace reads discrete logits: drop --continuous")
 
     from kerasrl.cli.train import set_tf_threads
 
