@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,6 +34,7 @@ SMALL = {"trainer": "sac", "batch_size": 16, "buffer_size": 500, "hidden_units":
 CONTINUOUS = BehaviorSpec(((4,),), "continuous", (2,))
 DISCRETE = BehaviorSpec(((3,), (2,)), "discrete", (3, 2))  # two vector observations, branches of 3 and 2
 CAMERA = BehaviorSpec(((3,), (20, 24, 3)), "continuous", (2,))
+UNITY_PAGE = Path(__file__).resolve().parents[1] / "docs" / "unity.md"
 
 
 def _networks(spec: BehaviorSpec) -> SACNetworks:
@@ -184,3 +187,22 @@ def test_kerasrl_learn_and_kerasrl_export_write_it(tmp_path, capsys):
     np.testing.assert_array_equal(best, action)
     for actions in (best, sampled):
         assert (actions[:, 0] != 1).all() and (actions[::2, 1] == 0).all()
+
+
+@pytest.mark.skipif(not UNITY_PAGE.is_file(), reason="docs/unity.md is not in this tree (an installed package)")
+def test_unity_page_sac_block_runs(tmp_path, monkeypatch, capsys):
+    """docs/unity.md's SAC example, on the run its comment names trained for 300 steps: what it
+    prints, and its deterministic action is the run's SAC actor's (its plain ONNX file's)."""
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", UNITY_PAGE.read_text(), re.S) if "unity.onnx" in b]
+    command = re.search(r"# the run of: kerasrl-learn (.*)\n", block).group(1)
+    monkeypatch.chdir(tmp_path)
+    assert main([*command.split(), "--steps", "300"]) == 0
+    capsys.readouterr()
+    namespace: dict = {}
+    exec(compile(block, str(UNITY_PAGE), "exec"), namespace)  # noqa: S102 - the page's own code
+    assert capsys.readouterr().out.splitlines() == ["['obs_0']", "[3.] [0.]"]
+    action = namespace["action"]
+    plain = ort.InferenceSession("results/pendulum-sac/models/Pendulum-v1/Pendulum-v1.onnx")
+    expected = plain.run(["action"], {Field.VECTOR_OBS: np.array([[1.0, 0.0, 0.0]], np.float32)})[0]
+    assert action.shape == (1, 1) and abs(float(action[0, 0])) < 1.0
+    np.testing.assert_allclose(action, expected, atol=1e-5)
