@@ -145,6 +145,20 @@ def test_camera_policy_takes_images_channels_first(tmp_path):
     assert np.abs(out["continuous_actions"]).max() <= 1.0
 
 
+def test_camera_only_discrete_policy(tmp_path):
+    """No vector observation: the image is ``obs_0``, the mask comes after it."""
+    spec = BehaviorSpec(((36, 36, 1),), "discrete", (3,))
+    nets = SACLearner.for_behavior(spec, TrainerSettings.from_dict(SMALL), seed=3, max_steps=100).networks
+    path = save_unity_onnx(nets, str(tmp_path / "v.unity.onnx"))
+    assert _shapes(path)[0] == {"obs_0": [None, 1, 36, 36], "action_masks": [None, 3]}
+    obs = _observations(spec, 16)
+    mask = np.ones((16, 3), np.float32)
+    mask[:8, 2] = 0.0
+    out = _run(path, spec, obs, mask)
+    np.testing.assert_array_equal(out["deterministic_discrete_actions"], _policy_actions(nets, obs, mask))
+    assert (out["discrete_actions"][:8] != 2).all() and out["discrete_action_output_shape"].tolist() == [3.0]
+
+
 def test_a_recurrent_sac_policy_is_refused_in_one_line(tmp_path, caplog):
     """Recurrent SAC is refused when configured; a recurrent SAC model reaching the export gets no
     Unity file, and one line saying why."""
@@ -157,6 +171,14 @@ def test_a_recurrent_sac_policy_is_refused_in_one_line(tmp_path, caplog):
     assert "unity_onnx" not in paths and "onnx" in paths and not (tmp_path / "Walker.unity.onnx").exists()
     (line,) = [r.getMessage() for r in caplog.records if "unity.onnx" in r.getMessage()]
     assert line == "Walker: no Walker.unity.onnx: recurrent SAC policies are not exported for Unity's inference yet."
+
+
+def test_sac_networks_on_hybrid_actions_are_refused(tmp_path):
+    """SAC refuses hybrid actions when a run starts; networks built on them anyway get no Unity file."""
+    nets = SACNetworks(BehaviorSpec(((4,),), "hybrid", (2, 3, 2)), ["extrinsic"], seed=0)
+    with pytest.raises(TrainerError, match=r"^Cannot export for Unity: SAC does not act on hybrid actions"):
+        save_unity_onnx(nets, str(tmp_path / "h.unity.onnx"))
+    assert not (tmp_path / "h.unity.onnx").exists()
 
 
 def test_kerasrl_learn_and_kerasrl_export_write_it(tmp_path, capsys):
