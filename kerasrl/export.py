@@ -13,7 +13,7 @@ the masked probabilities; continuous: ``μ``; hybrid: ``μ`` then the masked pro
 hybrid ``action`` is the continuous actions then the branch indices, as floats), ``value_estimate`` (the first reward signal's),
 ``recurrent_out`` (the next memory, recurrent only). ``{behavior}.onnx`` is the
 ``deterministic`` function (ONNX opset 13); ``{behavior}.unity.onnx`` is the policy as the ML-Agents
-Unity package's inference runs it (``kerasrl.unity_export``; not for recurrent policies);
+Unity package's inference runs it (``kerasrl.unity_export``; PPO's, BC's and SAC's, not for recurrent policies);
 ``{behavior}.policy.json`` records the inputs,
 outputs, memory size and action layout. Files and folders name a behavior by
 ``kerasrl.spec.behavior_file_name`` (a team suffix ``?team=1`` as ``_team_1``). Every file is written beside a temporary one and
@@ -22,6 +22,7 @@ renamed into place, so an interrupted export leaves the previous one whole.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shlex
 import shutil
@@ -45,6 +46,8 @@ from kerasrl.trainers.bc_trainer import BC_TRAINER_TYPES, bc_checkpoint_objects,
 from kerasrl.trainers.checkpoint import BEHAVIOR_FILE, CheckpointSaver, export_weights, read_behavior_record
 from kerasrl.trainers.trainer import Trainer
 from kerasrl.unity_export import save_unity_onnx, unity_contract_supported
+
+logger = logging.getLogger("kerasrl")
 
 #: ML-Agents' ``version_number`` of the exported graph.
 VERSION_NUMBER = 2
@@ -175,14 +178,18 @@ def export_policy(model: "ActorCritic | SACNetworks", folder: str, behavior: str
                   onnx: Optional[bool] = None) -> dict[str, str]:
     """Export ``model`` (an actor-critic, or SAC's networks: their actor) into ``folder``:
     ``{behavior}.savedmodel``, ``{behavior}.policy.json`` and, when ``onnx`` (default: when
-    tf2onnx is installed), ``{behavior}.onnx``. Returns the paths."""
+    tf2onnx is installed), ``{behavior}.onnx`` and ``{behavior}.unity.onnx`` (not for recurrent
+    policies: a warning says why it is missing). Returns the paths."""
     os.makedirs(folder, exist_ok=True)
     name = behavior_file_name(behavior)
     policy = SACExportedPolicy(model) if isinstance(model, SACNetworks) else ExportedPolicy(model)
     paths = {"savedmodel": save_savedmodel(policy, os.path.join(folder, f"{name}.savedmodel"))}
     if onnx or (onnx is None and onnx_available()):
         paths["onnx"] = save_onnx(policy, os.path.join(folder, f"{name}.onnx"))
-        if isinstance(model, ActorCritic) and not unity_contract_supported(model):  # PPO's (SAC's: not yet)
+        why = unity_contract_supported(model)
+        if why:
+            logger.warning("%s: no %s.unity.onnx: %s.", behavior, name, why)
+        else:
             paths["unity_onnx"] = save_unity_onnx(model, os.path.join(folder, f"{name}.unity.onnx"))
     info_path = os.path.join(folder, f"{name}.policy.json")
     with open(info_path + ".tmp", "w", encoding="utf-8") as f:

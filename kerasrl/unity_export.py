@@ -13,18 +13,25 @@ that ``mlagents-learn`` exported. Its contract, as the package reads it:
   branches]`` (int64 indices), and ``discrete_action_output_shape`` (the branch sizes); for
   hybrid actions both sets, as ``mlagents-learn`` exports them.
 
+PPO's policies (actor-critics) and SAC's actors are exported alike. PPO's continuous actions
+are ``clip(a, -3, 3) / 3`` of its Gaussian's sample (deterministic: of ``μ``), as
+``mlagents-learn`` exports them; SAC's are its tanh-squashed Gaussian's, ``tanh(μ + σ·noise)``
+(deterministic: ``tanh(μ)``), already in [-1, 1], so nothing is clipped. Discrete actions of
+either are drawn from (deterministic: the argmax of) the masked probabilities of every branch.
 The observation normalizer is inside the graph. Recurrent policies are not exported this way yet.
 """
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Union
 
 import tensorflow as tf
 
 from kerasrl.exception import TrainerError
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
+from kerasrl.sac.exported import graph_noise
+from kerasrl.sac.networks import SACNetworks
 
 #: The ``version_number`` the ML-Agents package 2.x and 3.x expect.
 UNITY_MODEL_VERSION = 3
@@ -32,18 +39,28 @@ UNITY_ONNX_OPSET = 13
 
 __all__ = ["UNITY_MODEL_VERSION", "UnityInferencePolicy", "save_unity_onnx", "unity_contract_supported"]
 
+#: What is exported: PPO's (and BC's) actor-critic, or SAC's networks (their actor).
+Policy = Union[ActorCritic, SACNetworks]
 
-def unity_contract_supported(model: ActorCritic) -> str:
+
+def unity_contract_supported(model: Policy) -> str:
     """Why ``model`` cannot be exported for Unity's inference ('' when it can)."""
+    if isinstance(model, SACNetworks):
+        if model.network_settings.use_recurrent:
+            return "recurrent SAC policies are not exported for Unity's inference yet"
+        if model.spec.is_hybrid:
+            return "SAC does not act on hybrid actions (train them with PPO)"
+        return ""
     if model.use_recurrent or model.uses_prev_action:
         return "recurrent policies are not exported for Unity's inference yet"
     return ""
 
 
 class UnityInferencePolicy(tf.Module):
-    """The acting part of an :class:`ActorCritic` under the names and layouts Unity's inference reads."""
+    """The acting part of an :class:`ActorCritic`, or SAC's actor, under the names and layouts
+    Unity's inference reads."""
 
-    def __init__(self, model: ActorCritic) -> None:
+    def __init__(self, model: Policy) -> None:
         super().__init__(name="unity_policy")
         why = unity_contract_supported(model)
         if why:
@@ -69,14 +86,22 @@ class UnityInferencePolicy(tf.Module):
             inputs[Field.ACTION_MASK] = tensors[-1]
         return inputs
 
-    def _act(self, *tensors: tf.Tensor) -> dict[str, tf.Tensor]:
-        model, spec = self.model, self.model.spec
-        inputs = self._model_inputs(tensors)
+    def _actions(self, inputs: dict[str, tf.Tensor], rows: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """The sampled (noise drawn in the graph) and the deterministic action of every row, as the
+        model acts. SAC's two calls of its actor become one in the ONNX graph (tf2onnx merges
+        duplicated nodes)."""
+        model = self.model
+        if isinstance(model, SACNetworks):
+            return model.act(inputs, graph_noise(model, rows))[0], model.act(inputs, None)[0]
         out = model(inputs)
         dist = model.distribution(out, inputs)
-        noise = model.graph_noise(tf.shape(tensors[0])[0])
-        sampled, _ = model.select_action(dist, noise, False)
+        sampled, _ = model.select_action(dist, model.graph_noise(rows), False)
         best, _ = model.select_action(dist, None, True)
+        return sampled, best
+
+    def _act(self, *tensors: tf.Tensor) -> dict[str, tf.Tensor]:
+        spec = self.model.spec
+        sampled, best = self._actions(self._model_inputs(tensors), tf.shape(tensors[0])[0])
         result: dict[str, Any] = {"version_number": tf.constant([float(UNITY_MODEL_VERSION)]),
                                   "memory_size": tf.constant([0.0])}
         size = spec.continuous_size  # the continuous columns come first (hybrid actions have both kinds)
@@ -91,7 +116,7 @@ class UnityInferencePolicy(tf.Module):
         return {name: tf.identity(value, name=name) for name, value in result.items()}
 
 
-def save_unity_onnx(model: ActorCritic, path: str) -> str:
+def save_unity_onnx(model: Policy, path: str) -> str:
     """Write ``model`` as Unity's inference reads it to ``path`` (needs tf2onnx), atomically."""
     try:
         import tf2onnx

@@ -86,6 +86,7 @@ RUN_BY = {
     "kerasrl.SAC(\"Pendulum-v1\"": "tests/test_sac_docs.py::test_sac_page_python_block_runs",
     "kerasrl.SAC(\"VisualSimple1D\"": "tests/test_sac_docs.py::test_sac_page_cameras_block_runs",
     "seed=0, threaded=True)": "tests/test_threaded.py::test_the_docs_page_python_example_runs",
+    "Pendulum-v1.unity.onnx": "tests/test_sac_unity_export.py::test_unity_page_sac_block_runs",
 }
 
 

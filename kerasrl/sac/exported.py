@@ -9,6 +9,13 @@ import tensorflow as tf
 from kerasrl.sac.networks import SACNetworks
 
 
+def graph_noise(model: SACNetworks, rows: tf.Tensor) -> tf.Tensor:
+    """Noise for ``model.act`` drawn inside the graph, for ``rows`` agents: uniform in (0, 1) per
+    branch (discrete), standard normal per action dimension (continuous)."""
+    shape = tf.stack([rows, len(model.branches) or model.action_size])
+    return tf.random.uniform(shape, minval=1e-7, maxval=1.0) if model.is_discrete else tf.random.normal(shape)
+
+
 class SACExportedPolicy(tf.Module):
     """``action`` (continuous: in [-1, 1]) and ``action_probs`` (discrete: the masked
     probabilities; continuous: ``tanh(μ)``) from the actor, the normalizer included."""
@@ -26,11 +33,7 @@ class SACExportedPolicy(tf.Module):
 
         def call(*tensors: tf.Tensor) -> dict[str, tf.Tensor]:
             inputs = dict(zip(names, tensors))
-            noise = None
-            if not deterministic:
-                shape = tf.stack([tf.shape(tensors[0])[0], len(model.branches) or model.action_size])
-                noise = (tf.random.uniform(shape, minval=1e-7, maxval=1.0) if model.is_discrete
-                         else tf.random.normal(shape))
+            noise = None if deterministic else graph_noise(model, tf.shape(tensors[0])[0])
             action, probs = model.act(inputs, noise)
             return {"action": action, "action_probs": probs}
 
