@@ -101,27 +101,33 @@ def test_an_update_buffer_built_while_acting_learns_as_one_built_in_the_update_t
 
 def test_refreshed_advantages_are_each_staged_trajectorys_gae_with_the_learners_values(tmp_path, monkeypatch):
     """The threaded update recomputes GAE over the staged trajectories in one call: the same as
-    each trajectory's own GAE with the learner's values, its bootstrap value (0 once terminated)."""
+    each trajectory's own GAE with the learner's values and the learner's value of the
+    observation after its last step (0 once terminated), not the acting policy's older one."""
     from kerasrl.common.gae import gae_and_returns
     from kerasrl.fields import Field
 
-    checked = []
+    checked, stale = [], []
     real = PPOTrainer._refresh_advantages
 
     def refresh_and_check(self, update, values, segments):
         real(self, update, values, segments)
         rewards, adv = update[Field.rewards("extrinsic")].get_batch(), update[Field.advantage("extrinsic")].get_batch()
-        assert segments[0][0] == 0 and segments[-1][1] == len(rewards)
-        for start, end, bootstrap, terminated in segments:
-            v_next = 0.0 if terminated else bootstrap["extrinsic"]
-            expected, _ = gae_and_returns(rewards[start:end], values["extrinsic"][start:end], v_next, 0.99,
-                                          self.hyperparameters.lambd)
-            np.testing.assert_array_equal(adv[start:end], expected)
+        model = self.learner.actor_critic
+        assert segments[0].start == 0 and segments[-1].end == len(rewards)
+        for seg in segments:
+            learner_next = float(model.values(model.acting_inputs([o[None] for o in seg.next_observations]))
+                                 [Field.value_estimates("extrinsic")].numpy()[0])
+            v_next = 0.0 if seg.terminated else learner_next
+            stale.append(not seg.terminated and abs(learner_next - seg.bootstrap["extrinsic"]) > 1e-4)
+            expected, _ = gae_and_returns(rewards[seg.start:seg.end], values["extrinsic"][seg.start:seg.end], v_next,
+                                          0.99, self.hyperparameters.lambd)
+            np.testing.assert_allclose(adv[seg.start:seg.end], expected, rtol=1e-5, atol=1e-6)
         checked.append(len(segments))
 
     monkeypatch.setattr(PPOTrainer, "_refresh_advantages", refresh_and_check)
     _train(tmp_path, seed=2, max_steps=300, time_horizon=8)
     assert len(checked) >= 3 and max(checked) > 1
+    assert any(stale)  # the acting policy's bootstrap values were older: the check can tell them apart
 
 
 def test_ppo_clips_the_ratio_to_the_learners_weights_at_the_update_start_not_the_acting_ones(tmp_path, monkeypatch):

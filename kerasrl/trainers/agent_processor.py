@@ -251,9 +251,10 @@ class AgentProcessor:
         ids = nxt.agent_ids[rows].tolist()
         terminated = nxt.terminated[rows].tolist()
         ended = nxt.done[rows].tolist()
+        observations = [obs[rows] for obs in nxt.observations]
         for k, agent_id in enumerate(ids):
             bootstrap = {name: float(v[k]) for name, v in values.items()}
-            self._put(agent_id, bool(terminated[k]), bool(ended[k]), bootstrap)
+            self._put(agent_id, bool(terminated[k]), bool(ended[k]), bootstrap, [obs[k] for obs in observations])
 
     def close_all(self) -> None:
         """Close every unfinished trajectory (cut short, no bootstrap values)."""
@@ -261,12 +262,14 @@ class AgentProcessor:
             if length > 0:
                 self._put(agent_id, False, False, {})
 
-    def _put(self, agent_id: int, terminated: bool, ended: bool, bootstrap: dict[str, float]) -> None:
+    def _put(self, agent_id: int, terminated: bool, ended: bool, bootstrap: dict[str, float],
+             next_observations: Optional[list[np.ndarray]] = None) -> None:
         """The agent's trajectory, its steps moved out of the agent's buffer, on the queue."""
         steps = self.buffer[agent_id].take()
         self.agents.set("trajectory_length", agent_id, 0.0)
         version = int(self.agents.get("policy_version", agent_id))
-        self.queue.put(Trajectory(agent_id, steps, terminated, ended, bootstrap, policy_version=version))
+        self.queue.put(Trajectory(agent_id, steps, terminated, ended, bootstrap, policy_version=version,
+                                  next_observations=next_observations))
         if ended and self.episode_stats:
             self.record_episode_end(agent_id)
 

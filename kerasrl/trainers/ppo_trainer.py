@@ -5,7 +5,7 @@ import logging
 import os
 import threading
 from collections import defaultdict
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -31,6 +31,18 @@ from kerasrl.trainers.trajectory import Trajectory
 from kerasrl.trainers.update_thread import UpdateResult, UpdateThread, UpdateWork
 
 logger = logging.getLogger("kerasrl.trainers")
+
+
+class StagedSegment(NamedTuple):
+    """A trajectory staged for a threaded update: its rows ``[start, end)`` of the update buffer,
+    the acting policy's bootstrap values, whether it terminated, and the observations those
+    values were estimated from (None: cut short without them)."""
+
+    start: int
+    end: int
+    bootstrap: dict[str, float]
+    terminated: bool
+    next_observations: Optional[list[np.ndarray]]
 
 
 def normalized_advantages(advantages: np.ndarray, masks: np.ndarray) -> np.ndarray:
@@ -124,8 +136,9 @@ class PPOTrainer(RLTrainer):
         self._staging: Optional[Buffer] = None
         self._staged_obs: list[np.ndarray] = []
         self._staged_versions: list[int] = []
-        self._staged_segments: list[tuple[int, int, dict[str, float], bool]] = []
+        self._staged_segments: list[StagedSegment] = []
         self._log_prob_fn: Optional[Any] = None
+        self._values_fn: Optional[Any] = None
         #: The update count whose weights the policy acts with, and the last one handed over.
         self._applied = self._handed = self.update_count
         #: The statistics the update thread records, moved into each result.
@@ -223,13 +236,13 @@ class PPOTrainer(RLTrainer):
         stats.clear()
         return result
 
-    def _rebase_on_learner(self, segments: Optional[list[tuple[int, int, dict[str, float], bool]]]) -> None:
+    def _rebase_on_learner(self, segments: Optional[list[StagedSegment]]) -> None:
         """Threaded: the update buffer's PPO reference log-probabilities from the learner's weights
         at the update's start, so that the clipped ratio starts at 1 as an unthreaded update's
         does (the acting weights are one update older: with their log-probabilities many rows
         start outside the clip range and teach nothing). With ``segments`` (the staged
-        trajectories' rows), its value estimates, advantages and returns too, from the learner's
-        critic in the same call; each trajectory's bootstrap value stays the acting policy's."""
+        trajectories), their value estimates, advantages and returns too, from the learner's
+        critic: the rows' values in the same call, each trajectory's bootstrap value in one more."""
         update = self.training_buffer.update_buffer
         batch = {k: update[k].get_batch() for k in self.learner.batch_fields}
         log_prob, values = self._learner_outputs(batch)
@@ -240,15 +253,16 @@ class PPOTrainer(RLTrainer):
             self._refresh_advantages(update, values, segments)
 
     def _refresh_advantages(self, update: AgentBuffer, values: Mapping[str, np.ndarray],
-                            segments: list[tuple[int, int, dict[str, float], bool]]) -> None:
+                            segments: list[StagedSegment]) -> None:
         """GAE of every staged trajectory again (they fill the update buffer in order), with the
-        learner's value estimates ``values``: one Cython call per reward signal."""
+        learner's value estimates ``values`` and bootstrap values: one Cython call per reward signal."""
         advantages, returns = [], []
-        ends = [end for _, end, _, _ in segments]
+        ends = [seg.end for seg in segments]
+        bootstrap = self._learner_bootstrap(segments)
         for name, signal in self.reward_signals.items():
             rewards, v = update[Field.rewards(name)].get_batch(), values[name]
-            values_next = [0.0 if (terminated and signal.use_terminal_states) else bootstrap[name]
-                           for _, _, bootstrap, terminated in segments]
+            values_next = [0.0 if (seg.terminated and signal.use_terminal_states) else float(bootstrap[name][k])
+                           for k, seg in enumerate(segments)]
             adv, ret = segmented_gae_and_returns(rewards, v, ends, values_next, signal.gamma, self.hyperparameters.lambd)
             update[Field.value_estimates(name)].set(v)
             update[Field.advantage(name)].set(adv)
@@ -257,6 +271,27 @@ class PPOTrainer(RLTrainer):
             returns.append(ret)
         update[Field.ADVANTAGES].set(np.mean(advantages, axis=0).astype(np.float32))
         update[Field.DISCOUNTED_RETURNS].set(np.mean(returns, axis=0).astype(np.float32))
+
+    def _learner_bootstrap(self, segments: list[StagedSegment]) -> dict[str, np.ndarray]:
+        """Each segment's bootstrap value of every reward signal from the learner's critic (one
+        call), or the acting policy's where the trajectory kept no next observations."""
+        acting = {name: np.array([seg.bootstrap.get(name, 0.0) for seg in segments], np.float32)
+                  for name in self.reward_signals}
+        kept = [k for k, seg in enumerate(segments) if seg.next_observations is not None]
+        rows = [seg.next_observations for seg in segments if seg.next_observations is not None]
+        if not rows:
+            return acting
+        model = self.learner.actor_critic
+        if self._values_fn is None:
+            signature = {k: v for k, v in model.input_signature().items() if k != Field.ACTION_MASK}
+            self._values_fn = tf.function(model.values, input_signature=[signature], autograph=False)
+        stacked = [np.stack([obs[i] for obs in rows]) for i in range(len(rows[0]))]
+        inputs = {k: np.asarray(v, np.float32) for k, v in model.acting_inputs(stacked).items() if k != Field.ACTION_MASK}
+        with hierarchical_timer("learner_bootstrap"):
+            out = self._values_fn(inputs)
+        for name in self.reward_signals:
+            acting[name][kept] = out[Field.value_estimates(name)].numpy().reshape(-1)
+        return acting
 
     def _learner_outputs(self, batch: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """The learner's log-probabilities of ``batch``'s actions and its value estimates (one call)."""
@@ -404,8 +439,8 @@ class PPOTrainer(RLTrainer):
         observations are kept for the normalizer, which the update thread feeds."""
         start = len(staging.update_buffer[Field.MASKS]) if Field.MASKS in staging.update_buffer else 0
         steps = self._advantages_into(trajectory, staging)
-        self._staged_segments.append((start, len(staging.update_buffer[Field.MASKS]), trajectory.bootstrap,
-                                      trajectory.terminated))
+        self._staged_segments.append(StagedSegment(start, len(staging.update_buffer[Field.MASKS]), trajectory.bootstrap,
+                                                   trajectory.terminated, trajectory.next_observations))
         if self.learner.actor_critic.normalizer is not None and Field.VECTOR_OBS in steps:
             self._staged_obs.append(steps[Field.VECTOR_OBS].get_batch())
         self._staged_versions.append(trajectory.policy_version)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import queue
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 
@@ -19,7 +20,10 @@ class Trajectory:
     (empty when the processor was given no value function); ``terminated``: the episode ended
     in a terminal state (no bootstrap for signals that use terminal states); ``episode_ended``:
     terminated or truncated, so the agent's next step starts a new episode; ``policy_version``:
-    the update count of the weights that acted its first step (counted by threaded trainers).
+    the update count of the weights that acted its first step (counted by threaded trainers);
+    ``next_observations``: the observations ``bootstrap`` was estimated from (one array per
+    observation of the spec; None when cut short without one), so that a trainer whose critic
+    moved on since can estimate it again.
     """
 
     agent_id: int
@@ -28,6 +32,7 @@ class Trajectory:
     episode_ended: bool = False
     bootstrap: dict[str, float] = field(default_factory=dict)
     policy_version: int = 0
+    next_observations: Optional[list[np.ndarray]] = None
 
     def __len__(self) -> int:
         return max((len(f) for f in self.steps.values()), default=0)
