@@ -11,7 +11,8 @@ from kerasrl.sac.networks import SACNetworks
 
 class SACExportedPolicy(tf.Module):
     """``action`` (continuous: in [-1, 1]) and ``action_probs`` (discrete: the masked
-    probabilities; continuous: ``tanh(μ)``) from the actor, the normalizer included."""
+    probabilities; continuous: ``tanh(μ)``) from the actor, the normalizer included; recurrent,
+    ``memory`` in and ``memory_out`` (the next step's ``memory``) out."""
 
     def __init__(self, model: SACNetworks) -> None:
         super().__init__(name="policy")
@@ -31,8 +32,11 @@ class SACExportedPolicy(tf.Module):
                 shape = tf.stack([tf.shape(tensors[0])[0], len(model.branches) or model.action_size])
                 noise = (tf.random.uniform(shape, minval=1e-7, maxval=1.0) if model.is_discrete
                          else tf.random.normal(shape))
-            action, probs = model.act(inputs, noise)
-            return {"action": action, "action_probs": probs}
+            action, probs, memory = model.act_with_memory(inputs, noise)
+            out = {"action": action, "action_probs": probs}
+            if memory is not None:
+                out["memory_out"] = memory
+            return out
 
         return call
 
@@ -42,9 +46,9 @@ class SACExportedPolicy(tf.Module):
         return {
             "trainer": "sac",
             "inputs": {k: [None, *v.shape[1:]] for k, v in model.input_signature().items()},
-            "outputs": ["action", "action_probs"],
+            "outputs": ["action", "action_probs", *(["memory_out"] if model.recurrent else [])],
             "is_continuous_control": int(not model.is_discrete),
             "action_output_shape": list(model.spec.action_shape),
-            "memory_size": 0,
+            "memory_size": model.memory_size,
             "normalized_inside": model.normalizer is not None,
         }

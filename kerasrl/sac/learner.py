@@ -55,6 +55,13 @@ def replicas_in_sync() -> int:
     return int(ctx.num_replicas_in_sync) if ctx is not None else 1
 
 
+def check_recurrent_replicas(recurrent: bool, replicas: int) -> None:
+    """Recurrent SAC trains on one device: its masked means are not split across replicas."""
+    if recurrent and replicas > 1:
+        raise TrainerError(f"use_recurrent with the sac trainer trains on one device, not {replicas} replicas: "
+                           "drop --gpus/--cpu-replicas or set use_recurrent: false.")
+
+
 class SACLearner:
     """Trains :class:`SACNetworks` with SAC's losses (``kerasrl.sac.loss``)."""
 
@@ -65,9 +72,7 @@ class SACLearner:
         self.replicas = int(self.strategy.num_replicas_in_sync)
         hp = SACSettings() if hyperparameters is None else hyperparameters
         check_batch_size(hp.batch_size, 1, self.replicas)
-        if networks.recurrent and self.replicas > 1:
-            raise TrainerError(f"use_recurrent with the sac trainer trains on one device, not {self.replicas} replicas: "
-                               "drop --gpus/--cpu-replicas or set use_recurrent: false.")
+        check_recurrent_replicas(networks.recurrent, self.replicas)
         if len(gammas) != len(networks.stream_names):
             raise ValueError(f"one gamma per reward signal ({networks.stream_names}), got {list(gammas)}.")
         self.hyperparameters = hp
