@@ -306,19 +306,29 @@ def test_training_stores_memories_and_resumes_with_them(tmp_path):
     assert "without memories" in str(e.value) and "\n" not in str(e.value)
 
 
-def test_exported_recurrent_actor_carries_its_memory(tmp_path):
-    from kerasrl.export import export_policy
+@pytest.mark.parametrize("discrete", [False, True], ids=["continuous savedmodel", "discrete onnx"])
+def test_exported_recurrent_actor_carries_its_memory(discrete, tmp_path):
+    from kerasrl.export import export_policy, onnx_available
 
-    nets = networks().networks
-    paths = export_policy(nets, str(tmp_path), "Agent", onnx=False)
-    loaded = tf.saved_model.load(paths["savedmodel"])
-    obs = np.random.default_rng(0).standard_normal((5, 2)).astype(np.float32)
-    memory = np.random.default_rng(1).standard_normal((5, 16)).astype(np.float32)
-    out = loaded.signatures["deterministic"](vector_obs=tf.constant(obs), memory=tf.constant(memory))
-    action, _, memory_out = nets.act_with_memory({Field.VECTOR_OBS: tf.constant(obs), Field.MEMORY: tf.constant(memory)},
-                                                 None)
-    np.testing.assert_allclose(out["action"].numpy(), action.numpy(), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(out["memory_out"].numpy(), memory_out.numpy(), rtol=1e-5, atol=1e-6)
+    nets = networks(discrete).networks
+    paths = export_policy(nets, str(tmp_path), "Agent", onnx=discrete and onnx_available())
+    rng = np.random.default_rng(0)
+    feeds = {Field.VECTOR_OBS: rng.standard_normal((5, 2)).astype(np.float32),
+             Field.MEMORY: rng.standard_normal((5, 16)).astype(np.float32)}
+    if discrete:
+        feeds[Field.ACTION_MASK] = np.ones((5, 3), np.float32)
+    action, _, memory_out = nets.act_with_memory({k: tf.constant(v) for k, v in feeds.items()}, None)
+    if discrete and "onnx" in paths:
+        ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (optional extra kerasrl[onnx])")
+        session = ort.InferenceSession(paths["onnx"])
+        names = [o.name for o in session.get_outputs()]
+        out = dict(zip(names, session.run(None, {i.name: feeds[i.name] for i in session.get_inputs()})))
+    else:
+        loaded = tf.saved_model.load(paths["savedmodel"])
+        out = {k: v.numpy() for k, v in loaded.signatures["deterministic"](**feeds).items()}
+    np.testing.assert_allclose(out["action"], action.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["memory_out"], memory_out.numpy(), rtol=1e-5, atol=1e-6)
+    assert '"memory_size": 16' in open(paths["policy_json"]).read()
 
 
 @pytest.mark.slow
