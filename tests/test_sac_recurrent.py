@@ -17,7 +17,7 @@ from kerasrl.sac.learner import SACLearner, check_recurrent_replicas
 from kerasrl.sac.networks import SACNetworks
 from kerasrl.sac.policy import SACPolicy
 from kerasrl.sac.replay import BURN_IN, BURN_IN_MASKS, ReplayBuffer
-from kerasrl.settings import NetworkSettings, TrainerSettings, load_trainer_config
+from kerasrl.settings import TrainerSettings, load_trainer_config
 
 RECURRENT = {"trainer": "sac", "batch_size": 32, "buffer_size": 5000, "hidden_units": 32, "num_layers": 1,
              "learning_rate": 3e-3, "time_horizon": 8, "summary_freq": 500, "use_recurrent": True,

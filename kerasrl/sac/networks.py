@@ -81,8 +81,8 @@ class Sequences:
         obs, mask = self.actor_timeline()
         if self.burn_in is None or self.burn_in_masks is None:
             return obs, mask
-        steps = self.length + 1
-        burn_in = _map(lambda x: _sequences(x, self.burn_in_masks.shape[1]), self.burn_in)
+        steps, before = self.length + 1, int(self.burn_in_masks.shape[1])
+        burn_in = _map(lambda x: _sequences(x, before), self.burn_in)
         return (_flat_join([burn_in, _map(lambda x: _sequences(x, steps), obs)]),
                 tf.concat([self.burn_in_masks > 0, mask], axis=1))
 
@@ -110,8 +110,8 @@ def _flat_join(parts: Sequence[Observation]) -> Observation:
         return tf.reshape(x, [-1, *x.shape[2:]])
 
     if isinstance(parts[0], Mapping):
-        return {k: join([p[k] for p in parts]) for k in parts[0]}  # type: ignore[index]
-    return join(parts)  # type: ignore[arg-type]
+        return {k: join([p[k] for p in parts]) for k in parts[0]}
+    return join(parts)
 
 
 def stream_inputs(obs: Observation) -> tuple[Optional[tf.Tensor], list[tf.Tensor]]:

@@ -105,7 +105,7 @@ class ReplayBuffer:
         if previous is not None and self.written + rows_in - previous <= self.capacity:
             arrays[LINK_PREV][0] = first - previous
         self._write(arrays)
-        if arrays[LINK_PREV][0]:
+        if previous is not None and arrays[LINK_PREV][0]:
             self.columns[LINK_NEXT][previous % self.capacity] = first - previous
         if agent is not None and not done:
             self._open[agent] = first + n - 1
