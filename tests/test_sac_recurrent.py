@@ -10,10 +10,10 @@ import tensorflow as tf
 
 from kerasrl.buffer import BufferException
 from kerasrl.envs.base import ActionType, BehaviorSpec, Environment, StepResult, check_actions
-from kerasrl.exception import TrainerConfigError, TrainerError, UnityTrainerException
+from kerasrl.exception import TrainerConfigError, UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.sac import loss
-from kerasrl.sac.learner import SACLearner, check_recurrent_replicas
+from kerasrl.sac.learner import SACLearner
 from kerasrl.sac.networks import SACNetworks
 from kerasrl.sac.policy import SACPolicy
 from kerasrl.sac.replay import BURN_IN, BURN_IN_MASKS, ReplayBuffer
@@ -88,18 +88,52 @@ def test_use_recurrent_is_accepted_and_bad_memory_values_get_one_line():
         assert "\n" not in str(e.value) and word in str(e.value)
 
 
-def test_recurrent_sac_on_several_replicas_is_refused_in_one_line():
-    check_recurrent_replicas(True, 1)
-    check_recurrent_replicas(False, 2)
-    with pytest.raises(TrainerError) as e:
-        check_recurrent_replicas(True, 2)
-    assert "use_recurrent" in str(e.value) and "2 replicas" in str(e.value) and "\n" not in str(e.value)
+MIRRORED = """
+from kerasrl.exception import TrainerError
+from kerasrl.sac.learner import SACLearner
+from kerasrl.settings import TrainerSettings
+from kerasrl.spec import BehaviorSpec
+from test_sac_recurrent import RECURRENT, sequence_batch
+
+for discrete in (False, True):
+    spec = BehaviorSpec(((2,),), "discrete" if discrete else "continuous", (3,) if discrete else (2,))
+    settings = TrainerSettings.from_dict({**RECURRENT, "sequence_length": 3, "batch_size": 12})
+    learners = []
+    for mirrored in (False, True):
+        distribute.set_strategy(strategy if mirrored else None)
+        with (strategy.scope() if mirrored else tf.distribute.get_strategy().scope()):
+            learners.append(SACLearner.for_behavior(spec, settings, seed=3, max_steps=100))
+    assert learners[1].replicas == N
+    batch = sequence_batch(np.random.default_rng(0), 3, 4, 3, discrete, 50.0)
+    batch[Field.MASKS][:, :2] = 1.0  # the first replica's sequences have no padding, the second's have some
+    for lr in (3e-3, 1e-3):
+        one, two = (learner.update(batch, 3, lr) for learner in learners)
+        for k in one:
+            assert abs(one[k] - two[k]) < 1e-5 * max(1.0, abs(one[k])), (discrete, k, one[k], two[k])
+    for a, b in zip(learners[0].networks.weights, learners[1].networks.weights):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=1e-5, err_msg=f"{discrete} {a.path}")
+distribute.set_strategy(strategy)
+try:
+    SACLearner.for_behavior(spec, TrainerSettings.from_dict({**RECURRENT, "sequence_length": 4, "batch_size": 12}),
+                            seed=3, max_steps=100)
+except TrainerError as e:
+    assert "sequences of 4 rows (3)" in str(e) and "\\n" not in str(e), e
+else:
+    raise AssertionError("sequences the replicas cannot share were accepted")
+print("RECURRENT_OK")
+"""
+
+
+def test_mirrored_recurrent_update_matches_single_device():
+    from test_distribute import run_script
+
+    run_script("from kerasrl.fields import Field\n" + MIRRORED, 2, "RECURRENT_OK")
 
 
 # -- losses -------------------------------------------------------------------------------
 def test_masked_means_ignore_padded_rows():
     x = tf.constant([[1.0, 3.0], [5.0, 7.0], [100.0, -100.0]])
-    weights = tf.constant([1.0, 1.0, 0.0])
+    weights = tf.constant(loss.step_weights(np.array([[1.0, 1.0, 0.0]]))[0])
     assert float(loss.masked_mean(x, weights)) == pytest.approx(4.0)
     np.testing.assert_allclose(loss.row_mean(x, weights).numpy(), [3.0, 5.0])
     assert float(loss.critic_loss([x[:, :1], x[:, 1:]], tf.zeros([3, 1]), weights)) == pytest.approx(
@@ -234,38 +268,42 @@ def test_a_sequence_from_its_stored_memory_gives_what_acting_gave(discrete):
     assert q[0].shape == ((6, 1, 3) if discrete else (6, 1))
 
 
+def sequence_batch(rng, k, n, length, discrete, pad_value):
+    """``k`` mini-batches of ``n`` sequences of ``length`` steps, the last step and the first
+    burn-in step padding, holding ``pad_value``."""
+    b = {Field.VECTOR_OBS: rng.standard_normal((k, n, length, 2)),
+         Field.NEXT_VECTOR_OBS: rng.standard_normal((k, n, length, 2)),
+         "rewards": rng.standard_normal((k, n, length, 1)), Field.TERMINATED: np.zeros((k, n, length)),
+         Field.MEMORY: rng.standard_normal((k, n, 16)), Field.MASKS: np.ones((k, n, length)),
+         BURN_IN + Field.VECTOR_OBS: rng.standard_normal((k, n, length, 2)), BURN_IN_MASKS: np.ones((k, n, length))}
+    if discrete:
+        b[Field.ACTIONS] = rng.integers(0, 3, (k, n, length, 1))
+        b[Field.ACTION_MASK] = b[Field.NEXT_ACTION_MASK] = np.ones((k, n, length, 3))
+    else:
+        b[Field.ACTIONS] = rng.uniform(-1, 1, (k, n, length, 2))
+        b["noise"], b["next_noise"] = rng.standard_normal((2, k, n, length, 2))
+    b[Field.MASKS][..., -1] = 0
+    b[BURN_IN_MASKS][..., 0] = 0
+    for key in (Field.VECTOR_OBS, Field.NEXT_VECTOR_OBS, "rewards", Field.TERMINATED, "noise"):
+        if key in b:
+            b[key][:, :, -1] = pad_value
+    b[BURN_IN + Field.VECTOR_OBS][:, :, 0] = pad_value
+    return {key: np.asarray(v, np.int32 if key == Field.ACTIONS and discrete else np.float32) for key, v in b.items()}
+
+
 def test_a_gradient_step_ignores_padded_steps():
     learner = networks(sequence_length=3)
     nets = learner.networks
-    rng = np.random.default_rng(0)
-
-    def batch(pad_value):
-        b = {Field.VECTOR_OBS: rng.standard_normal((1, 4, 3, 2)), Field.NEXT_VECTOR_OBS: rng.standard_normal((1, 4, 3, 2)),
-             Field.ACTIONS: rng.uniform(-1, 1, (1, 4, 3, 2)), "rewards": rng.standard_normal((1, 4, 3, 1)),
-             Field.TERMINATED: np.zeros((1, 4, 3)), Field.MEMORY: rng.standard_normal((1, 4, 16)),
-             Field.MASKS: np.ones((1, 4, 3)), BURN_IN + Field.VECTOR_OBS: rng.standard_normal((1, 4, 3, 2)),
-             BURN_IN_MASKS: np.ones((1, 4, 3)), "noise": rng.standard_normal((1, 4, 3, 2)),
-             "next_noise": rng.standard_normal((1, 4, 3, 2))}
-        b[Field.MASKS][0, :, 2] = 0
-        b[BURN_IN_MASKS][0, :, 0] = 0
-        for k in (Field.VECTOR_OBS, Field.NEXT_VECTOR_OBS, Field.ACTIONS, "rewards", Field.TERMINATED, "noise"):
-            b[k][0, :, 2] = pad_value
-        b[BURN_IN + Field.VECTOR_OBS][0, :, 0] = pad_value
-        return {k: np.asarray(v, np.float32) for k, v in b.items()}
-
     weights = [v.numpy() for v in nets.weights]
-    first = batch(0.0)
-    rng = np.random.default_rng(0)
-    second = batch(50.0)
-    a = learner.update(first, 1, 1e-3)
+    first = learner.update(sequence_batch(np.random.default_rng(0), 1, 4, 3, False, 0.0), 1, 1e-3)
     after = [v.numpy() for v in nets.weights]
     for v, w in zip(nets.weights, weights):
         v.assign(w)
     for opt in learner.optimizers.values():
         for var in opt.variables:
             var.assign(tf.zeros_like(var))
-    b = learner.update(second, 1, 1e-3)
-    assert a == pytest.approx(b, rel=1e-5)
+    second = learner.update(sequence_batch(np.random.default_rng(0), 1, 4, 3, False, 50.0), 1, 1e-3)
+    assert first == pytest.approx(second, rel=1e-5)
     for x, y in zip(after, [v.numpy() for v in nets.weights]):
         np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
 
@@ -361,3 +399,22 @@ def test_pretraining_with_recurrent_sac_is_refused_in_one_line(tmp_path):
         run(CueEnvironment(False, seed=1), tmp_path, section)
     assert "pretraining" in str(e.value) and "use_recurrent" in str(e.value)
     assert os.path.isdir(tmp_path) and "\n" not in str(e.value)
+
+
+def test_kerasrl_learn_trains_resumes_and_exports_a_recurrent_sac(tmp_path, capsys):
+    import json
+
+    from kerasrl.cli import main
+
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("default:\n  trainer: sac\n  use_recurrent: true\n  memory_size: 16\n  sequence_length: 4\n"
+                   "  batch_size: 16\n  hidden_units: 16\n  num_layers: 1\n  time_horizon: 8\n  buffer_init_steps: 20\n"
+                   "  save_replay_buffer: true\n  summary_freq: 1000\n")
+    base = [str(cfg), "--env", "Simple1DContinuous", "--seed", "0", "--results-dir", str(tmp_path), "--run-id", "r"]
+    assert main(base + ["--steps", "60"]) == 0
+    assert main(base + ["--steps", "90", "--resume"]) == 0
+    assert "Resumed Simple1D at step 61" in capsys.readouterr().out
+    models = tmp_path / "r" / "models" / "Simple1D"
+    assert (models / "model-61.replay.h5").exists() and (models / "model-91.replay.h5").exists()
+    described = json.loads((models / "Simple1D.policy.json").read_text())
+    assert described["memory_size"] == 16 and "memory_out" in described["outputs"]

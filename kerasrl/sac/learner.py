@@ -1,8 +1,8 @@
 """The SAC learner: owns the networks and their three Adam optimizers, and runs many gradient
 steps per compiled call.
 
-Recurrent networks take mini-batches of sequences (``kerasrl.sac.replay``): each loss is the
-mean over their real steps, and the update runs on one device.
+Recurrent networks take mini-batches of sequences (``kerasrl.sac.replay``; under a strategy
+each replica takes whole sequences): each loss is the mean over their real steps.
 
 One gradient step, in Stable-Baselines3's order: the entropy coefficients (with the policy's
 log-probabilities at the batch), the critics (towards the soft target of the target critics,
@@ -32,7 +32,6 @@ import tensorflow as tf
 
 from kerasrl import xla_cache
 from kerasrl.distribute import check_batch_size, distribute_minibatches
-from kerasrl.exception import TrainerError
 from kerasrl.fields import Field
 from kerasrl.optimizers import Adam
 from kerasrl.sac import loss
@@ -47,19 +46,14 @@ STEPS_PER_CALL = 128
 #: Name of the stacked rewards ``[K, B, signals]`` in a learning batch.
 REWARDS = "rewards"
 NOISE, NEXT_NOISE = "noise", "next_noise"
+#: Name of the steps' weights in a learning batch of sequences (``loss.step_weights`` of its masks).
+STEP_WEIGHTS = "step_weights"
 
 
 def replicas_in_sync() -> int:
     """Replicas sharing the mini-batch of the step being traced (1 outside a strategy's ``run``)."""
     ctx = tf.distribute.get_replica_context()
     return int(ctx.num_replicas_in_sync) if ctx is not None else 1
-
-
-def check_recurrent_replicas(recurrent: bool, replicas: int) -> None:
-    """Recurrent SAC trains on one device: its masked means are not split across replicas."""
-    if recurrent and replicas > 1:
-        raise TrainerError(f"use_recurrent with the sac trainer trains on one device, not {replicas} replicas: "
-                           "drop --gpus/--cpu-replicas or set use_recurrent: false.")
 
 
 class SACLearner:
@@ -71,8 +65,7 @@ class SACLearner:
         self.strategy = tf.distribute.get_strategy()
         self.replicas = int(self.strategy.num_replicas_in_sync)
         hp = SACSettings() if hyperparameters is None else hyperparameters
-        check_batch_size(hp.batch_size, 1, self.replicas)
-        check_recurrent_replicas(networks.recurrent, self.replicas)
+        check_batch_size(hp.batch_size, networks.sequence_length, self.replicas)
         if len(gammas) != len(networks.stream_names):
             raise ValueError(f"one gamma per reward signal ({networks.stream_names}), got {list(gammas)}.")
         self.hyperparameters = hp
@@ -148,7 +141,7 @@ class SACLearner:
         obs, next_obs = nets.sequences(b)
         rows = {k: tf.reshape(v, [-1, *v.shape[2:]]) for k, v in b.items()
                 if k != Field.MEMORY and not k.startswith(BURN_IN)}
-        return obs, next_obs, rows, tf.cast(rows[Field.MASKS], tf.float32)
+        return obs, next_obs, rows, rows[STEP_WEIGHTS]
 
     def _update_targets(self) -> None:
         """The soft (Polyak) update of the target critics (in cross-replica context under a strategy)."""
@@ -251,6 +244,8 @@ class SACLearner:
         if self._fn is None:
             self._fn = self._build()
         shape = tuple(next(iter(stacked.values())).shape[:2])
+        if self.networks.recurrent:
+            stacked = {**stacked, STEP_WEIGHTS: loss.step_weights(stacked[Field.MASKS])}
         inputs: Any = dict(stacked)
         if self.replicas > 1:
             inputs = distribute_minibatches(self.strategy, stacked, {k: tf.as_dtype(v.dtype) for k, v in stacked.items()})

@@ -14,18 +14,30 @@ exact sums weighted by the masked policy's probabilities, ``log π(ã|s)`` becom
 ``Σₐ π log π`` (minus its entropy), and the branches' soft values and actor losses are averaged.
 Several reward signals: the critics have one output per signal, each with its own ``r`` and
 ``γ``; the actor maximises the mean over signals of ``min(Q₁, Q₂)``. Recurrent SAC's means are
-over the real steps of its sequences only (``weights``: 0 for padding).
+over the real steps of its sequences only (``weights``: ``step_weights``, 0 for padding).
 """
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 
+def step_weights(masks: np.ndarray) -> np.ndarray:
+    """Each step's weight in a mini-batch's means (``masks`` ``[K, ...]``: 1 real, 0 padding):
+    its mask times the mini-batch's steps over its real ones, so that the plain mean of the
+    weighted values is the mean over the real steps. Being a per-row factor, it holds when a
+    replica takes a slice of the rows (its mean over its ``1/N`` then sums to the global one)."""
+    masks = np.asarray(masks, np.float32)
+    axes = tuple(range(1, masks.ndim))
+    real = np.maximum(masks.sum(axis=axes, keepdims=True), 1.0)
+    return masks * (np.prod(masks.shape[1:]) / real).astype(np.float32)
+
+
 def masked_mean(x: tf.Tensor, weights: Optional[tf.Tensor] = None) -> tf.Tensor:
-    """The mean of ``x`` over every element, rows weighted by ``weights`` ``[B]`` (1 for a real
-    step, 0 for padding: recurrent SAC's sequences); the plain mean without."""
+    """The mean of ``x`` over every element, rows weighted by ``weights`` ``[B]`` (``step_weights``:
+    recurrent SAC's sequences, padding 0); the plain mean without."""
     if weights is None:
         return tf.reduce_mean(x)
     return tf.reduce_mean(row_mean(x, weights))
@@ -35,8 +47,7 @@ def row_mean(x: tf.Tensor, weights: Optional[tf.Tensor] = None) -> tf.Tensor:
     """The mean of ``x`` over its rows (axis 0), weighted by ``weights`` ``[B]`` when given."""
     if weights is None:
         return tf.reduce_mean(x, axis=0)
-    w = tf.reshape(weights, [-1] + [1] * (len(x.shape) - 1))
-    return tf.reduce_sum(x * w, axis=0) / tf.maximum(tf.reduce_sum(weights), 1.0)
+    return tf.reduce_mean(x * tf.reshape(weights, [-1] + [1] * (len(x.shape) - 1)), axis=0)
 
 
 def soft_target(rewards: tf.Tensor, terminated: tf.Tensor, gammas: tf.Tensor, next_value: tf.Tensor) -> tf.Tensor:

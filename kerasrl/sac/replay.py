@@ -244,7 +244,8 @@ class ReplayBuffer:
                 hf.attrs[_CAPACITY] = self.capacity
                 if self.next_of:
                     hf.attrs[_NEXT_OF] = json.dumps(self.next_of)
-                hf.attrs[_SEQUENCES] = int(self.sequences)
+                if self.sequences:
+                    hf.attrs[_SEQUENCES] = 1
         except BufferException:
             raise
         except OSError as e:
