@@ -106,7 +106,7 @@ for discrete in (False, True):
     assert learners[1].replicas == N
     batch = sequence_batch(np.random.default_rng(0), 3, 4, 3, discrete, 50.0)
     batch[Field.MASKS][:, :2] = 1.0  # the first replica's sequences have no padding, the second's have some
-    for lr in (3e-3, 1e-3):
+    for lr in (1e-3, 3e-4):
         one, two = (learner.update(batch, 3, lr) for learner in learners)
         for k in one:
             assert abs(one[k] - two[k]) < 1e-5 * max(1.0, abs(one[k])), (discrete, k, one[k], two[k])
@@ -114,8 +114,9 @@ for discrete in (False, True):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=1e-5, err_msg=f"{discrete} {a.path}")
 distribute.set_strategy(strategy)
 try:
-    SACLearner.for_behavior(spec, TrainerSettings.from_dict({**RECURRENT, "sequence_length": 4, "batch_size": 12}),
-                            seed=3, max_steps=100)
+    with strategy.scope():
+        SACLearner.for_behavior(spec, TrainerSettings.from_dict({**RECURRENT, "sequence_length": 4, "batch_size": 12}),
+                                seed=3, max_steps=100)
 except TrainerError as e:
     assert "sequences of 4 rows (3)" in str(e) and "\\n" not in str(e), e
 else:
