@@ -45,11 +45,14 @@ class ModelConfigError(ValueError):
 class Stream(keras.layers.Layer):
     """Encoders of every observation of one stream (visual first, then vector), concatenated,
     optionally followed by an LSTM over sequences; with ``lstm_first`` (vector observations
-    only) the LSTM runs on the observations and the encoder's hidden layers on its outputs."""
+    only) the LSTM runs on the observations and the encoder's hidden layers on its outputs.
+    ``unroll``: the LSTM's steps are unrolled in the graph rather than looped (short sequences
+    of known length)."""
 
     def __init__(self, spec: BehaviorSpec, hidden_units: int, num_layers: int, vis_encode_type: str,
                  lstm_units: int, seed: int | None, activation: str, initializer: str,
-                 conv_style: str = NetworkSettings.conv_style, lstm_first: bool = False, **kwargs: Any) -> None:
+                 conv_style: str = NetworkSettings.conv_style, lstm_first: bool = False, unroll: bool = False,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.lstm_first = lstm_first and bool(lstm_units)
         self.visual = [
@@ -66,7 +69,7 @@ class Stream(keras.layers.Layer):
         self.lstm_units = lstm_units
         self.lstm = (
             keras.layers.LSTM(
-                lstm_units, return_sequences=True, return_state=True, name="lstm",
+                lstm_units, return_sequences=True, return_state=True, name="lstm", unroll=unroll,
                 kernel_initializer=keras.initializers.GlorotUniform(seed=seed),
                 recurrent_initializer=keras.initializers.Orthogonal(seed=None if seed is None else seed + 1),
             )

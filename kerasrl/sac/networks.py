@@ -41,6 +41,10 @@ from kerasrl.settings import NetworkSettings, SACSettings
 from kerasrl.spec import BehaviorSpec
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+#: The longest ``sequence_length`` whose LSTMs are unrolled in the compiled update (the critics
+#: then run ``2 × 16 + 1`` steps): a loop's per-step cost dominates such short sequences, while
+#: longer ones would make the graph slow to trace.
+UNROLL_SEQUENCE_LENGTH = 16
 #: Added inside the log of the tanh correction, as Stable-Baselines3 and ML-Agents do.
 TANH_EPSILON = 1e-6
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -213,9 +217,11 @@ class SACActor(keras.layers.Layer):
 
 
 def recurrent_stream(spec: BehaviorSpec, network: NetworkSettings, memory_units: int, seed: Optional[int]) -> Stream:
-    """PPO's stream (cameras, hidden layers, then an LSTM of ``memory_units``)."""
+    """PPO's stream (cameras, hidden layers, then an LSTM of ``memory_units``), its LSTM unrolled
+    up to ``UNROLL_SEQUENCE_LENGTH``."""
     return Stream(spec, network.hidden_units, network.num_layers, network.vis_encode_type, memory_units, seed,
-                  network.activation, network.initializer, network.conv_style, name="stream")
+                  network.activation, network.initializer, network.conv_style,
+                  unroll=network.sequence_length <= UNROLL_SEQUENCE_LENGTH, name="stream")
 
 
 class RecurrentQNetwork(keras.layers.Layer):
