@@ -35,7 +35,7 @@ from kerasrl.distribute import check_batch_size, distribute_minibatches
 from kerasrl.fields import Field
 from kerasrl.optimizers import Adam
 from kerasrl.sac import loss
-from kerasrl.sac.networks import Observation, SACNetworks, Sequences
+from kerasrl.sac.networks import Observation, SACNetworks, Sequences, update_uses_xla
 from kerasrl.sac.replay import BURN_IN
 from kerasrl.settings import SACSettings, TrainerSettings
 from kerasrl.spec import BehaviorSpec
@@ -73,9 +73,7 @@ class SACLearner:
         self.max_steps = int(max_steps)
         self.gammas = tf.constant(np.asarray(gammas, np.float32))
         self.tau = float(hp.tau)
-        # XLA measured no faster for these MLPs (the steps are compute-bound) and compiles slower;
-        # under a strategy the update runs without it (as PPO's).
-        self.use_xla = bool(hp.jit_compile) and self.replicas == 1
+        self.use_xla = update_uses_xla(hp, networks.recurrent, self.replicas)
 
         def adam() -> Adam:
             return Adam(learning_rate=hp.learning_rate, epsilon=hp.adam_epsilon, epsilon_style="torch")

@@ -41,9 +41,10 @@ from kerasrl.settings import NetworkSettings, SACSettings
 from kerasrl.spec import BehaviorSpec
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
-#: The longest ``sequence_length`` whose LSTMs are unrolled in the compiled update (the critics
+#: The longest ``sequence_length`` whose LSTMs are unrolled in an update without XLA (the critics
 #: then run ``2 × 16 + 1`` steps): a loop's per-step cost dominates such short sequences, while
-#: longer ones would make the graph slow to trace.
+#: longer ones would make the graph slow to trace. XLA runs the loop about as fast as the unrolled
+#: steps and compiles it several times faster, so with XLA the LSTMs loop.
 UNROLL_SEQUENCE_LENGTH = 16
 #: Added inside the log of the tanh correction, as Stable-Baselines3 and ML-Agents do.
 TANH_EPSILON = 1e-6
@@ -179,10 +180,10 @@ class SACActor(keras.layers.Layer):
     then ``μ`` and clipped ``log σ`` (continuous) or logits (discrete)."""
 
     def __init__(self, spec: BehaviorSpec, network: NetworkSettings, logits: int, seed: Optional[int],
-                 memory_units: int = 0, **kwargs: Any) -> None:
+                 memory_units: int = 0, unroll: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         #: Recurrent: PPO's stream (encoders, hidden layers, LSTM of ``memory_units``) before the heads.
-        self.stream = recurrent_stream(spec, network, memory_units, seed) if memory_units else None
+        self.stream = recurrent_stream(spec, network, memory_units, seed, unroll) if memory_units else None
         self.visual = [] if memory_units else camera_encoders(spec, network, seed)
         self.body = (VectorEncoder(network.hidden_units, network.num_layers, seed=seed, activation=network.activation,
                                    initializer=network.initializer, name="body")
@@ -216,12 +217,17 @@ class SACActor(keras.layers.Layer):
         return self.mu(hidden), tf.clip_by_value(self.log_std(hidden), LOG_STD_MIN, LOG_STD_MAX)
 
 
-def recurrent_stream(spec: BehaviorSpec, network: NetworkSettings, memory_units: int, seed: Optional[int]) -> Stream:
-    """PPO's stream (cameras, hidden layers, then an LSTM of ``memory_units``), its LSTM unrolled
-    up to ``UNROLL_SEQUENCE_LENGTH``."""
+def update_uses_xla(hyperparameters: SACSettings, recurrent: bool, replicas: int) -> bool:
+    """Whether the update is XLA-compiled: ``jit_compile`` (by default with memory only), on one
+    device (under a strategy the update runs without it, as PPO's)."""
+    return replicas == 1 and bool(recurrent if hyperparameters.jit_compile is None else hyperparameters.jit_compile)
+
+
+def recurrent_stream(spec: BehaviorSpec, network: NetworkSettings, memory_units: int, seed: Optional[int],
+                     unroll: bool) -> Stream:
+    """PPO's stream (cameras, hidden layers, then an LSTM of ``memory_units``)."""
     return Stream(spec, network.hidden_units, network.num_layers, network.vis_encode_type, memory_units, seed,
-                  network.activation, network.initializer, network.conv_style,
-                  unroll=network.sequence_length <= UNROLL_SEQUENCE_LENGTH, name="stream")
+                  network.activation, network.initializer, network.conv_style, unroll=unroll, name="stream")
 
 
 class RecurrentQNetwork(keras.layers.Layer):
@@ -230,10 +236,10 @@ class RecurrentQNetwork(keras.layers.Layer):
     runs the stream, ``q`` the rest, so that one pass serves several actions."""
 
     def __init__(self, spec: BehaviorSpec, network: NetworkSettings, outputs: int, seed: Optional[int],
-                 memory_units: int, **kwargs: Any) -> None:
+                 memory_units: int, unroll: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.memory_units = memory_units
-        self.stream = recurrent_stream(spec, network, memory_units, seed)
+        self.stream = recurrent_stream(spec, network, memory_units, seed, unroll)
         self.post = (None if spec.is_discrete else
                      VectorEncoder(network.hidden_units, 1, seed=seed, activation=network.activation,
                                    initializer=network.initializer, name="post"))
@@ -300,13 +306,18 @@ class SACNetworks(keras.Model):
         self.sequence_length = network.sequence_length if self.recurrent else 1
         self.burn_in = network.sequence_length if self.recurrent else 0
         units = self.memory_size // 2
-        self.actor = SACActor(spec, network, width if self.is_discrete else 0, seed, memory_units=units, name="actor")
+        #: The LSTMs' steps are unrolled in the update's graph (short sequences, without XLA).
+        replicas = int(tf.distribute.get_strategy().num_replicas_in_sync)
+        self.unroll = (self.recurrent and not update_uses_xla(hp, self.recurrent, replicas)
+                       and self.sequence_length <= UNROLL_SEQUENCE_LENGTH)
+        self.actor = SACActor(spec, network, width if self.is_discrete else 0, seed, memory_units=units,
+                              unroll=self.unroll, name="actor")
         q_outputs = len(self.stream_names) * width
 
         def q(name: str, offset: int) -> Union[QNetwork, RecurrentQNetwork]:
             net_seed = None if seed is None else seed + offset
             if self.recurrent:
-                return RecurrentQNetwork(spec, network, q_outputs, net_seed, units, name=name)
+                return RecurrentQNetwork(spec, network, q_outputs, net_seed, units, self.unroll, name=name)
             return QNetwork(spec, network, q_outputs, net_seed, name=name)
 
         self.critics = [q("q1", 101), q("q2", 202)]
