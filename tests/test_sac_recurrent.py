@@ -19,9 +19,12 @@ from kerasrl.sac.policy import SACPolicy
 from kerasrl.sac.replay import BURN_IN, BURN_IN_MASKS, ReplayBuffer
 from kerasrl.settings import TrainerSettings, load_trainer_config
 
+# Short runs without XLA (the recurrent default), whose compile would take most of their time.
 RECURRENT = {"trainer": "sac", "batch_size": 32, "buffer_size": 5000, "hidden_units": 32, "num_layers": 1,
              "learning_rate": 3e-3, "time_horizon": 8, "summary_freq": 500, "use_recurrent": True,
-             "memory_size": 16, "sequence_length": 4}
+             "memory_size": 16, "sequence_length": 4, "jit_compile": False}
+#: The same with the default compile (XLA).
+RECURRENT_XLA = {k: v for k, v in RECURRENT.items() if k != "jit_compile"}
 
 
 class CueEnvironment(Environment):
@@ -71,9 +74,9 @@ class CueEnvironment(Environment):
         return self._result(reward, True, False)
 
 
-def networks(discrete=False, sequence_length=4, memory_size=16):
+def networks(discrete=False, sequence_length=4, memory_size=16, section=RECURRENT):
     spec = BehaviorSpec(((2,),), "discrete" if discrete else "continuous", (3,) if discrete else (2,))
-    settings = TrainerSettings.from_dict({**RECURRENT, "sequence_length": sequence_length, "memory_size": memory_size})
+    settings = TrainerSettings.from_dict({**section, "sequence_length": sequence_length, "memory_size": memory_size})
     return SACLearner.for_behavior(spec, settings, seed=0, max_steps=100)
 
 
@@ -97,8 +100,8 @@ from test_sac_recurrent import RECURRENT, sequence_batch
 
 for discrete in (False, True):
     spec = BehaviorSpec(((2,),), "discrete" if discrete else "continuous", (3,) if discrete else (2,))
-    # One device without XLA, as the replicas run (XLA's rounding differs from the plain graph's).
-    settings = TrainerSettings.from_dict({**RECURRENT, "sequence_length": 3, "batch_size": 12, "jit_compile": False})
+    # RECURRENT has no XLA on one device either, as the replicas run (XLA's rounding differs).
+    settings = TrainerSettings.from_dict({**RECURRENT, "sequence_length": 3, "batch_size": 12})
     learners = []
     for mirrored in (False, True):
         distribute.set_strategy(strategy if mirrored else None)
@@ -294,7 +297,8 @@ def sequence_batch(rng, k, n, length, discrete, pad_value):
 
 
 def test_a_gradient_step_ignores_padded_steps():
-    learner = networks(sequence_length=3)
+    learner = networks(sequence_length=3, section=RECURRENT_XLA)
+    assert learner.use_xla
     nets = learner.networks
     weights = [v.numpy() for v in nets.weights]
     first = learner.update(sequence_batch(np.random.default_rng(0), 1, 4, 3, False, 0.0), 1, 1e-3)
@@ -375,7 +379,7 @@ def test_exported_recurrent_actor_carries_its_memory(discrete, tmp_path):
 @pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
 def test_recurrent_sac_learns_a_cue_it_sees_only_at_the_first_step(discrete, tmp_path):
     env = CueEnvironment(discrete, seed=3)
-    run(env, tmp_path, {**RECURRENT, "max_steps": 1500, "buffer_init_steps": 150}, seed=3)
+    run(env, tmp_path, {**RECURRENT_XLA, "max_steps": 1500, "buffer_init_steps": 150}, seed=3)
     # without memory the expected reward is 0
     assert np.mean(env.returns[-50:]) > 0.8, env.returns[-50:]
 
@@ -409,9 +413,9 @@ def test_kerasrl_learn_trains_resumes_and_exports_a_recurrent_sac(tmp_path, caps
     from kerasrl.cli import main
 
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text("default:\n  trainer: sac\n  use_recurrent: true\n  memory_size: 16\n  sequence_length: 4\n"
-                   "  batch_size: 16\n  hidden_units: 16\n  num_layers: 1\n  time_horizon: 8\n  buffer_init_steps: 20\n"
-                   "  save_replay_buffer: true\n  summary_freq: 1000\n")
+    cfg.write_text("default:\n  trainer: sac\n  jit_compile: false\n  use_recurrent: true\n  memory_size: 16\n"
+                   "  sequence_length: 4\n  batch_size: 16\n  hidden_units: 16\n  num_layers: 1\n  time_horizon: 8\n"
+                   "  buffer_init_steps: 20\n  save_replay_buffer: true\n  summary_freq: 1000\n")
     base = [str(cfg), "--env", "Simple1DContinuous", "--seed", "0", "--results-dir", str(tmp_path), "--run-id", "r"]
     assert main(base + ["--steps", "60"]) == 0
     assert main(base + ["--steps", "90", "--resume"]) == 0
