@@ -85,6 +85,7 @@ RUN_BY = {
     "recording.record(": "tests/test_demos.py::test_documented_demonstration_example_records_and_loads",
     "kerasrl.SAC(\"Pendulum-v1\"": "tests/test_sac_docs.py::test_sac_page_python_block_runs",
     "kerasrl.SAC(\"VisualSimple1D\"": "tests/test_sac_docs.py::test_sac_page_cameras_block_runs",
+    "kerasrl.SAC(\"Simple1DContinuous\"": "tests/test_sac_docs.py::test_sac_page_recurrent_block_runs",
     "seed=0, threaded=True)": "tests/test_threaded.py::test_the_docs_page_python_example_runs",
     "Pendulum-v1.unity.onnx": "tests/test_sac_unity_export.py::test_unity_page_sac_block_runs",
 }

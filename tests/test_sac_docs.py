@@ -33,3 +33,15 @@ def test_sac_page_cameras_block_runs(tmp_path, monkeypatch, capsys):
     exec(compile(block.replace("1_500", "200"), str(PAGE), "exec"), namespace)  # noqa: S102 - the page's own code
     assert namespace["agent"].spec.visual_observation_shapes == [(36, 36, 1)]
     assert re.fullmatch(r"\[\[[01]\]\]\n", capsys.readouterr().out)
+
+
+@pytest.mark.skipif(not PAGE.is_file(), reason="docs/sac.md is not in this tree (an installed package)")
+def test_sac_page_recurrent_block_runs(tmp_path, monkeypatch, capsys):
+    (block,) = [b for b in python_blocks() if "use_recurrent=True" in b]
+    assert "agent.fit(2_000" in block
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(block.replace("2_000", "150"), str(PAGE), "exec"), namespace)  # noqa: S102 - the page's own code
+    assert namespace["agent"].networks.recurrent
+    printed = capsys.readouterr().out
+    assert re.fullmatch(r"\[\[-?[01]\.?\d*(e-\d+)?\]\]\n", printed), printed

@@ -120,7 +120,7 @@ def test_exported_visual_actor_acts_as_the_networks(tmp_path):
 
 
 @pytest.mark.parametrize("keys,words", [
-    ({"use_recurrent": True}, "use_recurrent is not available with the sac trainer"),
+    ({"use_recurrent": True, "recurrent_style": "sb3"}, "recurrent_style sb3 is not available with the sac trainer"),
     ({"vis_encode_type": "nature_cnn"}, "(20, 20, 2) is too small for vis_encode_type 'nature_cnn' (needs at least 36"),
 ])
 def test_what_stays_refused_is_one_line(keys, words, tmp_path):

@@ -42,14 +42,17 @@ class ModelConfigError(ValueError):
     """A model hyper-parameter is invalid; the message names it."""
 
 
-class _Stream(keras.layers.Layer):
+class Stream(keras.layers.Layer):
     """Encoders of every observation of one stream (visual first, then vector), concatenated,
     optionally followed by an LSTM over sequences; with ``lstm_first`` (vector observations
-    only) the LSTM runs on the observations and the encoder's hidden layers on its outputs."""
+    only) the LSTM runs on the observations and the encoder's hidden layers on its outputs.
+    ``unroll``: the LSTM's steps are unrolled in the graph rather than looped (short sequences
+    of known length)."""
 
     def __init__(self, spec: BehaviorSpec, hidden_units: int, num_layers: int, vis_encode_type: str,
                  lstm_units: int, seed: int | None, activation: str, initializer: str,
-                 conv_style: str = NetworkSettings.conv_style, lstm_first: bool = False, **kwargs: Any) -> None:
+                 conv_style: str = NetworkSettings.conv_style, lstm_first: bool = False, unroll: bool = False,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.lstm_first = lstm_first and bool(lstm_units)
         self.visual = [
@@ -66,7 +69,7 @@ class _Stream(keras.layers.Layer):
         self.lstm_units = lstm_units
         self.lstm = (
             keras.layers.LSTM(
-                lstm_units, return_sequences=True, return_state=True, name="lstm",
+                lstm_units, return_sequences=True, return_state=True, name="lstm", unroll=unroll,
                 kernel_initializer=keras.initializers.GlorotUniform(seed=seed),
                 recurrent_initializer=keras.initializers.Orthogonal(seed=None if seed is None else seed + 1),
             )
@@ -74,10 +77,14 @@ class _Stream(keras.layers.Layer):
         )
 
     def call(self, vector: tf.Tensor | None = None, visual: Sequence[tf.Tensor] = (), extra: tf.Tensor | None = None,
-             memory: tf.Tensor | None = None, sequence_length: int = 1) -> tuple[tf.Tensor, tf.Tensor | None]:
+             memory: tf.Tensor | None = None, sequence_length: int = 1,
+             step_mask: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor | None]:
+        """The stream's features, one row per row of the inputs, and (with an LSTM) the memory
+        after each sequence; ``step_mask`` ``[sequences, sequence_length]`` (bool) marks the steps
+        the LSTM takes (a masked step leaves its state unchanged)."""
         if self.lstm_first:
             assert self.vector is not None  # lstm_first: vector observations only
-            out, mem_out = self._recur(vector, memory, sequence_length)
+            out, mem_out = self._recur(vector, memory, sequence_length, step_mask)
             return self.vector(out), mem_out
         parts = [enc(v) for enc, v in zip(self.visual, visual)]
         if self.vector is not None and vector is not None:
@@ -87,15 +94,19 @@ class _Stream(keras.layers.Layer):
         hidden = parts[0] if len(parts) == 1 else tf.concat(parts, axis=-1)
         if self.lstm is None:
             return hidden, None
-        return self._recur(hidden, memory, sequence_length)
+        return self._recur(hidden, memory, sequence_length, step_mask)
 
-    def _recur(self, x: tf.Tensor, memory: tf.Tensor, sequence_length: int) -> tuple[tf.Tensor, tf.Tensor]:
+    def _recur(self, x: tf.Tensor, memory: tf.Tensor, sequence_length: int,
+               mask: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor]:
         """The LSTM over sequences of ``sequence_length`` rows of ``x`` from ``memory`` (``[c, h]``):
         its outputs, one row per row of ``x``, and the memory after each sequence."""
         assert self.lstm is not None  # called only with lstm_units
         seq = tf.reshape(x, [-1, sequence_length, x.shape[-1]])
         c0, h0 = memory[:, : self.lstm_units], memory[:, self.lstm_units:]
-        out, h, c = self.lstm(seq, initial_state=[h0, c0])
+        if mask is None:
+            out, h, c = self.lstm(seq, initial_state=[h0, c0])
+        else:
+            out, h, c = self.lstm(seq, initial_state=[h0, c0], mask=mask)
         return tf.reshape(out, [-1, self.lstm_units]), tf.concat([c, h], axis=-1)
 
 
@@ -189,8 +200,8 @@ class ActorCritic(keras.Model):
         spec, init = self.spec, self.initializer
         lstm_units = self.memory_size // 4 if self.separate_value_network else self.memory_size // 2
 
-        def stream(k: int) -> _Stream:
-            return _Stream(spec, self.hidden_units, self.num_layers, self.vis_encode_type, lstm_units, self._seed(k + 1),
+        def stream(k: int) -> Stream:
+            return Stream(spec, self.hidden_units, self.num_layers, self.vis_encode_type, lstm_units, self._seed(k + 1),
                            self.activation, init, self.network.conv_style, lstm_first=self.lstm_first,
                            name=f"main_graph_{k}")
 

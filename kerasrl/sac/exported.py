@@ -18,7 +18,8 @@ def graph_noise(model: SACNetworks, rows: tf.Tensor) -> tf.Tensor:
 
 class SACExportedPolicy(tf.Module):
     """``action`` (continuous: in [-1, 1]) and ``action_probs`` (discrete: the masked
-    probabilities; continuous: ``tanh(μ)``) from the actor, the normalizer included."""
+    probabilities; continuous: ``tanh(μ)``) from the actor, the normalizer included; recurrent,
+    ``memory`` in and ``memory_out`` (the next step's ``memory``) out."""
 
     def __init__(self, model: SACNetworks) -> None:
         super().__init__(name="policy")
@@ -34,8 +35,11 @@ class SACExportedPolicy(tf.Module):
         def call(*tensors: tf.Tensor) -> dict[str, tf.Tensor]:
             inputs = dict(zip(names, tensors))
             noise = None if deterministic else graph_noise(model, tf.shape(tensors[0])[0])
-            action, probs = model.act(inputs, noise)
-            return {"action": action, "action_probs": probs}
+            action, probs, memory = model.act_with_memory(inputs, noise)
+            out = {"action": action, "action_probs": probs}
+            if memory is not None:
+                out["memory_out"] = memory
+            return out
 
         return call
 
@@ -45,9 +49,9 @@ class SACExportedPolicy(tf.Module):
         return {
             "trainer": "sac",
             "inputs": {k: [None, *v.shape[1:]] for k, v in model.input_signature().items()},
-            "outputs": ["action", "action_probs"],
+            "outputs": ["action", "action_probs", *(["memory_out"] if model.recurrent else [])],
             "is_continuous_control": int(not model.is_discrete),
             "action_output_shape": list(model.spec.action_shape),
-            "memory_size": 0,
+            "memory_size": model.memory_size,
             "normalized_inside": model.normalizer is not None,
         }

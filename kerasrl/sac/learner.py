@@ -1,6 +1,9 @@
 """The SAC learner: owns the networks and their three Adam optimizers, and runs many gradient
 steps per compiled call.
 
+Recurrent networks take mini-batches of sequences (``kerasrl.sac.replay``; under a strategy
+each replica takes whole sequences): each loss is the mean over their real steps.
+
 One gradient step, in Stable-Baselines3's order: the entropy coefficients (with the policy's
 log-probabilities at the batch), the critics (towards the soft target of the target critics,
 with the coefficients from before their step), the actor (against the freshly updated
@@ -32,7 +35,8 @@ from kerasrl.distribute import check_batch_size, distribute_minibatches
 from kerasrl.fields import Field
 from kerasrl.optimizers import Adam
 from kerasrl.sac import loss
-from kerasrl.sac.networks import Observation, SACNetworks
+from kerasrl.sac.networks import Observation, SACNetworks, Sequences, update_uses_xla
+from kerasrl.sac.replay import BURN_IN
 from kerasrl.settings import SACSettings, TrainerSettings
 from kerasrl.spec import BehaviorSpec
 
@@ -42,6 +46,8 @@ STEPS_PER_CALL = 128
 #: Name of the stacked rewards ``[K, B, signals]`` in a learning batch.
 REWARDS = "rewards"
 NOISE, NEXT_NOISE = "noise", "next_noise"
+#: Name of the steps' weights in a learning batch of sequences (``loss.step_weights`` of its masks).
+STEP_WEIGHTS = "step_weights"
 
 
 def replicas_in_sync() -> int:
@@ -59,7 +65,7 @@ class SACLearner:
         self.strategy = tf.distribute.get_strategy()
         self.replicas = int(self.strategy.num_replicas_in_sync)
         hp = SACSettings() if hyperparameters is None else hyperparameters
-        check_batch_size(hp.batch_size, 1, self.replicas)
+        check_batch_size(hp.batch_size, networks.sequence_length, self.replicas)
         if len(gammas) != len(networks.stream_names):
             raise ValueError(f"one gamma per reward signal ({networks.stream_names}), got {list(gammas)}.")
         self.hyperparameters = hp
@@ -67,9 +73,7 @@ class SACLearner:
         self.max_steps = int(max_steps)
         self.gammas = tf.constant(np.asarray(gammas, np.float32))
         self.tau = float(hp.tau)
-        # XLA measured no faster for these MLPs (the steps are compute-bound) and compiles slower;
-        # under a strategy the update runs without it (as PPO's).
-        self.use_xla = bool(hp.jit_compile) and self.replicas == 1
+        self.use_xla = update_uses_xla(hp, networks.recurrent, self.replicas)
 
         def adam() -> Adam:
             return Adam(learning_rate=hp.learning_rate, epsilon=hp.adam_epsilon, epsilon_style="torch")
@@ -110,19 +114,32 @@ class SACLearner:
         targets: ``_update_targets``); returns this replica's share of the metrics."""
         nets = self.networks
         share = 1.0 / float(replicas_in_sync())  # a replica's losses are its share of the global mean
-        obs, next_obs = nets.observations(b), nets.observations(b, nxt=True)
+        obs, next_obs, b, weights = self._views(b)
         ent_coef = tf.exp(nets.log_ent_coef)  # read before the coefficients' own step, as SB3
         with tf.GradientTape() as actor_tape:
             pi, neg_entropy = self._policy(obs, b, next_state=False)  # one actor pass serves both losses
             with actor_tape.stop_recording():
                 with tf.GradientTape() as tape:
-                    ent_loss = share * loss.entropy_coef_loss(nets.log_ent_coef, neg_entropy, nets.target_entropy)
+                    ent_loss = share * loss.entropy_coef_loss(nets.log_ent_coef, neg_entropy, nets.target_entropy,
+                                                              weights)
                 self._apply(self.entropy_optimizer, tape, ent_loss, [nets.log_ent_coef])
-                critic_loss, q = self._critic_step(obs, next_obs, b, ent_coef, share)
-            actor_loss = share * self._actor_loss(obs, pi, neg_entropy, ent_coef)  # against the updated critics
+                critic_loss, q = self._critic_step(obs, next_obs, b, ent_coef, share, weights)
+            actor_loss = share * self._actor_loss(obs, pi, neg_entropy, ent_coef, weights)  # against the updated critics
         self._apply(self.actor_optimizer, actor_tape, actor_loss, nets.actor_variables)
         return tf.stack([critic_loss, actor_loss, ent_loss, share * tf.reduce_mean(ent_coef),
-                         share * tf.reduce_mean(q)])
+                         share * loss.masked_mean(q, weights)])
+
+    def _views(self, b: Mapping[str, tf.Tensor]) -> tuple[Any, Any, dict[str, tf.Tensor], Optional[tf.Tensor]]:
+        """The observations and next observations of a mini-batch as the networks take them, its
+        per-step fields one row per step and the steps' weights in the losses (recurrent: the
+        sequences' mask, flat; ``None`` without memory)."""
+        nets = self.networks
+        if not nets.recurrent:
+            return nets.observations(b), nets.observations(b, nxt=True), dict(b), None
+        obs, next_obs = nets.sequences(b)
+        rows = {k: tf.reshape(v, [-1, *v.shape[2:]]) for k, v in b.items()
+                if k != Field.MEMORY and not k.startswith(BURN_IN)}
+        return obs, next_obs, rows, rows[STEP_WEIGHTS]
 
     def _update_targets(self) -> None:
         """The soft (Polyak) update of the target critics (in cross-replica context under a strategy)."""
@@ -130,8 +147,8 @@ class SACLearner:
         for t, c in zip(nets.target_variables, nets.critic_variables):
             t.assign(t * (1.0 - self.tau) + self.tau * c)
 
-    def _critic_step(self, obs: Observation, next_obs: Observation, b: Mapping[str, tf.Tensor],
-                     ent_coef: tf.Tensor, share: float) -> tuple[tf.Tensor, tf.Tensor]:
+    def _critic_step(self, obs: Observation | Sequences, next_obs: Observation | Sequences, b: Mapping[str, tf.Tensor],
+                     ent_coef: tf.Tensor, share: float, weights: Optional[tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
         """One step of the critics towards the soft target; returns their loss (this replica's
         ``share``) and Q₁ at the batch."""
         nets = self.networks
@@ -141,7 +158,7 @@ class SACLearner:
             if nets.is_discrete:
                 q = [loss.discrete_taken_q(qi, b[Field.ACTIONS], nets.branches) for qi in q]
                 target = tf.repeat(target[:, :, None], len(nets.branches), axis=-1)
-            critic_loss = share * loss.critic_loss(q, target)
+            critic_loss = share * loss.critic_loss(q, target, weights)
         self._apply(self.critic_optimizer, tape, critic_loss, nets.critic_variables)
         return critic_loss, q[0]
 
@@ -149,7 +166,7 @@ class SACLearner:
     def _apply(optimizer: Adam, tape: tf.GradientTape, value: tf.Tensor, variables: list[Any]) -> None:
         optimizer.apply_gradients(zip(tape.gradient(value, variables), variables))
 
-    def _policy(self, obs: Observation, b: Mapping[str, tf.Tensor], next_state: bool) -> tuple[Any, tf.Tensor]:
+    def _policy(self, obs: Observation | Sequences, b: Mapping[str, tf.Tensor], next_state: bool) -> tuple[Any, tf.Tensor]:
         """The policy at ``obs`` and ``log π`` per branch ``[B, branches]``: continuous, the action
         sampled with the batch's noise and its log-probability; discrete, the masked probabilities
         and log-probabilities, and each branch's ``Σₐ π log π``."""
@@ -161,7 +178,7 @@ class SACLearner:
         action, log_prob = nets.sample(obs, b[NEXT_NOISE if next_state else NOISE])
         return action, log_prob[:, None]
 
-    def _next_value(self, next_obs: Observation, b: Mapping[str, tf.Tensor], ent_coef: tf.Tensor) -> tf.Tensor:
+    def _next_value(self, next_obs: Observation | Sequences, b: Mapping[str, tf.Tensor], ent_coef: tf.Tensor) -> tf.Tensor:
         nets = self.networks
         pi, log_pi = self._policy(next_obs, b, next_state=True)
         if nets.is_discrete:
@@ -169,11 +186,13 @@ class SACLearner:
             return loss.discrete_soft_value(tf.minimum(next_q[0], next_q[1]), pi[0], pi[1], ent_coef, nets.branches)
         return loss.continuous_next_value(nets.q_values(nets.targets, next_obs, pi), log_pi[:, 0], ent_coef)
 
-    def _actor_loss(self, obs: Observation, pi: Any, log_pi: tf.Tensor, ent_coef: tf.Tensor) -> tf.Tensor:
+    def _actor_loss(self, obs: Observation | Sequences, pi: Any, log_pi: tf.Tensor, ent_coef: tf.Tensor,
+                    weights: Optional[tf.Tensor]) -> tf.Tensor:
         nets = self.networks
         if nets.is_discrete:
-            return loss.discrete_actor_loss(nets.q_values(nets.critics, obs), pi[0], pi[1], ent_coef, nets.branches)
-        return loss.continuous_actor_loss(nets.q_values(nets.critics, obs, pi), log_pi[:, 0], ent_coef)
+            return loss.discrete_actor_loss(nets.q_values(nets.critics, obs), pi[0], pi[1], ent_coef, nets.branches,
+                                            weights)
+        return loss.continuous_actor_loss(nets.q_values(nets.critics, obs, pi), log_pi[:, 0], ent_coef, weights)
 
     # -- many steps per call --------------------------------------------------------------
     def _build(self) -> Any:
@@ -223,6 +242,8 @@ class SACLearner:
         if self._fn is None:
             self._fn = self._build()
         shape = tuple(next(iter(stacked.values())).shape[:2])
+        if self.networks.recurrent:
+            stacked = {**stacked, STEP_WEIGHTS: loss.step_weights(stacked[Field.MASKS])}
         inputs: Any = dict(stacked)
         if self.replicas > 1:
             inputs = distribute_minibatches(self.strategy, stacked, {k: tf.as_dtype(v.dtype) for k, v in stacked.items()})

@@ -40,7 +40,9 @@ class SACSettings(_Checked):
     target_entropy_scale: float = setting(1.0, positive, "continuous: target entropy = -scale × action size")
     discrete_target_entropy_scale: float = setting(0.2, positive, "discrete: target entropy = scale × log(branch size)")
     adam_epsilon: float = setting(1.0e-8, positive, "Adam's epsilon (PyTorch-style, as Stable-Baselines3's)")
-    jit_compile: Optional[bool] = setting(None, doc="compile the update with XLA (default: no, not faster for these MLPs)")
+    jit_compile: Optional[bool] = setting(
+        None, doc="compile the update with XLA (default: with use_recurrent only, where it runs the LSTMs about "
+                  "twice as fast)")
 
     def _check(self) -> None:
         legacy = self.train_interval is not None or self.num_update is not None

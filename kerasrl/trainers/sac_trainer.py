@@ -37,13 +37,14 @@ REPLAY_SUFFIX = ".replay.h5"
 CALL_BYTES = 64 * 2**20
 
 
-def steps_per_call(spec: BehaviorSpec, batch_size: int) -> int:
+def steps_per_call(spec: BehaviorSpec, batch_size: int, burn_in: float = 0.0) -> int:
     """Mini-batches per compiled call: ``STEPS_PER_CALL``, fewer when the cameras' observations and
-    next observations of that many would pass ``CALL_BYTES``."""
+    next observations of that many would pass ``CALL_BYTES`` (``burn_in``: the burn-in's
+    observations per step of a sequence, recurrent)."""
     if not spec.visual_observation_shapes:
         return STEPS_PER_CALL
     pixels = sum(int(np.prod(shape)) for shape in spec.visual_observation_shapes)
-    row = 2 * 4 * (pixels + spec.vector_observation_size)
+    row = (2 + burn_in) * 4 * (pixels + spec.vector_observation_size)
     return int(np.clip(CALL_BYTES // (row * batch_size), 1, STEPS_PER_CALL))
 
 
@@ -56,6 +57,11 @@ class SACTrainer(RLTrainer):
     ``steps_per_update`` agent steps) in as few compiled calls as ``steps_per_call`` allows.
     With ``save_replay_buffer`` the replay is checkpointed with the model (``model-N.replay.h5``,
     written before ``model-N``), and ``--resume`` reloads it.
+
+    Recurrent (``use_recurrent``): every step is stored with the actor's memory at it, and each
+    mini-batch is ``batch_size // sequence_length`` sequences of ``sequence_length`` steps
+    (``ReplayBuffer.sample_sequences``), each with the ``sequence_length`` steps before it as the
+    critics' burn-in.
     """
 
     def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
@@ -64,6 +70,9 @@ class SACTrainer(RLTrainer):
         if unsupported:
             raise UnityTrainerException(f"Behavior {behavior_name}: reward signal {unsupported[0]} is not available "
                                         f"with the sac trainer (available: {', '.join(SAC_REWARD_SIGNALS)}).")
+        if settings.network.use_recurrent and settings.pretraining is not None:
+            raise UnityTrainerException(f"Behavior {behavior_name}: pretraining is not available with use_recurrent "
+                                        "and the sac trainer: remove pretraining or set use_recurrent: false.")
         super().__init__(behavior_name, spec, settings, context, reward_buff_cap)
         self.seed = context.seed
         self.hyperparameters = settings.sac
@@ -75,13 +84,14 @@ class SACTrainer(RLTrainer):
             self.bc_module = SACBehavioralCloning(self.networks, settings.pretraining, self.hyperparameters.learning_rate,
                                                   self.hyperparameters.batch_size, self.seed, behavior_name)
         self._policy = SACPolicy(self.networks, seed=self.seed)
-        self.processor = self.make_processor(SACPolicy.experience_fields)
+        self.processor = self.make_processor(self._policy.experience_fields)
         self.processor.store_next_obs = True  # SAC's targets need every transition's next observation
         #: Each camera's next observations are the following replay row's (stored once).
         self.next_of = {Field.next_visual_obs(j): Field.visual_obs(j) for j in range(len(spec.visual_observation_shapes))}
-        self.replay = ReplayBuffer(self.hyperparameters.buffer_size, self.next_of)
+        self.recurrent = self.networks.recurrent
+        self.replay = ReplayBuffer(self.hyperparameters.buffer_size, self.next_of, sequences=self.recurrent)
         #: Mini-batches sampled for one compiled call (fewer with cameras, to bound its memory).
-        self.steps_per_call = steps_per_call(spec, self.hyperparameters.batch_size)
+        self.steps_per_call = steps_per_call(spec, self.hyperparameters.batch_size, 1.0 if self.recurrent else 0.0)
         self.rng = np.random.default_rng([self.seed, 1])
         #: Gradient steps taken, and updates (calls of ``update_policy``: ``fit``'s epochs).
         self.update_steps = 0
@@ -146,15 +156,18 @@ class SACTrainer(RLTrainer):
             rows[Field.ACTION_MASK] = mask
             # The next step's mask, where the trajectory holds it; all actions at its last step.
             rows[Field.NEXT_ACTION_MASK] = np.concatenate([mask[1:], np.ones_like(mask[:1])])
+        if self.recurrent:
+            rows[Field.MEMORY] = steps[Field.MEMORY].get_batch()
         if self.networks.normalizer is not None:
             self.networks.normalizer.update(rows[Field.VECTOR_OBS])
             self._policy.refresh_normalizer()
-        self.replay.add(rows)
+        self.replay.add(rows, agent=trajectory.agent_id)
         self.new_transitions += n
 
     def end_episode(self) -> None:
         super().end_episode()
         self._policy.forget_agents()
+        self.replay.close_episodes()
 
     # -- updates -----------------------------------------------------------------------
     def due_gradient_steps(self) -> int:
@@ -172,13 +185,28 @@ class SACTrainer(RLTrainer):
         """``steps_per_call`` uniform mini-batches (one compiled call's; the call uses as many as
         are due), with the noise of the policy's samples (continuous)."""
         hp = self.hyperparameters
-        shape = (self.steps_per_call, hp.batch_size)
-        stacked = self.replay.sample(self.rng, shape)
+        shape: tuple[int, ...] = (self.steps_per_call, hp.batch_size)
+        if self.recurrent:
+            stacked = self._sequences()
+            shape = stacked[Field.MASKS].shape
+        else:
+            stacked = self.replay.sample(self.rng, shape)
         if self.spec.is_continuous:
             noise_shape = (*shape, self.spec.action_size)
             stacked[NOISE] = self.rng.standard_normal(noise_shape, dtype=np.float32)
             stacked[NEXT_NOISE] = self.rng.standard_normal(noise_shape, dtype=np.float32)
         return stacked
+
+    def _sequences(self) -> dict[str, np.ndarray]:
+        """``steps_per_call`` mini-batches of ``batch_size // sequence_length`` sequences (fields
+        ``[K, N, L, ...]``), the actor's memory at their first steps and the burn-in's observations."""
+        nets = self.networks
+        observations = [Field.visual_obs(j) for j in range(nets.num_visual)]
+        if nets.vector_size:
+            observations.append(Field.VECTOR_OBS)
+        sequences = max(1, self.hyperparameters.batch_size // nets.sequence_length)
+        return self.replay.sample_sequences(self.rng, (self.steps_per_call, sequences), nets.sequence_length,
+                                            nets.burn_in, first_only=(Field.MEMORY,), burn_in_fields=tuple(observations))
 
     def update_policy(self) -> None:
         """Every due gradient step, in calls of at most ``steps_per_call``."""
@@ -221,10 +249,12 @@ class SACTrainer(RLTrainer):
         for k, signal in enumerate(self.reward_signals.values()):
             if signal.per_step:
                 continue
-            shape = stacked[REWARDS].shape[:2]
-            flat = {f: stacked[f][:count].reshape(count * shape[1], *stacked[f].shape[2:]) for f in signal.batch_fields}
-            rewards = signal.evaluate_batch(flat).scaled_reward.reshape(count, shape[1])
-            stacked[REWARDS][:count, :, k] = rewards
+            shape = stacked[REWARDS].shape[1:-1]  # rows of a mini-batch: [B] or [N, L] (sequences)
+            rows = int(np.prod(shape))
+            flat = {f: stacked[f][:count].reshape(count * rows, *stacked[f].shape[1 + len(shape):])
+                    for f in signal.batch_fields}
+            rewards = signal.evaluate_batch(flat).scaled_reward.reshape(count, *shape)
+            stacked[REWARDS][:count, ..., k] = rewards
             self.stats[signal.stat_name].append(float(np.mean(rewards)))
 
     def _update_model_signals(self, gradient_steps: int) -> None:
@@ -295,6 +325,9 @@ class SACTrainer(RLTrainer):
             self.replay = ReplayBuffer.load(path, self.hyperparameters.buffer_size)
         except BufferException as e:
             raise UnityTrainerException(f"Behavior {self.behavior_name}: {e}") from e
+        if self.recurrent and not self.replay.sequences:
+            raise UnityTrainerException(f"Behavior {self.behavior_name}: the replay buffer {path} was saved without "
+                                        "memories (use_recurrent: false): resume with use_recurrent: false.")
         logger.info("%s: replay buffer of %d transitions restored from %s", self.behavior_name, len(self.replay), path)
 
     def initialize_from(self, model_path: str) -> None:
