@@ -22,11 +22,12 @@ import os
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402
 
 SOLVED_SHARE = 0.9
@@ -35,16 +36,37 @@ SETTINGS: dict[str, Any] = {
     "learning_rate": 3.0e-4, "beta": 5.0e-3, "epsilon": 0.2, "lambd": 0.95, "hidden_units": 128, "num_layers": 2,
     "normalize": True, "reward_signals": {
         "extrinsic": {"strength": 1.0, "gamma": 0.99},
-        "curiosity": {"strength": 0.1, "gamma": 0.99, "encoding_size": 64, "learning_rate": 3.0e-4}}}
-ENV_ID = "ScaledMountainCar-v0"
+        "curiosity": {"gamma": 0.99, "encoding_size": 64, "learning_rate": 3.0e-4}}}
 NUM_ENVS = 4
+MINIGRID_STEPS = 100
+
+
+class Task(NamedTuple):
+    """One sparse-reward task: its registered id, the keys that differ from ``SETTINGS``, the
+    default budget and the return above which an episode counts as reaching the goal."""
+
+    env_id: str
+    overrides: dict[str, Any]
+    steps: int
+    success_above: float
+    goal: str
+    curiosity_strength: float
+
+
+class MovingActions(gymnasium.ActionWrapper):
+    """A MiniGrid env acting with its first three actions only (left, right, forward)."""
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        self.action_space = gymnasium.spaces.Discrete(3)
+
+    def action(self, action: Any) -> int:
+        return int(action)
 
 
 def make_scaled_mountain_car(**kwargs: Any) -> Any:
     """MountainCar-v0 observing position and velocity scaled to [−1, 1] (curiosity's model reads
     raw observations, in which the velocity, at most 0.07, is all but invisible)."""
-    import gymnasium
-
     env = gymnasium.make("MountainCar-v0", **kwargs)
     low, high = env.observation_space.low, env.observation_space.high
     space = gymnasium.spaces.Box(-1.0, 1.0, low.shape, np.float32)
@@ -52,11 +74,33 @@ def make_scaled_mountain_car(**kwargs: Any) -> Any:
         env, lambda obs: (2.0 * (obs - low) / (high - low) - 1.0).astype(np.float32), space)
 
 
-def register() -> None:
-    import gymnasium
+def make_minigrid_empty(**kwargs: Any) -> Any:
+    """MiniGrid-Empty-16x16 with a ``MINIGRID_STEPS`` time limit, observed as the whole grid's
+    (object, colour, state) codes flattened (16·16·3 numbers, the agent's cell among them), acting
+    with its three moving actions (turn left, turn right, forward; the other four do nothing in an
+    empty room)."""
+    try:
+        from minigrid.wrappers import FullyObsWrapper, ImgObsWrapper
+    except ImportError:
+        raise SystemExit("--task minigrid needs the minigrid package (pip install minigrid); it is a benchmark-only "
+                         "dependency") from None
 
-    if ENV_ID not in gymnasium.registry:
-        gymnasium.register(ENV_ID, entry_point=make_scaled_mountain_car, max_episode_steps=200)
+    env = gymnasium.make("MiniGrid-Empty-16x16-v0", max_steps=MINIGRID_STEPS, **kwargs)
+    env = gymnasium.wrappers.FlattenObservation(ImgObsWrapper(FullyObsWrapper(env)))
+    return MovingActions(env)
+
+
+TASKS = {
+    "mountaincar": Task("ScaledMountainCar-v0", {}, 150_000, -200.0, "reached the flag", 0.1),
+    "minigrid": Task("MiniGridEmpty16Full-v0", {"time_horizon": 128, "beta": 0.01}, 300_000, 0.0, "reached the goal", 1.0),
+}
+
+
+def register() -> None:
+    if TASKS["mountaincar"].env_id not in gymnasium.registry:
+        gymnasium.register(TASKS["mountaincar"].env_id, entry_point=make_scaled_mountain_car, max_episode_steps=200)
+    if TASKS["minigrid"].env_id not in gymnasium.registry:
+        gymnasium.register(TASKS["minigrid"].env_id, entry_point=make_minigrid_empty)
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -67,34 +111,35 @@ def parse_seeds(text: str) -> list[int]:
     return [int(v) for v in text.split(",")]
 
 
-def run(seed: int, steps: int, curiosity: bool, workdir: str, strength: float = 0.0) -> dict[str, float]:
-    """Share of the last 100 episodes that reached the flag, and their mean return."""
+def run(task: Task, seed: int, steps: int, curiosity: bool, workdir: str, strength: float = 0.0) -> dict[str, float]:
+    """Share of the last 100 episodes that reached the goal, and their mean return."""
     from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
     from kerasrl.settings import RunContext, load_trainer_config
     from kerasrl.trainers import TrainerController, create_trainers
 
-    section = {**SETTINGS, "max_steps": steps, "summary_freq": 10**9}
-    if strength:
-        section["reward_signals"] = {**section["reward_signals"],
-                                     "curiosity": {**section["reward_signals"]["curiosity"], "strength": strength}}
+    section = {**SETTINGS, "summary_freq": 10**9, **task.overrides, "max_steps": steps}
+    signals = dict(section["reward_signals"])
+    signals["curiosity"] = {**signals["curiosity"], "strength": strength or task.curiosity_strength}
     if not curiosity:
-        section["reward_signals"] = {k: v for k, v in section["reward_signals"].items() if k != "curiosity"}
-    manager = SimpleEnvManager(GymnasiumEnv(ENV_ID, num_envs=NUM_ENVS, seed=seed))
+        del signals["curiosity"]
+    section["reward_signals"] = signals
+    manager = SimpleEnvManager(GymnasiumEnv(task.env_id, num_envs=NUM_ENVS, seed=seed))
     context = RunContext(run_id="curiosity", summaries_dir=os.path.join(workdir, "s"),
                          model_path=os.path.join(workdir, "m"), keep_checkpoints=1, seed=seed, max_steps=steps)
     trainers = create_trainers(load_trainer_config({"default": section}), manager.behavior_specs, context)
     TrainerController(trainers, os.path.join(workdir, "m"), os.path.join(workdir, "s"), "curiosity",
                       save_freq=10**9, train=True, training_seed=seed, export=lambda _: None).start_learning(manager)
-    last = np.asarray(list(trainers[ENV_ID].recent_returns), np.float64)
-    return {"reached": float(np.mean(last > -200.0)) if len(last) else 0.0,
+    last = np.asarray(list(trainers[task.env_id].recent_returns), np.float64)
+    return {"reached": float(np.mean(last > task.success_above)) if len(last) else 0.0,
             "mean": float(np.mean(last)) if len(last) else float("nan")}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", choices=sorted(TASKS), default="minigrid")
     parser.add_argument("--seeds", default="401-405")
-    parser.add_argument("--steps", type=int, default=150_000)
-    parser.add_argument("--strength", type=float, default=0.0, help="curiosity's strength (default: SETTINGS')")
+    parser.add_argument("--steps", type=int, default=0, help="steps per run (default: the task's)")
+    parser.add_argument("--strength", type=float, default=0.0, help="curiosity's strength (default: the task's)")
     parser.add_argument("--only", choices=("extrinsic", "curiosity"), default=None, help="run one variant only")
     args = parser.parse_args()
 
@@ -102,15 +147,17 @@ def main() -> int:
 
     set_tf_threads(1)
     register()
+    task = TASKS[args.task]
+    steps = args.steps or task.steps
     solved = {"extrinsic": 0, "curiosity": 0}
     seeds = parse_seeds(args.seeds)
     with tempfile.TemporaryDirectory() as tmp:
         for seed in seeds:
             for name in (args.only,) if args.only else ("extrinsic", "curiosity"):
                 start = time.perf_counter()
-                r = run(seed, args.steps, name == "curiosity", os.path.join(tmp, f"{name}{seed}"), args.strength)
+                r = run(task, seed, steps, name == "curiosity", os.path.join(tmp, f"{name}{seed}"), args.strength)
                 solved[name] += r["reached"] >= SOLVED_SHARE
-                print(f"seed {seed} {name:9s}: {r['reached']:.0%} of the last 100 episodes reached the flag, "
+                print(f"seed {seed} {name:9s}: {r['reached']:.0%} of the last 100 episodes {task.goal}, "
                       f"mean return {r['mean']:.1f} ({time.perf_counter() - start:.0f} s)", flush=True)
     print(f"solved extrinsic={solved['extrinsic']}/{len(seeds)} curiosity={solved['curiosity']}/{len(seeds)}")
     return 0
