@@ -43,6 +43,7 @@ from kerasrl.configs import config_path
 from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
 from kerasrl.settings import read_yaml
 from kerasrl.trainers import TrainerController, initialize_trainers
+from kerasrl.trainers.sac_trainer import SACTrainer
 
 #: Per task: the environment, kerasrl's config and SB3's ``SAC`` keywords (the same values).
 TASKS: dict[str, dict[str, Any]] = {
@@ -73,6 +74,7 @@ def run_kerasrl(task: str, steps: int, seed: int, time_horizon: int | None, warm
     controller.start_learning(manager)
     wall = time.perf_counter() - start
     trainer = next(iter(trainers.values()))
+    assert isinstance(trainer, SACTrainer), type(trainer)
     trace = trainer.learner.trace_seconds
     return {"steps_per_s": trainer.step / max(wall - trace, 1e-9), "steps_per_s_all": trainer.step / wall,
             "return": float(np.mean(list(trainer.recent_returns)[-10:])), "trace_s": trace}
