@@ -22,22 +22,39 @@ initialises its weights its own way.
 SB3 runs with one torch thread by default (``--torch-threads``): on a busy machine torch's
 default thread pool makes its small matrix products many times slower. Printed per library
 and seed, then medians: env steps/s (kerasrl's without its one-time
-tracing, and counting it), the mean return of the last 10 episodes, and the ratio
-kerasrl / SB3 of the medians.
+tracing, and counting it), the mean return of the last 10 episodes, the ratio kerasrl / SB3
+of the medians, and a two-sided Mann-Whitney U test of the returns. With ``--json FILE`` every
+run is kept in the file, seeds already there are skipped, and the summary covers all of them,
+so a comparison can be extended seed by seed.
 
     flock /tmp/kerasrl-bench.lock python3 benchmarks/bench_sac.py --seeds 2 --steps 5000
     python3 benchmarks/bench_sac.py --seeds 5 --steps 20000          # the issue's comparison
     python3 benchmarks/bench_sac.py --task halfcheetah --seeds 3 --steps 50000
+
+``--update-only`` times the gradient steps alone, which bound the steps/s ratio from above:
+each library fills its replay with ``--warmup`` random steps (default 1,000), then, alternating
+for ``--rounds`` rounds, kerasrl runs one compiled call of ``--calls-steps`` gradient steps
+(sampling its mini-batches counted) and SB3 ``train(gradient_steps=...)``. Printed: the median
+milliseconds per gradient step of each, the ratio, and the arithmetic rate the step's matrix
+products reach (their multiply-adds counted from the layer sizes).
+
+    flock /tmp/kerasrl-bench.lock python3 benchmarks/bench_sac.py --task halfcheetah --update-only
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import sys
 import tempfile
 import time
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pendulum_seeds import mann_whitney_u
 
 from kerasrl.configs import config_path
 from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
@@ -101,6 +118,114 @@ def run_sb3(task: str, steps: int, seed: int, torch_threads: int, warmup: int | 
             "trace_s": 0.0}
 
 
+def dense_flops(sizes: list[int], rows: int) -> float:
+    """Multiply-add FLOPs of one forward pass of a dense stack with layer sizes ``sizes``."""
+    return 2.0 * rows * sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
+
+
+def gradient_step_flops(obs: int, act: int, hidden: list[int], batch: int) -> float:
+    """FLOPs of one SAC gradient step's matrix products, the least the step needs: the actor
+    forward and backward at the batch and forward at the next observations, the two target
+    critics forward, the two critics forward and backward (weights and inputs) for their loss,
+    and forward and back to the actions (inputs only) for the actor's."""
+    actor = dense_flops([obs, *hidden, 2 * act], batch)
+    critic = dense_flops([obs + act, *hidden, 1], batch)
+    return 3 * actor + actor + 2 * critic + 2 * 3 * critic + 2 * 2 * critic
+
+
+def time_updates(task: str, seed: int, warmup: int, rounds: int, calls_steps: int, torch_threads: int) -> None:
+    """Milliseconds per gradient step of kerasrl's compiled update and SB3's ``train``, alternating."""
+    import gymnasium
+    import torch
+    from stable_baselines3 import SAC
+
+    if torch_threads > 0:
+        torch.set_num_threads(torch_threads)
+    config = read_yaml(config_path(TASKS[task]["config"]))
+    config["default"]["buffer_init_steps"] = warmup
+    workdir = tempfile.mkdtemp(prefix="bench-sac-")
+    manager = SimpleEnvManager(GymnasiumEnv(TASKS[task]["env"], num_envs=1, seed=seed))
+    trainers = initialize_trainers(config, manager.behavior_specs, workdir, "bench", workdir, 1, True, False, seed,
+                                   max_steps=warmup + 1)
+    TrainerController(trainers, workdir, workdir, "bench", save_freq=10**9, meta_curriculum=None, train=True,
+                      training_seed=seed, fast_simulation=True, sampler_manager=None,
+                      resampling_interval=None).start_learning(manager)
+    trainer = next(iter(trainers.values()))
+    assert isinstance(trainer, SACTrainer), type(trainer)
+    if calls_steps > trainer.steps_per_call:
+        raise SystemExit(f"--calls-steps {calls_steps}: one compiled call takes at most {trainer.steps_per_call}")
+    keys = {**SB3_COMMON, **TASKS[task]["sb3"], "learning_starts": warmup}
+    model = SAC("MlpPolicy", gymnasium.make(TASKS[task]["env"]), seed=seed, device="cpu", **keys)
+    model.learn(warmup + 1)
+
+    def kerasrl_call() -> None:
+        trainer.learner.update(trainer.learning_batches(), calls_steps, 3e-4)
+
+    def sb3_call() -> None:
+        model.train(gradient_steps=calls_steps, batch_size=keys["batch_size"])
+
+    kerasrl_call()  # traces and compiles
+    sb3_call()
+    times: dict[str, list[float]] = {"kerasrl": [], "sb3": []}
+    for r in range(rounds):
+        for name, call in (("kerasrl", kerasrl_call), ("sb3", sb3_call))[:: 1 if r % 2 == 0 else -1]:
+            start = time.perf_counter()
+            call()
+            times[name].append(1e3 * (time.perf_counter() - start) / calls_steps)
+    spec = trainer.spec
+    flops = gradient_step_flops(spec.vector_observation_size, spec.action_size, [256, 256], keys["batch_size"])
+    print(f"{TASKS[task]['env']}: one gradient step (batch {keys['batch_size']}, 256x256), {rounds} alternating "
+          f"rounds of {calls_steps} steps, ~{flops / 1e6:.0f} MFLOP of matrix products per step:")
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    for name, ms in medians.items():
+        print(f"  {name:8s} {ms:6.2f} ms per gradient step ({flops / ms / 1e6:5.1f} GFLOP/s)")
+    print(f"  ratio SB3 / kerasrl: {medians['sb3'] / medians['kerasrl']:.2f}x faster per gradient step")
+
+
+def load_results(path: str | None) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{library: {seed: run}}`` from ``--json`` (empty without one, or before its first run)."""
+    if path and os.path.exists(path):
+        with open(path) as f:
+            saved = json.load(f)
+        return {"kerasrl": saved.get("kerasrl", {}), "sb3": saved.get("sb3", {})}
+    return {"kerasrl": {}, "sb3": {}}
+
+
+def save_results(path: str, results: dict[str, dict[str, dict[str, Any]]]) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(results, f, indent=1)
+    os.replace(tmp, path)
+
+
+def summarise(task: str, steps: int, torch_threads: int, results: dict[str, dict[str, dict[str, Any]]]) -> None:
+    """Medians of each library's runs, the steps/s ratio and, on the seeds both ran, a rank test
+    of the returns."""
+    threads = torch_threads or "default"
+    print(f"\n{TASKS[task]['env']}, {steps} steps (SB3 torch threads: {threads}):")
+    medians = {}
+    for name, runs in results.items():
+        if runs:
+            medians[name] = {k: statistics.median(r[k] for r in runs.values())
+                             for k in ("steps_per_s", "steps_per_s_all", "return")}
+            m = medians[name]
+            print(f"  {name:8s} medians over {len(runs)} seeds: {m['steps_per_s']:7.1f} steps/s "
+                  f"({m['steps_per_s_all']:7.1f} with tracing), return {m['return']:8.1f}")
+    if len(medians) < 2:
+        return
+    ratio = medians["kerasrl"]["steps_per_s"] / medians["sb3"]["steps_per_s"]
+    ratio_all = medians["kerasrl"]["steps_per_s_all"] / medians["sb3"]["steps_per_s_all"]
+    print(f"  ratio kerasrl / SB3: {ratio:.2f}x steps/s ({ratio_all:.2f}x with tracing)")
+    seeds = sorted(set(results["kerasrl"]) & set(results["sb3"]), key=int)
+    ours = [results["kerasrl"][s]["return"] for s in seeds]
+    theirs = [results["sb3"][s]["return"] for s in seeds]
+    u, p = mann_whitney_u(ours, theirs)
+    ahead = sum(x > y for x, y in zip(ours, theirs))
+    print(f"  returns on the {len(seeds)} seeds both ran: median kerasrl {statistics.median(ours):.1f}, SB3 "
+          f"{statistics.median(theirs):.1f}; kerasrl ahead on {ahead}; Mann-Whitney U = {u:.1f} "
+          f"(of {len(ours) * len(theirs)}), two-sided p = {p:.3f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", choices=sorted(TASKS), default="pendulum")
@@ -114,32 +239,33 @@ def main() -> int:
     parser.add_argument("--torch-threads", type=int, default=1,
                         help="SB3's torch threads (0: torch's default; on a busy machine its default thread pool "
                              "is many times slower than one thread, so one is the fairer peer)")
+    parser.add_argument("--json", default=None,
+                        help="keep each run in this file ({library: {seed: run}}): seeds already in it are not run "
+                             "again, and the medians and the rank test cover all of its seeds")
+    parser.add_argument("--update-only", action="store_true", help="time the gradient steps alone (see above)")
+    parser.add_argument("--rounds", type=int, default=10, help="--update-only: alternating rounds")
+    parser.add_argument("--calls-steps", type=int, default=64, help="--update-only: gradient steps per timed call")
     args = parser.parse_args()
-    results: dict[str, list[dict[str, Any]]] = {"kerasrl": [], "sb3": []}
+    if args.update_only:
+        time_updates(args.task, args.first_seed, 1_000 if args.warmup is None else args.warmup, args.rounds,
+                     args.calls_steps, args.torch_threads)
+        return 0
+    results = load_results(args.json)
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         names = ["kerasrl"] if args.no_sb3 else ["kerasrl", "sb3"]
         for name in names if seed % 2 == 0 else names[::-1]:  # alternate which library goes first
+            if str(seed) in results[name]:
+                continue
             if name == "kerasrl":
                 out = run_kerasrl(args.task, args.steps, seed, args.time_horizon, args.warmup)
             else:
                 out = run_sb3(args.task, args.steps, seed, args.torch_threads, args.warmup)
-            results[name].append(out)
+            results[name][str(seed)] = out
+            if args.json:
+                save_results(args.json, results)
             print(f"{name:8s} seed {seed}: {out['steps_per_s']:7.1f} steps/s ({out['steps_per_s_all']:7.1f} with "
                   f"tracing {out['trace_s']:.1f} s), return of the last 10 episodes {out['return']:8.1f}", flush=True)
-    threads = args.torch_threads or "default"
-    print(f"\n{TASKS[args.task]['env']}, {args.steps} steps, medians over {args.seeds} seeds (SB3 torch threads: {threads}):")
-    medians = {}
-    for name, runs in results.items():
-        if runs:
-            medians[name] = {k: statistics.median(r[k] for r in runs) for k in ("steps_per_s", "steps_per_s_all",
-                                                                               "return")}
-            m = medians[name]
-            print(f"  {name:8s} {m['steps_per_s']:7.1f} steps/s ({m['steps_per_s_all']:7.1f} with tracing), "
-                  f"return {m['return']:8.1f}")
-    if len(medians) == 2:
-        ratio = medians["kerasrl"]["steps_per_s"] / medians["sb3"]["steps_per_s"]
-        ratio_all = medians["kerasrl"]["steps_per_s_all"] / medians["sb3"]["steps_per_s_all"]
-        print(f"  ratio kerasrl / SB3: {ratio:.2f}x steps/s ({ratio_all:.2f}x with tracing)")
+    summarise(args.task, args.steps, args.torch_threads, results)
     return 0
 
 

@@ -1,6 +1,7 @@
 """Does curiosity matter? PPO with and without curiosity on a sparse-reward task, same settings, seed by seed.
 
     python benchmarks/curiosity_seeds.py                     # --task minigrid --seeds 501-505
+    python benchmarks/curiosity_seeds.py --task minigrid_inner --seeds 701-705
     python benchmarks/curiosity_seeds.py --task mountaincar --seeds 401-405
 
 Both runs of a seed use ``SETTINGS`` (ML-Agents 0.9's default keys but a 2048-step buffer and 4
@@ -38,6 +39,24 @@ cells not yet visited: a novelty bonus that takes the agent across the room (see
 actions: the first goals within 40k steps; extrinsic alone never reached the goal in 300k).
 Through the egocentric 7×7 view (``OneHotPartialObsWrapper``, not normalised, three actions)
 curiosity of strength 1 did not help (seed 401, 200k steps: no episode reached the goal).
+
+``minigrid_inner``: the same room, view, actions and settings with the goal moved off the walls
+to (11, 11), 600k steps. Random policies over the three moving actions reach it in 100 steps
+far less often than the corner (forward probability 0.7–0.9: 6–8% of episodes against
+11–34%; uniform: 0.3% against 0), so a policy that drifts into following the walls misses it.
+Developed on seeds 401–402 (curiosity needed more than 300k steps on 401: 28% at 300k, 100% at
+600k); fresh seeds 701–705:
+
+    seed   extrinsic only   with curiosity
+    701    100%             100%
+    702    100%             100%
+    703      0%             100%
+    704      0%             100%
+    705      0%             100%
+    solved extrinsic=2/5 curiosity=5/5
+
+Moving the goal did not stop extrinsic PPO either: with twice the budget (6,000 episodes) even
+rare random visits to the goal are enough for it to learn from.
 
 ``mountaincar``: MountainCar-v0 with observations scaled to [−1, 1], 150k steps, curiosity
 strength 0.1. Not a demonstration: on seed 401, curiosity of strength 0.1, 1 and 10 (raw
@@ -77,6 +96,7 @@ SETTINGS: dict[str, Any] = {
         "curiosity": {"gamma": 0.99, "encoding_size": 64, "learning_rate": 3.0e-4}}}
 NUM_ENVS = 4
 MINIGRID_STEPS = 100
+INNER_GOAL = (11, 11)
 
 
 class Task(NamedTuple):
@@ -111,17 +131,40 @@ def make_minigrid_empty(**kwargs: Any) -> Any:
     return env
 
 
+def make_minigrid_inner(**kwargs: Any) -> Any:
+    """The same 16×16 room and view, with the goal moved off the walls to ``INNER_GOAL``, where a
+    policy that drifts into following the walls does not pass."""
+    from minigrid.core.grid import Grid
+    from minigrid.core.world_object import Goal
+    from minigrid.envs import EmptyEnv
+    from minigrid.wrappers import FullyObsWrapper, ImgObsWrapper
+
+    class InnerGoalEnv(EmptyEnv):  # type: ignore[misc]
+        def _gen_grid(self, width: int, height: int) -> None:
+            super()._gen_grid(width, height)
+            self.grid = Grid(width, height)
+            self.grid.wall_rect(0, 0, width, height)
+            self.put_obj(Goal(), *INNER_GOAL)
+
+    env = InnerGoalEnv(size=16, max_steps=MINIGRID_STEPS, **kwargs)
+    return gymnasium.wrappers.FlattenObservation(ImgObsWrapper(FullyObsWrapper(env)))
+
+
 TASKS = {
     "mountaincar": Task("ScaledMountainCar-v0", {}, 150_000, -200.0, "reached the flag", 0.1),
     "minigrid": Task("MiniGridEmpty16Full-v0", {"time_horizon": 128, "beta": 0.01}, 300_000, 0.0, "reached the goal", 1.0),
+    "minigrid_inner": Task("MiniGridInnerGoal16Full-v0", {"time_horizon": 128, "beta": 0.01}, 600_000, 0.0,
+                           "reached the goal", 1.0),
 }
+FACTORIES = {"mountaincar": make_scaled_mountain_car, "minigrid": make_minigrid_empty,
+             "minigrid_inner": make_minigrid_inner}
 
 
 def register() -> None:
-    if TASKS["mountaincar"].env_id not in gymnasium.registry:
-        gymnasium.register(TASKS["mountaincar"].env_id, entry_point=make_scaled_mountain_car, max_episode_steps=200)
-    if TASKS["minigrid"].env_id not in gymnasium.registry:
-        gymnasium.register(TASKS["minigrid"].env_id, entry_point=make_minigrid_empty)
+    for name, task in TASKS.items():
+        if task.env_id not in gymnasium.registry:
+            limit = {"max_episode_steps": 200} if name == "mountaincar" else {}
+            gymnasium.register(task.env_id, entry_point=FACTORIES[name], **limit)
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -163,7 +206,7 @@ def main() -> int:
     parser.add_argument("--strength", type=float, default=0.0, help="curiosity's strength (default: the task's)")
     parser.add_argument("--only", choices=("extrinsic", "curiosity"), default=None, help="run one variant only")
     args = parser.parse_args()
-    if args.task == "minigrid" and importlib.util.find_spec("minigrid") is None:
+    if args.task.startswith("minigrid") and importlib.util.find_spec("minigrid") is None:
         sys.exit("--task minigrid needs the minigrid package (pip install minigrid), a benchmark-only dependency")
 
     from kerasrl.cli.train import set_tf_threads

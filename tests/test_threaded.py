@@ -14,6 +14,7 @@ from test_faults_signals import FINAL, _learn, _saved_step, _stop_once_training
 import kerasrl
 from kerasrl import recording
 from kerasrl.cli import main
+from kerasrl.cli.train import threaded_ppo
 from kerasrl.envs import EnvironmentException, SimpleEnvManager
 from kerasrl.envs.simple import Simple1DEnvironment
 from kerasrl.exception import TrainerConfigError, UpdateThreadError
@@ -295,6 +296,25 @@ def test_what_threaded_cannot_do_is_one_clear_error(tmp_path, overrides, message
         initialize_trainers({"default": {**BASE, "threaded": True, **overrides}}, manager.behavior_specs,
                             str(tmp_path / "s"), "run", str(tmp_path / "m"), keep_checkpoints=1, train_model=True,
                             load_model=False, seed=0)
+
+
+def test_a_threaded_sac_trainer_is_one_clear_error(tmp_path):
+    manager = SimpleEnvManager(Simple1DEnvironment(use_discrete=False, seed=0))
+    with pytest.raises(TrainerConfigError, match="Behavior Simple1D: threaded: true is for the ppo trainer"):
+        initialize_trainers({"default": {"trainer": "sac", "threaded": True}}, manager.behavior_specs,
+                            str(tmp_path / "s"), "run", str(tmp_path / "m"), keep_checkpoints=1, train_model=True,
+                            load_model=False, seed=0)
+    assert not (tmp_path / "m").exists()
+
+
+def test_the_threaded_flag_threads_the_ppo_sections_only():
+    from kerasrl.settings import load_trainer_config
+
+    config = threaded_ppo(load_trainer_config({"default": {"trainer": "ppo"}, "Pendulum": {"trainer": "sac"},
+                                               "Copy": {"trainer": "offline_bc", "demo_path": "x.demo",
+                                                        "batches_per_epoch": 2}}))
+    assert {name: s.threaded for name, s in config.sections.items()} == {"default": True, "Pendulum": False,
+                                                                         "Copy": False}
 
 
 def test_threaded_is_off_by_default_and_read_from_the_config():

@@ -97,13 +97,18 @@ def _with_targets(config: TrainerConfig, targets: dict[str, int], behaviors: lis
     return TrainerConfig(sections, config.source)
 
 
+def threaded_ppo(config: TrainerConfig) -> TrainerConfig:
+    """``--threaded``: ``threaded: true`` in every PPO section (the other trainers have no update thread)."""
+    return TrainerConfig({name: replace(section, threaded=True) if section.trainer == "ppo" else section
+                          for name, section in config.sections.items()}, config.source)
+
+
 def _setup(args: argparse.Namespace, default_config: Optional[str],
            env_params: Optional[EnvParameters] = None) -> tuple[Any, Any, dict[str, Any], int]:
     """The run context, the env manager, the trainers and the number of agents that ``args`` describe."""
     config = load_trainer_config(config_source(args.trainer_config_path or default_config))
-    if getattr(args, "threaded", False):  # --threaded: threaded: true in every section
-        config = TrainerConfig({name: replace(section, threaded=True) for name, section in config.sections.items()},
-                               config.source)
+    if getattr(args, "threaded", False):
+        config = threaded_ppo(config)
     workers = getattr(args, "workers", 1)
     env_manager = getattr(args, "env_manager", "subprocess")
     if env_manager != "subprocess" or getattr(args, "ray_address", None) or getattr(args, "ray_restart_workers", False):

@@ -11,7 +11,7 @@ import numpy as np
 
 from kerasrl.buffer import AgentBuffer, BufferException
 from kerasrl.distribute import learner_strategy
-from kerasrl.exception import TrainerError, UnityTrainerException
+from kerasrl.exception import TrainerConfigError, TrainerError, UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.sac.bc import SACBehavioralCloning
 from kerasrl.sac.learner import NEXT_NOISE, NOISE, REWARDS, STEPS_PER_CALL, SACLearner
@@ -70,6 +70,9 @@ class SACTrainer(RLTrainer):
         if unsupported:
             raise UnityTrainerException(f"Behavior {behavior_name}: reward signal {unsupported[0]} is not available "
                                         f"with the sac trainer (available: {', '.join(SAC_REWARD_SIGNALS)}).")
+        if settings.threaded:
+            raise TrainerConfigError(f"Behavior {behavior_name}: threaded: true is for the ppo trainer (sac's "
+                                     "gradient steps already use every core between acting steps); set threaded: false.")
         if settings.network.use_recurrent and settings.pretraining is not None:
             raise UnityTrainerException(f"Behavior {behavior_name}: pretraining is not available with use_recurrent "
                                         "and the sac trainer: remove pretraining or set use_recurrent: false.")
