@@ -1,7 +1,7 @@
 """Recurrent SAC: the refusal is gone, bad values still get one line, masked losses, the
 replay's sequences (never across episodes, the stored memory at their start), acting with
-memory, checkpoints with the replay's memories, export, and learning a task that needs memory."""
-import os
+memory, checkpoints with the replay's memories, export, learning a task that needs memory, and
+behavioral cloning over the demonstration's sequences."""
 import random
 
 import numpy as np
@@ -398,13 +398,89 @@ def test_sac_fit_trains_a_recurrent_discrete_agent(tmp_path):
     agent.close()
 
 
-def test_pretraining_with_recurrent_sac_is_refused_in_one_line(tmp_path):
-    section = {**RECURRENT, "max_steps": 10, "pretraining": {"demo_path": str(tmp_path / "x.demo"), "strength": 1.0,
-                                                             "steps": 10}}
-    with pytest.raises(UnityTrainerException) as e:
-        run(CueEnvironment(False, seed=1), tmp_path, section)
-    assert "pretraining" in str(e.value) and "use_recurrent" in str(e.value)
-    assert os.path.isdir(tmp_path) and "\n" not in str(e.value)
+def cue_expert():
+    """Acts the goal at every step: the cue while it shows, then the one remembered."""
+    remembered = {"goal": 1.0}
+
+    def act(obs):
+        if obs[0, 0] != 0:
+            remembered["goal"] = float(obs[0, 0])
+        return np.full((len(obs), 1), remembered["goal"], np.float32)
+    return act
+
+
+def cue_networks():
+    spec = CueEnvironment(False, seed=0).behavior_specs["Cue"]
+    return SACLearner.for_behavior(spec, TrainerSettings.from_dict(RECURRENT), seed=0, max_steps=100).networks
+
+
+def test_recurrent_bc_learns_what_only_memory_can_tell(tmp_path):
+    from kerasrl import recording
+    from kerasrl.sac.bc import LOSS_STAT, SACBehavioralCloning
+    from kerasrl.settings import BehavioralCloningSettings
+
+    demo = str(tmp_path / "cue.demo")
+    _, rows = recording.record(CueEnvironment(False, seed=3), cue_expert(), 240, demo)
+    nets = cue_networks()
+    bc = SACBehavioralCloning(nets, BehavioralCloningSettings(demo_path=demo, strength=1.0, steps=0, num_epoch=4),
+                              3e-3, 32, seed=0)
+    assert bc.data[Field.VECTOR_OBS].shape[1:] == (4, 2) and bc.per_batch == 8
+    assert bc.data[Field.MASKS].sum() == len(rows[Field.ACTIONS]) < bc.data[Field.MASKS].size  # episodes padded
+    losses = [bc.update(step=0)[LOSS_STAT] for _ in range(25)]
+    assert losses[-1] < 0.25 * losses[0], losses
+    # The actor run over every episode from zero memory: its deterministic action at the steps
+    # where the cue no longer shows has the goal's sign.
+    obs, masks = bc.data[Field.VECTOR_OBS], bc.data[Field.MASKS]
+    memory = np.zeros((len(obs), nets.memory_size), np.float32)
+    actions = []
+    for t in range(obs.shape[1]):
+        out, memory = nets.act_with_memory({Field.VECTOR_OBS: obs[:, t], Field.MEMORY: memory}, None)[1:]
+        actions.append(np.asarray(out)[:, 0])
+    goals = obs[:, 0, 0]
+    blind = (masks > 0) & (obs[:, :, 0] == 0)
+    assert blind.sum() > 100
+    assert (np.sign(np.stack(actions, 1))[blind] == np.broadcast_to(goals[:, None], blind.shape)[blind]).mean() > 0.95
+
+
+def test_recurrent_bc_loss_is_the_actor_stepped_through_each_sequence_over_its_real_steps(tmp_path):
+    from kerasrl import recording
+    from kerasrl.sac.bc import SACBehavioralCloning
+    from kerasrl.sac.learner import NOISE
+    from kerasrl.settings import BehavioralCloningSettings
+
+    demo = str(tmp_path / "cue.demo")
+    recording.record(CueEnvironment(False, seed=3), cue_expert(), 60, demo)
+    nets = cue_networks()
+    bc = SACBehavioralCloning(nets, BehavioralCloningSettings(demo_path=demo, strength=1.0, steps=0), 3e-3, 32, seed=0)
+    batch = {k: v[0] for k, v in bc.minibatches().items()}
+    masks = batch[Field.MASKS]
+    assert (masks == 0).any() and (masks > 0).any()
+    memory = np.zeros((len(masks), nets.memory_size), np.float32)
+    squared = []
+    for t in range(masks.shape[1]):
+        inputs = {Field.VECTOR_OBS: batch[Field.VECTOR_OBS][:, t], Field.MEMORY: memory}
+        action, _, memory = nets.act_with_memory(inputs, batch[NOISE][:, t])
+        squared.append(np.mean((np.asarray(action) - batch[Field.ACTIONS][:, t]) ** 2, axis=-1))
+    expected = (np.stack(squared, 1) * masks).sum() / masks.sum()
+    assert float(bc.loss(batch)) == pytest.approx(expected, rel=1e-5)
+    padded = masks == 0  # what a padded step holds changes nothing
+    changed = dict(batch, **{Field.VECTOR_OBS: np.where(padded[..., None], 100.0, batch[Field.VECTOR_OBS]),
+                             Field.ACTIONS: np.where(padded[..., None], -1.0, batch[Field.ACTIONS])})
+    assert float(bc.loss(changed)) == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_recurrent_sac_run_with_pretraining_clones_between_updates(tmp_path):
+    from kerasrl import recording
+    from kerasrl.sac.bc import LOSS_STAT
+
+    demo = str(tmp_path / "cue.demo")
+    recording.record(CueEnvironment(False, seed=3), cue_expert(), 60, demo)
+    section = {**RECURRENT, "max_steps": 60, "buffer_init_steps": 20,
+               "pretraining": {"demo_path": demo, "strength": 1.0, "steps": 0}}
+    trainer = run(CueEnvironment(False, seed=1), tmp_path, section)
+    assert trainer.bc_module is not None and int(trainer.bc_module.optimizer.iterations.numpy()) > 0
+    losses = [row[LOSS_STAT] for row in trainer.summary_log if LOSS_STAT in row] + list(trainer.stats[LOSS_STAT])
+    assert losses and all(np.isfinite(losses)) and max(losses) > 0
 
 
 def test_kerasrl_learn_trains_resumes_and_exports_a_recurrent_sac(tmp_path, capsys):

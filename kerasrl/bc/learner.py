@@ -40,7 +40,7 @@ from kerasrl.spec import BehaviorSpec
 LOSS_KEY = "loss"
 
 
-def _episode_layout(episode_ids: np.ndarray, sequence_length: int) -> tuple[np.ndarray, np.ndarray]:
+def episode_layout(episode_ids: np.ndarray, sequence_length: int) -> tuple[np.ndarray, np.ndarray]:
     """Source row of every output row (−1 for padding) and each row's episode start flag.
 
     Episodes (runs of equal ids) are padded at their end to a multiple of ``sequence_length``.
@@ -66,7 +66,7 @@ def imitation_batch(spec: BehaviorSpec, demo: AgentBuffer, model: ActorCritic) -
     if n == 0:
         raise ValueError("The demonstration holds no rows.")
     episodes = demo[Field.EPISODE_ID].array if Field.EPISODE_ID in demo else np.zeros(n, np.int64)
-    source, first = _episode_layout(np.asarray(episodes), model.sequence_length)
+    source, first = episode_layout(np.asarray(episodes), model.sequence_length)
     actions = np.asarray(demo[Field.ACTIONS].array)
     arrays: dict[str, tuple[np.ndarray, float]] = {}
     if spec.vector_observation_size:

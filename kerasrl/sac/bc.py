@@ -9,6 +9,11 @@ masked categorical; continuous, the mean squared error between the actor's sampl
 ``tanh(μ + σ·ε)`` and the expert's clipped to [−1, 1]. Every mini-batch of an update runs in
 one compiled call; under a strategy each replica takes its share of every mini-batch, with
 its loss as its share of the global mean (as the SAC learner's steps).
+
+With ``use_recurrent`` the demonstration is cut into whole sequences of ``sequence_length``
+steps (each episode padded at its end, the padding masked out of the loss), a mini-batch is
+``batch_size // sequence_length`` of them, and the actor runs over each from zero memory, as
+PPO's behavioral cloning does.
 """
 from __future__ import annotations
 
@@ -18,14 +23,18 @@ import numpy as np
 import tensorflow as tf
 
 from kerasrl import distribute
+from kerasrl.bc.learner import episode_layout
 from kerasrl.demos import load_demo
 from kerasrl.fields import Field
 from kerasrl.optimizers import Adam
 from kerasrl.sac.learner import NOISE, replicas_in_sync
-from kerasrl.sac.networks import SACNetworks
+from kerasrl.sac.loss import step_weights
+from kerasrl.sac.networks import Observation, SACNetworks, Sequences
 from kerasrl.settings import BehavioralCloningSettings
 
 LOSS_STAT = "Losses/Pretraining Loss"
+#: A recurrent mini-batch's per-step weights (``kerasrl.sac.loss.step_weights`` of its masks).
+WEIGHTS = "bc_step_weights"
 
 
 class SACBehavioralCloning:
@@ -52,20 +61,42 @@ class SACBehavioralCloning:
         else:
             self.data[Field.ACTIONS] = np.clip(actions.astype(np.float32), -1.0, 1.0)
         self.n_rows = len(actions)
+        #: Steps per sequence (1 without memory: every row its own "sequence").
+        self.length = networks.sequence_length if networks.recurrent else 1
+        if networks.recurrent:
+            self.data = self._in_sequences(self.data, demo)
+        n_sequences = len(self.data[Field.ACTIONS])
         self.batch_size = min(int(settings.batch_size or default_batch_size), self.n_rows)
-        per_epoch = max(self.n_rows // self.batch_size, 1)
+        #: Sequences (rows, without memory) per mini-batch.
+        self.per_batch = min(max(self.batch_size // self.length, 1), n_sequences)
+        per_epoch = max(n_sequences // self.per_batch, 1)
         if settings.samples_per_update > 0:
-            per_epoch = min(per_epoch, max(settings.samples_per_update // self.batch_size, 1))
+            per_epoch = min(per_epoch, max(settings.samples_per_update // (self.per_batch * self.length), 1))
         self.batches = per_epoch * int(settings.num_epoch or 1)
         self.strategy = distribute.learner_strategy()
         self.replicas = distribute.replicas(self.strategy)
         where = f"Behavior {behavior}: pretraining: " if behavior else "pretraining: "
-        distribute.check_batch_size(self.batch_size, 1, self.replicas, where=where)
+        distribute.check_batch_size(self.per_batch * self.length, self.length, self.replicas, where=where)
         with self.strategy.scope():
             self.optimizer = Adam(learning_rate=self.base_learning_rate, name="sac_bc_adam")
             self.optimizer.build(networks.actor_variables)
         self.rng = np.random.default_rng([int(seed), 2])
         self._fn = tf.function(self._steps if self.replicas == 1 else self._steps_replicated, autograph=False)
+
+    def _in_sequences(self, rows: dict[str, np.ndarray], demo: Any) -> dict[str, np.ndarray]:
+        """``rows`` as whole sequences ``[sequences, length, ...]``, each episode padded at its
+        end (zeros; mask 1 so that a padded step's masked-out logits stay finite), with
+        ``Field.MASKS`` marking the real steps."""
+        n = self.n_rows
+        episodes = demo[Field.EPISODE_ID].array if Field.EPISODE_ID in demo else np.zeros(n, np.int64)
+        source, _ = episode_layout(np.asarray(episodes), self.length)
+        real = source >= 0
+        out = {}
+        for key, arr in {**rows, Field.MASKS: np.ones(n, np.float32)}.items():
+            full = arr[np.where(real, source, 0)]
+            full[~real] = 1.0 if key == Field.ACTION_MASK else 0.0
+            out[key] = full.reshape(-1, self.length, *arr.shape[1:])
+        return out
 
     def learning_rate(self, step: int) -> float:
         """``learning_rate × strength``, linearly to 0 at ``steps`` (constant when ``steps`` is 0)."""
@@ -76,13 +107,36 @@ class SACBehavioralCloning:
     def loss(self, b: Mapping[str, tf.Tensor]) -> tf.Tensor:
         """The mean imitation loss of a mini-batch (a replica's share of it under a strategy)."""
         nets = self.networks
-        obs = nets.observations(b)
+        weights = None
+        if nets.recurrent:
+            weights = tf.reshape(b[WEIGHTS], [-1])
+            b = {k: tf.reshape(v, [-1, *v.shape[2:]]) for k, v in b.items()}
+        obs = self._observations(b)
         if nets.is_discrete:
             per_row = -nets.distribution(obs, b[Field.ACTION_MASK]).log_prob(b[Field.ACTIONS])
         else:
             action, _ = nets.sample(obs, b[NOISE])
             per_row = tf.reduce_mean(tf.square(action - b[Field.ACTIONS]), axis=-1)
+        if weights is not None:
+            per_row = per_row * weights
         return tf.reduce_mean(per_row) / float(replicas_in_sync())
+
+    def _observations(self, b: Mapping[str, tf.Tensor]) -> Observation | Sequences:
+        """The mini-batch's observations (recurrent: its flat ``[N·length]`` steps as sequences
+        the actor runs over from zero memory; a step's next observation is the following step's)."""
+        nets = self.networks
+        obs = nets.observations(b)
+        if not nets.recurrent:
+            return obs
+
+        def shifted(x: tf.Tensor) -> tf.Tensor:
+            seq = tf.reshape(x, [-1, self.length, *x.shape[1:]])
+            return tf.reshape(tf.concat([seq[:, 1:], seq[:, -1:]], axis=1), tf.shape(x))
+
+        masks = tf.reshape(b[Field.MASKS], [-1, self.length])
+        memory = tf.zeros([tf.shape(masks)[0], nets.memory_size])
+        next_obs = {k: shifted(v) for k, v in obs.items()} if isinstance(obs, Mapping) else shifted(obs)
+        return Sequences(obs, next_obs, None, masks, None, memory, self.length)
 
     def _step(self, b: Mapping[str, tf.Tensor]) -> tf.Tensor:
         variables = self.networks.actor_variables
@@ -113,13 +167,16 @@ class SACBehavioralCloning:
     def minibatches(self) -> dict[str, np.ndarray]:
         """An update's mini-batches ``[batches, batch_size, ...]``: shuffled passes over the rows
         (with the actor's sampling noise, continuous)."""
-        per_epoch = self.n_rows // self.batch_size
-        order = np.concatenate([self.rng.permutation(self.n_rows)[: per_epoch * self.batch_size]
+        n, size = len(self.data[Field.ACTIONS]), self.per_batch
+        per_epoch = n // size
+        order = np.concatenate([self.rng.permutation(n)[: per_epoch * size]
                                 for _ in range(-(-self.batches // per_epoch))])
-        rows = order[: self.batches * self.batch_size].reshape(self.batches, self.batch_size)
-        stacked = {k: v[rows] for k, v in self.data.items()}
+        picked = order[: self.batches * size].reshape(self.batches, size)
+        stacked = {k: v[picked] for k, v in self.data.items()}
+        if self.networks.recurrent:
+            stacked[WEIGHTS] = step_weights(stacked[Field.MASKS])
         if not self.networks.is_discrete:
-            shape = (*rows.shape, self.networks.action_size)
+            shape = (*picked.shape, *((self.length,) if self.networks.recurrent else ()), self.networks.action_size)
             stacked[NOISE] = self.rng.standard_normal(shape, dtype=np.float32)
         return stacked
 

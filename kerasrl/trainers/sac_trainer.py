@@ -73,9 +73,6 @@ class SACTrainer(RLTrainer):
         if settings.threaded:
             raise TrainerConfigError(f"Behavior {behavior_name}: threaded: true is for the ppo trainer (sac's "
                                      "gradient steps already use every core between acting steps); set threaded: false.")
-        if settings.network.use_recurrent and settings.pretraining is not None:
-            raise UnityTrainerException(f"Behavior {behavior_name}: pretraining is not available with use_recurrent "
-                                        "and the sac trainer: remove pretraining or set use_recurrent: false.")
         super().__init__(behavior_name, spec, settings, context, reward_buff_cap)
         self.seed = context.seed
         self.hyperparameters = settings.sac
