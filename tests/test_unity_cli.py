@@ -29,8 +29,10 @@ def _learn(tmp_path, *args: str, steps: int = 3000, player: str = STANDIN,
     command = [sys.executable, "-m", "kerasrl.cli", str(cfg), "--env", player, "--base-port", str(port), "--seed", "1",
                "--results-dir", str(tmp_path), "--run-id", "r", "--progress-every", "1000", *args]
     env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True, cwd=ROOT)
+    proc.base_port = port  # type: ignore[attr-defined]  # whose players _assert_no_process_left looks for
+    return proc
 
 
 def _finish(proc: subprocess.Popen, timeout: float = 120.0) -> tuple[int, str, str]:
@@ -47,13 +49,18 @@ def _assert_no_process_left(proc: subprocess.Popen) -> None:
     while group_members(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert group_members(proc.pid) == []
-    assert not [p for p in os.listdir("/proc") if p.isdigit() and _is_standin(p)], "a stand-in player is left"
+    port = proc.base_port  # type: ignore[attr-defined]
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and _is_standin(p, port)], "a stand-in player is left"
 
 
-def _is_standin(pid: str) -> bool:
+def _is_standin(pid: str, port: int) -> bool:
+    """Whether ``pid`` is a live stand-in player of the run on ``port`` (not another test's, which
+    may be running beside this one)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"standin_player.py" in f.read() and _session(pid) is not None
+            cmdline = f.read()
+        return (b"standin_player.py" in cmdline and f"--mlagents-port\0{port}\0".encode() in cmdline
+                and _session(pid) is not None)
     except OSError:
         return False
 
