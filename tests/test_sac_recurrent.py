@@ -398,30 +398,34 @@ def test_sac_fit_trains_a_recurrent_discrete_agent(tmp_path):
     agent.close()
 
 
-def cue_expert():
-    """Acts the goal at every step: the cue while it shows, then the one remembered."""
+def cue_expert(discrete=False):
+    """Acts the goal at every step: the cue while it shows, then the one remembered (discrete:
+    action 1 for +1, 0 for −1)."""
     remembered = {"goal": 1.0}
 
     def act(obs):
         if obs[0, 0] != 0:
             remembered["goal"] = float(obs[0, 0])
+        if discrete:
+            return np.full((len(obs), 1), int(remembered["goal"] > 0), np.int32)
         return np.full((len(obs), 1), remembered["goal"], np.float32)
     return act
 
 
-def cue_networks():
-    spec = CueEnvironment(False, seed=0).behavior_specs["Cue"]
+def cue_networks(discrete=False):
+    spec = CueEnvironment(discrete, seed=0).behavior_specs["Cue"]
     return SACLearner.for_behavior(spec, TrainerSettings.from_dict(RECURRENT), seed=0, max_steps=100).networks
 
 
-def test_recurrent_bc_learns_what_only_memory_can_tell(tmp_path):
+@pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
+def test_recurrent_bc_learns_what_only_memory_can_tell(tmp_path, discrete):
     from kerasrl import recording
     from kerasrl.sac.bc import LOSS_STAT, SACBehavioralCloning
     from kerasrl.settings import BehavioralCloningSettings
 
     demo = str(tmp_path / "cue.demo")
-    _, rows = recording.record(CueEnvironment(False, seed=3), cue_expert(), 240, demo)
-    nets = cue_networks()
+    _, rows = recording.record(CueEnvironment(discrete, seed=3), cue_expert(discrete), 240, demo)
+    nets = cue_networks(discrete)
     bc = SACBehavioralCloning(nets, BehavioralCloningSettings(demo_path=demo, strength=1.0, steps=0, num_epoch=4),
                               3e-3, 32, seed=0)
     assert bc.data[Field.VECTOR_OBS].shape[1:] == (4, 2) and bc.per_batch == 8
@@ -429,17 +433,21 @@ def test_recurrent_bc_learns_what_only_memory_can_tell(tmp_path):
     losses = [bc.update(step=0)[LOSS_STAT] for _ in range(25)]
     assert losses[-1] < 0.25 * losses[0], losses
     # The actor run over every episode from zero memory: its deterministic action at the steps
-    # where the cue no longer shows has the goal's sign.
+    # where the cue no longer shows is the goal's.
     obs, masks = bc.data[Field.VECTOR_OBS], bc.data[Field.MASKS]
     memory = np.zeros((len(obs), nets.memory_size), np.float32)
-    actions = []
+    signs = []
     for t in range(obs.shape[1]):
-        out, memory = nets.act_with_memory({Field.VECTOR_OBS: obs[:, t], Field.MEMORY: memory}, None)[1:]
-        actions.append(np.asarray(out)[:, 0])
+        inputs = {Field.VECTOR_OBS: obs[:, t], Field.MEMORY: memory}
+        if discrete:
+            inputs[Field.ACTION_MASK] = np.ones((len(obs), 2), np.float32)
+        action, _, memory = nets.act_with_memory(inputs, None)
+        action = np.asarray(action)[:, 0]
+        signs.append(2.0 * action - 1.0 if discrete else np.sign(action))
     goals = obs[:, 0, 0]
     blind = (masks > 0) & (obs[:, :, 0] == 0)
     assert blind.sum() > 100
-    assert (np.sign(np.stack(actions, 1))[blind] == np.broadcast_to(goals[:, None], blind.shape)[blind]).mean() > 0.95
+    assert (np.stack(signs, 1)[blind] == np.broadcast_to(goals[:, None], blind.shape)[blind]).mean() > 0.95
 
 
 def test_recurrent_bc_loss_is_the_actor_stepped_through_each_sequence_over_its_real_steps(tmp_path):

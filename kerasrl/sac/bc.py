@@ -165,8 +165,9 @@ class SACBehavioralCloning:
         return distribute.run_minibatches(self.strategy, replica_step, per_replica, 1)[0]
 
     def minibatches(self) -> dict[str, np.ndarray]:
-        """An update's mini-batches ``[batches, batch_size, ...]``: shuffled passes over the rows
-        (with the actor's sampling noise, continuous)."""
+        """An update's mini-batches ``[batches, batch_size, ...]`` (recurrent: ``[batches,
+        sequences, sequence_length, ...]`` with the steps' weights): shuffled passes over the rows
+        or sequences (with the actor's sampling noise, continuous)."""
         n, size = len(self.data[Field.ACTIONS]), self.per_batch
         per_epoch = n // size
         order = np.concatenate([self.rng.permutation(n)[: per_epoch * size]
