@@ -7,6 +7,7 @@ import random
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_sac import run
 
 from kerasrl.buffer import BufferException
 from kerasrl.envs.base import ActionType, BehaviorSpec, Environment, StepResult, check_actions
@@ -315,20 +316,6 @@ def test_a_gradient_step_ignores_padded_steps():
 
 
 # -- training, checkpoints, export ----------------------------------------------------------
-def run(env, tmp_path, section, seed=0, load=False):
-    from kerasrl.envs import SimpleEnvManager
-    from kerasrl.trainers import TrainerController, initialize_trainers
-
-    manager = SimpleEnvManager(env)
-    trainers = initialize_trainers({"default": section}, manager.behavior_specs, str(tmp_path / "summaries"), "sac",
-                                   str(tmp_path / "models"), 2, True, load, seed)
-    controller = TrainerController(trainers, str(tmp_path / "models"), str(tmp_path / "summaries"), "sac",
-                                   save_freq=10**9, meta_curriculum=None, train=True, training_seed=seed,
-                                   fast_simulation=True, sampler_manager=None, resampling_interval=None)
-    controller.start_learning(manager)
-    return next(iter(trainers.values()))
-
-
 def test_training_stores_memories_and_resumes_with_them(tmp_path):
     section = {**RECURRENT, "max_steps": 80, "buffer_init_steps": 30, "save_replay_buffer": True}
     first = run(CueEnvironment(False, seed=1), tmp_path, section)
