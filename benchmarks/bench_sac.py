@@ -9,15 +9,17 @@ this process, seed after seed (``--first-seed`` onwards, so a run can be extende
 * ``--task halfcheetah`` (config ``sac_halfcheetah``, HalfCheetah-v5): SB3's defaults, lr 3e-4,
   batch 256, replay 1e6, 10k uniformly random steps first (``--warmup`` overrides it on both
   sides, for quick checks), tau 0.005, gamma 0.99, one gradient step per environment step,
-  256×256 ReLU, entropy coefficient tuned from 1 towards -6. Episodes are 1000 steps (time
+  256×256 ReLU initialised as torch's ``Linear`` (``initializer: torch``), entropy
+  coefficient tuned from 1 towards -6. Episodes are 1000 steps (time
   limit only), so 50k steps give 50 episodes and the final return covers the last 10k steps.
 
 Both sides start updating after the warm-up and then take exactly one gradient step per
 environment step (steps − warm-up in all); warm-up actions are uniform over the action bounds
 on both. kerasrl's transitions reach the replay when a trajectory closes (``--time-horizon``,
 default the config's 64) and the gradient steps due by then run in one compiled call; SB3 takes
-one gradient step after every environment step. The other remaining difference: each library
-initialises its weights its own way.
+one gradient step after every environment step. The other remaining difference: the
+initial weights (on Pendulum each library's own; on HalfCheetah the same distribution for the
+kernels, but kerasrl's biases start at zero, torch's uniform).
 
 SB3 runs with one torch thread by default (``--torch-threads``): on a busy machine torch's
 default thread pool makes its small matrix products many times slower. Printed per library

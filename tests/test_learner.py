@@ -159,6 +159,17 @@ def test_orthogonal_initializer_option():
         NetworkSettings(initializer="glorot")
 
 
+def test_torch_initializer_option_is_torchs_linear_default():
+    from kerasrl.models.encoders import kernel_initializer
+
+    for role in ("hidden", "action", "value"):
+        kernel = kernel_initializer("torch", role, seed=0)((256, 64)).numpy()
+        bound = 1.0 / np.sqrt(256)  # torch.nn.Linear(256, 64): U(−1/√256, 1/√256)
+        assert np.abs(kernel).max() <= bound and np.abs(kernel).max() > 0.95 * bound
+        assert kernel.std() == pytest.approx(bound / np.sqrt(3.0), rel=0.05)
+    assert NetworkSettings(initializer="torch").initializer == "torch"
+
+
 def test_clip_by_global_norm_is_pytorchs():
     from kerasrl.ppo.learner import clip_by_global_norm
 

@@ -34,11 +34,15 @@ def hidden_initializer(seed: int | None, scale: float = 1.0) -> keras.initialize
 def kernel_initializer(kind: str, role: str, seed: int | None) -> keras.initializers.Initializer:
     """Kernel initializer for a ``role`` ("hidden", "action" or "value") layer.
 
-    ``variance_scaling`` is ML-Agents' choice; ``orthogonal`` is Stable-Baselines3's (gains
-    √2 for hidden layers, 0.01 for the action layer, 1 for value heads).
+    ``variance_scaling`` is ML-Agents' choice; ``orthogonal`` is Stable-Baselines3's PPO (gains
+    √2 for hidden layers, 0.01 for the action layer, 1 for value heads); ``torch`` is torch's
+    ``Linear`` default, uniform within ±1/√fan_in for every role (Stable-Baselines3's SAC; the
+    biases stay zero).
     """
     if kind == "orthogonal":
         return keras.initializers.Orthogonal(gain=_ORTHOGONAL_GAIN[role], seed=seed)
+    if kind == "torch":
+        return keras.initializers.VarianceScaling(scale=1.0 / 3.0, mode="fan_in", distribution="uniform", seed=seed)
     if kind == "variance_scaling":
         return hidden_initializer(seed, _VARIANCE_SCALE[role])
     raise ValueError(f"initializer must be one of {INITIALIZERS}, got '{kind}'.")

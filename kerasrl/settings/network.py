@@ -10,7 +10,7 @@ from kerasrl.settings.checks import _Checked, at_least, one_of, positive, settin
 VIS_ENCODE_TYPES = ("simple", "nature_cnn", "resnet")
 CONV_STYLES = ("mlagents", "network")
 ACTIVATIONS = ("swish", "tanh", "relu")
-INITIALIZERS = ("variance_scaling", "orthogonal")
+INITIALIZERS = ("variance_scaling", "orthogonal", "torch")
 GAUSSIAN_STYLES = ("mlagents", "sb3")
 RECURRENT_STYLES = ("mlagents", "sb3")
 
@@ -36,7 +36,10 @@ class NetworkSettings(_Checked):
         "one-hot), then the heads; sb3: the LSTM on the observations, then the hidden layers, then the heads "
         "(sb3-contrib RecurrentPPO's MlpLstmPolicy; vector observations only)")
     activation: str = setting("swish", one_of(*ACTIVATIONS), "hidden units' activation")
-    initializer: str = setting("variance_scaling", one_of(*INITIALIZERS), "or Stable-Baselines3's orthogonal gains")
+    initializer: str = setting(
+        "variance_scaling", one_of(*INITIALIZERS),
+        "layers' kernels. variance_scaling: ML-Agents'; orthogonal: Stable-Baselines3's PPO gains; torch: uniform "
+        "within ±1/√fan_in, as torch's Linear layers (Stable-Baselines3's SAC)")
     separate_value_network: Optional[bool] = setting(
         None, doc="separate policy and value streams (default: continuous actions only)")
     gaussian_style: str = setting(
