@@ -41,7 +41,7 @@ from kerasrl.exception import UnityTrainerException, one_line
 from kerasrl.fields import Field
 from kerasrl.spec import BehaviorSpec
 
-__all__ = ["DEMO_FORMAT_VERSION", "DemoError", "describe_spec", "load", "load_demo", "write"]
+__all__ = ["DEMO_FORMAT_VERSION", "DemoError", "describe_spec", "episode_layout", "load", "load_demo", "write"]
 
 DEMO_FORMAT_VERSION = 1
 _VERSION_ATTR = "kerasrl_demo_version"
@@ -154,3 +154,23 @@ def load_demo(path: Union[str, os.PathLike[str]], expected_spec: Optional[Behavi
         raise DemoError(f"The demonstration {os.fspath(path)} is for {describe_spec(spec)}, but the behavior"
                         f"{who} has {describe_spec(expected_spec)}.")
     return spec, buffer
+
+
+def episode_layout(episode_ids: np.ndarray, sequence_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where each row of a demonstration goes when it is cut into whole sequences: the source row of
+    every output row (−1 for padding) and each source row's episode start flag.
+
+    Episodes (runs of equal ids) are padded at their end to a multiple of ``sequence_length``.
+    """
+    n = len(episode_ids)
+    first = np.ones(n, bool)
+    first[1:] = episode_ids[1:] != episode_ids[:-1]
+    starts = np.flatnonzero(first)
+    lengths = np.diff(np.append(starts, n))
+    if sequence_length == 1:
+        return np.arange(n), first
+    padded = -(-lengths // sequence_length) * sequence_length
+    out_starts = np.concatenate([[0], np.cumsum(padded)[:-1]])
+    source = np.full(int(padded.sum()), -1, np.int64)
+    source[np.repeat(out_starts - starts, lengths) + np.arange(n)] = np.arange(n)
+    return source, first

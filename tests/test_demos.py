@@ -5,6 +5,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kerasrl import demos, recording
 from kerasrl.envs import SimpleEnvManager
@@ -158,3 +160,22 @@ def test_documented_demonstration_example_records_and_loads(tmp_path, monkeypatc
     spec, buffer = namespace["spec"], namespace["buffer"]
     assert spec.is_discrete and len(buffer[Field.ACTIONS]) == 500
     assert (tmp_path / "demos" / "expert.demo").exists()
+
+
+def test_episode_layout_pads_each_episode_to_whole_sequences():
+    source, first = demos.episode_layout(np.array([4, 4, 4, 7, 7, 9]), 2)
+    np.testing.assert_array_equal(source, [0, 1, 2, -1, 3, 4, 5, -1])
+    np.testing.assert_array_equal(first, [True, False, False, True, False, True])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(1, 7), min_size=1, max_size=12), st.integers(1, 5))
+def test_episode_layout_keeps_every_row_once_and_no_sequence_spans_two_episodes(lengths, sequence_length):
+    episodes = np.repeat(np.arange(len(lengths)), lengths)
+    source, _ = demos.episode_layout(episodes, sequence_length)
+    assert len(source) % sequence_length == 0
+    np.testing.assert_array_equal(source[source >= 0], np.arange(len(episodes)))
+    for chunk in source.reshape(-1, sequence_length):
+        rows = chunk[chunk >= 0]
+        assert len(rows) and len(set(episodes[rows])) == 1
+        assert (chunk[len(rows):] == -1).all()

@@ -146,6 +146,14 @@ def test_imports_inside_functions_are_for_extras_and_launchers_only():
     assert not inner, "\n".join(inner)
 
 
+def test_the_algorithms_do_not_import_each_other():
+    """PPO, SAC and BC share code only through the layers below them."""
+    algorithms = LAYERS[4]
+    crossing = [f"{a} (line {line}) imports {b}" for a, b, line, _ in _internal()
+                if _unit(a) in algorithms and _unit(b) in algorithms and _unit(a) != _unit(b)]
+    assert not crossing, "\n".join(crossing)
+
+
 def test_nothing_imports_the_command_line():
     users = [f"{a} (line {line})" for a, b, line, _ in _internal() if _unit(b) == "cli" and _unit(a) != "cli"]
     assert not users, f"the cli package is imported by {users}"

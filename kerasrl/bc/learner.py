@@ -32,31 +32,13 @@ from kerasrl import distribute
 from kerasrl.buffer import AgentBuffer
 from kerasrl.common.minibatches import minibatch_plan
 from kerasrl.common.reductions import global_count
+from kerasrl.demos import episode_layout
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.distributions import ClippedGaussian, MaskedMultiCategorical
 from kerasrl.spec import BehaviorSpec
 
 LOSS_KEY = "loss"
-
-
-def episode_layout(episode_ids: np.ndarray, sequence_length: int) -> tuple[np.ndarray, np.ndarray]:
-    """Source row of every output row (−1 for padding) and each row's episode start flag.
-
-    Episodes (runs of equal ids) are padded at their end to a multiple of ``sequence_length``.
-    """
-    n = len(episode_ids)
-    first = np.ones(n, bool)
-    first[1:] = episode_ids[1:] != episode_ids[:-1]
-    starts = np.flatnonzero(first)
-    lengths = np.diff(np.append(starts, n))
-    if sequence_length == 1:
-        return np.arange(n), first
-    padded = -(-lengths // sequence_length) * sequence_length
-    out_starts = np.concatenate([[0], np.cumsum(padded)[:-1]])
-    source = np.full(int(padded.sum()), -1, np.int64)
-    source[np.repeat(out_starts - starts, lengths) + np.arange(n)] = np.arange(n)
-    return source, first
 
 
 def imitation_batch(spec: BehaviorSpec, demo: AgentBuffer, model: ActorCritic) -> dict[str, np.ndarray]:

@@ -23,8 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasrl import distribute
-from kerasrl.bc.learner import episode_layout
-from kerasrl.demos import load_demo
+from kerasrl.demos import episode_layout, load_demo
 from kerasrl.fields import Field
 from kerasrl.optimizers import Adam
 from kerasrl.sac.learner import NOISE, replicas_in_sync
