@@ -166,6 +166,50 @@ def test_hybrid_scene_gets_both_kinds_of_actions(tmp_path):
     assert _log(tmp_path).rstrip().endswith("quit")
 
 
+def test_players_start_cleanly_while_grpc_is_busy(tmp_path):
+    """Starting a player never forks the trainer with gRPC's fork handlers armed: while a gRPC
+    server and client are busy in this process, every launched player runs to its own exit."""
+    import threading
+    from concurrent import futures
+
+    import grpc
+
+    from kerasrl.envs.unity.communicator import PlayerProcess
+
+    player = tmp_path / "Quick.x86_64"
+    player.write_text("#!/bin/sh\nexit 0\n")
+    player.chmod(0o755)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    done = threading.Event()
+
+    def poke() -> None:
+        call = channel.unary_unary("/kerasrl.Test/Nothing")  # answered UNIMPLEMENTED
+        while not done.is_set():
+            try:
+                call(b"", timeout=1)
+            except grpc.RpcError:
+                pass
+
+    def watch(state: grpc.ChannelConnectivity) -> None:
+        pass
+
+    channel.subscribe(watch, try_to_connect=True)  # a thread of gRPC's polls the channel meanwhile
+    poker = threading.Thread(target=poke, daemon=True)
+    poker.start()
+    try:
+        codes = [PlayerProcess.launch(str(player), port, None, True).process.wait(10) for _ in range(60)]
+    finally:
+        done.set()
+        poker.join(5)
+        channel.unsubscribe(watch)
+        channel.close()
+        server.stop(None)
+    assert codes == [0] * 60
+
+
 def test_a_trainer_killed_with_sigkill_takes_its_player_along(tmp_path):
     """SIGKILL leaves the trainer no cleanup: the kernel's parent-death signal ends its player
     (which, as a Unity player, would play on without its trainer)."""

@@ -9,14 +9,14 @@ that exits, or sends nothing for ``timeout_wait`` seconds, ends the wait with on
 the build, the port and the player's log.
 
 On Linux a player gets SIGKILL when the process that started it dies, however it dies (SIGKILL
-included: no cleanup of the trainer's runs then), through the kernel's parent-death signal.
+included: no cleanup of the trainer's runs then), through the kernel's parent-death signal, set
+by util-linux's ``setpriv`` as the player starts.
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,7 +25,7 @@ import threading
 import time
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 import grpc
 
@@ -41,31 +41,17 @@ POLL_SECONDS = 0.05
 PLAYER_EXTENSIONS = (".x86_64", ".x86", ".exe", ".app")
 
 
-#: ``prctl``'s option that sets the signal a process gets when its parent dies (Linux).
-PR_SET_PDEATHSIG = 1
+def parent_death_prefix() -> list[str]:
+    """The command that starts a player with the kernel's parent-death signal (SIGKILL) set:
+    util-linux's ``setpriv`` on Linux; empty elsewhere or where ``setpriv`` is not installed.
 
-
-def parent_death_signal() -> Optional[Callable[[], None]]:
-    """On Linux, the function a player's process runs before its program starts (``preexec_fn``):
-    it asks the kernel for SIGKILL when the process that started it dies, and exits at once if
-    that process died already. ``None`` elsewhere, or where libc's ``prctl`` cannot be found.
-
-    libc is loaded here, in the trainer, so that the forked child only calls it (no loading
-    between fork and exec, where another thread may have held a lock)."""
+    The signal is set by a program rather than by a Python function run between fork and exec
+    (``preexec_fn``): that makes subprocess fork the whole trainer, whose gRPC fork handlers
+    can crash the child (SIGSEGV or SIGABRT) while the server's threads are busy."""
     if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl: Any = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the trainer died before the request took effect
-            os._exit(1)
-
-    return preexec
+        return []
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
 
 
 class UnityCommunicationError(EnvironmentException):
@@ -105,7 +91,7 @@ class PlayerProcess:
     @classmethod
     def launch(cls, path: str, port: int, log_file: Optional[str], no_graphics: bool,
                args: Sequence[str] = ()) -> "PlayerProcess":
-        command = [find_player(path), "--mlagents-port", str(port)]
+        command = parent_death_prefix() + [find_player(path), "--mlagents-port", str(port)]
         if no_graphics:
             command += ["-nographics", "-batchmode"]
         if log_file is not None:
@@ -114,8 +100,7 @@ class PlayerProcess:
         command += list(args)
         try:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL, start_new_session=sys.platform != "win32",
-                                       preexec_fn=parent_death_signal())
+                                       stderr=subprocess.DEVNULL, start_new_session=sys.platform != "win32")
         except OSError as e:
             raise UnityCommunicationError(f"--env {path}: the Unity player could not be started ({e}).") from e
         return cls(path, port, log_file, process)
