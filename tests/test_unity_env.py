@@ -218,8 +218,10 @@ def test_a_trainer_killed_with_sigkill_takes_its_player_along(tmp_path):
     import sys
     import time
 
-    if not sys.platform.startswith("linux"):
-        pytest.skip("the parent-death signal is Linux's")
+    from kerasrl.envs.unity.communicator import parent_death_prefix
+
+    if not parent_death_prefix():
+        pytest.skip("the parent-death signal needs Linux and util-linux's setpriv")
     (port,) = free_ports(1)
     script = ("import sys, time; from kerasrl.envs.unity import UnityEnvironment; "
               f"env = UnityEnvironment({STANDIN!r}, base_port={port}, additional_args=['--outlive-trainer']); "
