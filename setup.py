@@ -47,8 +47,9 @@ setup(
         "protobuf>=7.35.1,<8",
     ],
     extras_require={
-        # setuptools and cython: tests/test_packaging.py builds the sdist from setup.py.
-        "test": ["pytest>=8,<10", "hypothesis>=6.100,<7", "setuptools>=68", "cython>=3.0,<4"],
+        # setuptools and cython: tests/test_packaging.py builds the sdist from setup.py; pytest-xdist
+        # runs the suite on two processes (README's `-n 2`).
+        "test": ["pytest>=8,<10", "pytest-xdist>=3.5,<4", "hypothesis>=6.100,<7", "setuptools>=68", "cython>=3.0,<4"],
         # tools/generate_protos.py (tests/test_unity_protos.py checks the checked-in modules are current).
         "dev-protos": ["grpcio-tools>=1.85.1,<2"],
         # The lint and type gates of .ci/run (configured in pyproject.toml).
