@@ -161,7 +161,7 @@ def time_updates(task: str, seed: int, warmup: int, rounds: int, calls_steps: in
     model.learn(warmup + 1)
 
     def kerasrl_call() -> None:
-        trainer.learner.update(trainer.learning_batches(), calls_steps, 3e-4)
+        trainer.learner.update(trainer.learning_batches(calls_steps), calls_steps, 3e-4)
 
     def sb3_call() -> None:
         model.train(gradient_steps=calls_steps, batch_size=keys["batch_size"])

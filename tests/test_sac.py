@@ -11,7 +11,7 @@ from kerasrl.envs import SimpleEnvManager
 from kerasrl.envs.simple import MultiBranchMaskedEnvironment, Simple1DEnvironment
 from kerasrl.exception import TrainerConfigError
 from kerasrl.fields import Field
-from kerasrl.sac.learner import REWARDS, SACLearner
+from kerasrl.sac.learner import NEXT_NOISE, NOISE, REWARDS, SACLearner
 from kerasrl.sac.replay import ReplayBuffer
 from kerasrl.settings import SACSettings, TrainerSettings, load_trainer_config
 from kerasrl.spec import BehaviorSpec
@@ -172,6 +172,18 @@ def test_resume_continues_with_the_checkpointed_replay(tmp_path):
     assert len(second.replay) > len(first.replay)
 
 
+def test_an_update_samples_only_the_mini_batches_it_uses(tmp_path):
+    trainer = run(Simple1DEnvironment(use_discrete=False, seed=1), tmp_path,
+                  {**SMALL, "max_steps": 120, "buffer_init_steps": 40})
+    batch = trainer.learning_batches(3)
+    held = {float(v) for v in trainer.replay.chronological()[Field.VECTOR_OBS].ravel()}
+    for field, stack in batch.items():
+        assert stack.shape[:2] == (trainer.steps_per_call, SMALL["batch_size"]), field
+        assert not stack[3:].any(), f"{field}: padding past the 3 mini-batches used"
+    assert {float(v) for v in batch[Field.VECTOR_OBS][:3].ravel()} <= held
+    assert (batch[NOISE][:3] != 0).all() and (batch[NEXT_NOISE][:3] != 0).all()
+
+
 @pytest.mark.slow
 def test_curiosity_and_gail_train_and_reward_sampled_transitions(tmp_path):
     from kerasrl import recording
@@ -186,7 +198,7 @@ def test_curiosity_and_gail_train_and_reward_sampled_transitions(tmp_path):
                   {**SMALL, "max_steps": 150, "reward_signals": signals})
     curiosity, gail = trainer.reward_signals["curiosity"], trainer.reward_signals["gail"]
     assert curiosity.update_count == gail.update_count == trainer.update_count > 3
-    batch = trainer.learning_batches()
+    batch = trainer.learning_batches(1)
     rewards = batch[REWARDS][:1].copy()
     trainer._model_signal_rewards(batch, 1)
     assert np.array_equal(batch[REWARDS][0, :, 0], rewards[0, :, 0])  # extrinsic: as stored

@@ -162,10 +162,16 @@ def test_bc_from_camera_demonstrations_makes_the_actor_act_as_the_expert(tmp_pat
 # -- learning -----------------------------------------------------------------------------
 @pytest.mark.slow
 def test_visual_sac_learns_the_visual_simple1d_task(tmp_path):
-    """The goal is only in the image: a policy blind to it scores ≈ −0.01 (chance), the optimum 1.001."""
+    """The goal is only in the image: a policy blind to it scores ≈ −0.01 (chance), the optimum 1.001.
+
+    ``init_entcoef`` 0.1, in ML-Agents' typical range for discrete actions (0.05–0.5): from its
+    default 1.0 the entropy bonus outweighs this task's rewards until the coefficient has fallen,
+    and on some seeds the actor then turns deterministic before its encoder tells the goals apart
+    (its softmax saturates and stops learning): 3 of 6 seeds solved within 3,000 steps, against
+    6 of 6 within 1,500 from 0.1."""
     env = VisualSimple1DEnvironment(use_discrete=True, seed=1337, image_shape=(20, 20, 1))
     trainer = run(env, tmp_path, {**SMALL, "vis_encode_type": "simple", "max_steps": 1500, "buffer_init_steps": 100,
-                                  "save_replay_buffer": True}, seed=1337)
+                                  "init_entcoef": 0.1, "save_replay_buffer": True}, seed=1337)
     returns = list(trainer.processor.recent_returns)[-10:]
     assert len(returns) == 10 and np.mean(returns) > 0.5, returns
     assert Field.next_visual_obs(0) not in trainer.replay.columns  # each frame held once

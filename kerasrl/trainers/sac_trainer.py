@@ -181,13 +181,14 @@ class SACTrainer(RLTrainer):
         return (self.new_transitions > 0 and len(self.replay) >= self.hyperparameters.batch_size
                 and self.due_gradient_steps() >= 1)
 
-    def learning_batches(self) -> dict[str, np.ndarray]:
-        """``steps_per_call`` uniform mini-batches (one compiled call's; the call uses as many as
-        are due), with the noise of the policy's samples (continuous)."""
+    def learning_batches(self, count: int) -> dict[str, np.ndarray]:
+        """``count`` uniform mini-batches, with the noise of the policy's samples (continuous),
+        zero-padded to one compiled call's ``steps_per_call`` (the call reads the first ``count``):
+        sampling only what the call uses keeps a short update from paying for a full stack."""
         hp = self.hyperparameters
-        shape: tuple[int, ...] = (self.steps_per_call, hp.batch_size)
+        shape: tuple[int, ...] = (count, hp.batch_size)
         if self.recurrent:
-            stacked = self._sequences()
+            stacked = self._sequences(count)
             shape = stacked[Field.MASKS].shape
         else:
             stacked = self.replay.sample(self.rng, shape)
@@ -195,17 +196,24 @@ class SACTrainer(RLTrainer):
             noise_shape = (*shape, self.spec.action_size)
             stacked[NOISE] = self.rng.standard_normal(noise_shape, dtype=np.float32)
             stacked[NEXT_NOISE] = self.rng.standard_normal(noise_shape, dtype=np.float32)
-        return stacked
+        return {k: self._padded(v) for k, v in stacked.items()}
 
-    def _sequences(self) -> dict[str, np.ndarray]:
-        """``steps_per_call`` mini-batches of ``batch_size // sequence_length`` sequences (fields
-        ``[K, N, L, ...]``), the actor's memory at their first steps and the burn-in's observations."""
+    def _padded(self, stack: np.ndarray) -> np.ndarray:
+        if len(stack) == self.steps_per_call:
+            return stack
+        out = np.zeros((self.steps_per_call, *stack.shape[1:]), stack.dtype)
+        out[: len(stack)] = stack
+        return out
+
+    def _sequences(self, count: int) -> dict[str, np.ndarray]:
+        """``count`` mini-batches of ``batch_size // sequence_length`` sequences (fields
+        ``[count, N, L, ...]``), the actor's memory at their first steps and the burn-in's observations."""
         nets = self.networks
         observations = [Field.visual_obs(j) for j in range(nets.num_visual)]
         if nets.vector_size:
             observations.append(Field.VECTOR_OBS)
         sequences = max(1, self.hyperparameters.batch_size // nets.sequence_length)
-        return self.replay.sample_sequences(self.rng, (self.steps_per_call, sequences), nets.sequence_length,
+        return self.replay.sample_sequences(self.rng, (count, sequences), nets.sequence_length,
                                             nets.burn_in, first_only=(Field.MEMORY,), burn_in_fields=tuple(observations))
 
     def update_policy(self) -> None:
@@ -217,7 +225,7 @@ class SACTrainer(RLTrainer):
         with hierarchical_timer("sac.update"):
             while done < due:
                 count = min(due - done, self.steps_per_call)
-                stacked = self.learning_batches()
+                stacked = self.learning_batches(count)
                 self._model_signal_rewards(stacked, count)
                 metrics = self.learner.update(stacked, count, learning_rate)
                 for k, v in metrics.items():
