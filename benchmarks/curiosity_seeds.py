@@ -2,6 +2,7 @@
 
     python benchmarks/curiosity_seeds.py                     # --task minigrid --seeds 501-505
     python benchmarks/curiosity_seeds.py --task minigrid_inner --seeds 701-705
+    python benchmarks/curiosity_seeds.py --task minigrid_two_rooms --seeds 901-905
     python benchmarks/curiosity_seeds.py --task mountaincar --seeds 401-405
 
 Both runs of a seed use ``SETTINGS`` (ML-Agents 0.9's default keys but a 2048-step buffer and 4
@@ -58,6 +59,22 @@ Developed on seeds 401–402 (curiosity needed more than 300k steps on 401: 28% 
 Moving the goal did not stop extrinsic PPO either: with twice the budget (6,000 episodes) even
 rare random visits to the goal are enough for it to learn from.
 
+``minigrid_two_rooms``: the same view, actions, settings and budget as ``minigrid_inner``, the room
+split by a wall down column 8 with one door at (8, 12); start in the left room's top-left corner,
+goal in the right room's bottom-right corner (14, 14). Random policies over the three moving
+actions reach it in 0–1.4% of 100-step episodes (uniform 0%, forward probability 0.7–0.9 1.4%).
+Development seed 401: curiosity 100%, extrinsic 0%. Fresh seeds 901–905:
+
+    seed   extrinsic only   with curiosity
+    901      0%             100%
+    902    100%               3%
+    903      0%              99%
+    904    100%               1%
+    905      0%              89%
+    solved extrinsic=2/5 curiosity=2/5
+
+Not a demonstration either: two curiosity runs never found the door within 600k steps.
+
 ``mountaincar``: MountainCar-v0 with observations scaled to [−1, 1], 150k steps, curiosity
 strength 0.1. Not a demonstration: on seed 401, curiosity of strength 0.1, 1 and 10 (raw
 observations) and 1 and 100 (scaled) reached the flag no more often than extrinsic alone:
@@ -97,6 +114,8 @@ SETTINGS: dict[str, Any] = {
 NUM_ENVS = 4
 MINIGRID_STEPS = 100
 INNER_GOAL = (11, 11)
+#: The two-room layout: the door in the dividing wall (column 8) and the goal in the far room's corner.
+DOOR, FAR_GOAL = (8, 12), (14, 14)
 
 
 class Task(NamedTuple):
@@ -150,14 +169,38 @@ def make_minigrid_inner(**kwargs: Any) -> Any:
     return gymnasium.wrappers.FlattenObservation(ImgObsWrapper(FullyObsWrapper(env)))
 
 
+def make_minigrid_two_rooms(**kwargs: Any) -> Any:
+    """The 16×16 room split by a wall down column 8, with one door (``DOOR``) low in it: the agent
+    starts in the left room's top-left corner, the goal is in the right room's bottom-right corner
+    (``FAR_GOAL``). Same view as the other MiniGrid tasks."""
+    from minigrid.core.grid import Grid
+    from minigrid.core.world_object import Goal
+    from minigrid.envs import EmptyEnv
+    from minigrid.wrappers import FullyObsWrapper, ImgObsWrapper
+
+    class TwoRoomsEnv(EmptyEnv):  # type: ignore[misc]
+        def _gen_grid(self, width: int, height: int) -> None:
+            super()._gen_grid(width, height)
+            self.grid = Grid(width, height)
+            self.grid.wall_rect(0, 0, width, height)
+            self.grid.vert_wall(DOOR[0], 0)
+            self.grid.set(*DOOR, None)
+            self.put_obj(Goal(), *FAR_GOAL)
+
+    env = TwoRoomsEnv(size=16, max_steps=MINIGRID_STEPS, **kwargs)
+    return gymnasium.wrappers.FlattenObservation(ImgObsWrapper(FullyObsWrapper(env)))
+
+
 TASKS = {
     "mountaincar": Task("ScaledMountainCar-v0", {}, 150_000, -200.0, "reached the flag", 0.1),
     "minigrid": Task("MiniGridEmpty16Full-v0", {"time_horizon": 128, "beta": 0.01}, 300_000, 0.0, "reached the goal", 1.0),
     "minigrid_inner": Task("MiniGridInnerGoal16Full-v0", {"time_horizon": 128, "beta": 0.01}, 600_000, 0.0,
                            "reached the goal", 1.0),
+    "minigrid_two_rooms": Task("MiniGridTwoRooms16Full-v0", {"time_horizon": 128, "beta": 0.01}, 600_000, 0.0,
+                               "reached the goal", 1.0),
 }
 FACTORIES = {"mountaincar": make_scaled_mountain_car, "minigrid": make_minigrid_empty,
-             "minigrid_inner": make_minigrid_inner}
+             "minigrid_inner": make_minigrid_inner, "minigrid_two_rooms": make_minigrid_two_rooms}
 
 
 def register() -> None:
