@@ -41,6 +41,9 @@ milliseconds per gradient step of each, the ratio, and the arithmetic rate the s
 products reach (their multiply-adds counted from the layer sizes).
 
     flock /tmp/kerasrl-bench.lock python3 benchmarks/bench_sac.py --task halfcheetah --update-only
+
+``--dtype-policy mixed_bfloat16`` trains kerasrl's side with its hidden layers in bfloat16 (the
+``dtype_policy`` key; SB3 stays float32), in either mode.
 """
 from __future__ import annotations
 
@@ -60,7 +63,7 @@ from pendulum_seeds import mann_whitney_u
 
 from kerasrl.configs import config_path
 from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
-from kerasrl.settings import read_yaml
+from kerasrl.settings import DTYPE_POLICIES, read_yaml
 from kerasrl.trainers import TrainerController, initialize_trainers
 from kerasrl.trainers.sac_trainer import SACTrainer
 
@@ -76,8 +79,17 @@ SB3_COMMON = {"batch_size": 256, "buffer_size": 1_000_000, "tau": 0.005, "gamma"
               "policy_kwargs": {"net_arch": [256, 256]}}
 
 
-def run_kerasrl(task: str, steps: int, seed: int, time_horizon: int | None, warmup: int | None) -> dict[str, Any]:
+def kerasrl_config(task: str, dtype_policy: str | None) -> dict[str, Any]:
+    """kerasrl's config of ``task``, with ``dtype_policy`` when given."""
     config = read_yaml(config_path(TASKS[task]["config"]))
+    if dtype_policy is not None:
+        config["default"]["dtype_policy"] = dtype_policy
+    return config
+
+
+def run_kerasrl(task: str, steps: int, seed: int, time_horizon: int | None, warmup: int | None,
+                dtype_policy: str | None = None) -> dict[str, Any]:
+    config = kerasrl_config(task, dtype_policy)
     if time_horizon is not None:
         config["default"]["time_horizon"] = time_horizon
     if warmup is not None:
@@ -135,7 +147,8 @@ def gradient_step_flops(obs: int, act: int, hidden: list[int], batch: int) -> fl
     return 3 * actor + actor + 2 * critic + 2 * 3 * critic + 2 * 2 * critic
 
 
-def time_updates(task: str, seed: int, warmup: int, rounds: int, calls_steps: int, torch_threads: int) -> None:
+def time_updates(task: str, seed: int, warmup: int, rounds: int, calls_steps: int, torch_threads: int,
+                 dtype_policy: str | None = None) -> None:
     """Milliseconds per gradient step of kerasrl's compiled update and SB3's ``train``, alternating."""
     import gymnasium
     import torch
@@ -143,7 +156,7 @@ def time_updates(task: str, seed: int, warmup: int, rounds: int, calls_steps: in
 
     if torch_threads > 0:
         torch.set_num_threads(torch_threads)
-    config = read_yaml(config_path(TASKS[task]["config"]))
+    config = kerasrl_config(task, dtype_policy)
     config["default"]["buffer_init_steps"] = warmup
     workdir = tempfile.mkdtemp(prefix="bench-sac-")
     manager = SimpleEnvManager(GymnasiumEnv(TASKS[task]["env"], num_envs=1, seed=seed))
@@ -238,6 +251,8 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--time-horizon", type=int, default=None, help="kerasrl's time_horizon (default: the config's)")
     parser.add_argument("--no-sb3", action="store_true")
+    parser.add_argument("--dtype-policy", choices=DTYPE_POLICIES, default=None,
+                        help="kerasrl's dtype_policy (default: the config's, float32)")
     parser.add_argument("--torch-threads", type=int, default=1,
                         help="SB3's torch threads (0: torch's default; on a busy machine its default thread pool "
                              "is many times slower than one thread, so one is the fairer peer)")
@@ -250,7 +265,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.update_only:
         time_updates(args.task, args.first_seed, 1_000 if args.warmup is None else args.warmup, args.rounds,
-                     args.calls_steps, args.torch_threads)
+                     args.calls_steps, args.torch_threads, args.dtype_policy)
         return 0
     results = load_results(args.json)
     for seed in range(args.first_seed, args.first_seed + args.seeds):
@@ -259,7 +274,7 @@ def main() -> int:
             if str(seed) in results[name]:
                 continue
             if name == "kerasrl":
-                out = run_kerasrl(args.task, args.steps, seed, args.time_horizon, args.warmup)
+                out = run_kerasrl(args.task, args.steps, seed, args.time_horizon, args.warmup, args.dtype_policy)
             else:
                 out = run_sb3(args.task, args.steps, seed, args.torch_threads, args.warmup)
             results[name][str(seed)] = out

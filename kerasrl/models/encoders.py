@@ -49,7 +49,8 @@ def kernel_initializer(kind: str, role: str, seed: int | None) -> keras.initiali
 
 
 class VectorEncoder(keras.layers.Layer):
-    """``num_layers`` dense layers of ``hidden_units`` (swish, as ML-Agents; values < 1 coerced to 1)."""
+    """``num_layers`` dense layers of ``hidden_units`` (swish, as ML-Agents; values < 1 coerced to 1),
+    computing in the encoder's ``dtype`` policy."""
 
     def __init__(self, hidden_units: int, num_layers: int, seed: int | None = None,
                  activation: str = NetworkSettings.activation, initializer: str = NetworkSettings.initializer,
@@ -66,6 +67,7 @@ class VectorEncoder(keras.layers.Layer):
                 activation=get_activation(activation),
                 kernel_initializer=kernel_initializer(initializer, "hidden", None if seed is None else seed + i),
                 name=f"hidden_{i}",
+                dtype=self.dtype_policy,
             )
             for i in range(self.num_layers)
         ]
@@ -81,9 +83,9 @@ class VectorEncoder(keras.layers.Layer):
 
 
 def _conv(filters: int, kernel: int, stride: int, initializer: keras.initializers.Initializer, padding: str = "valid",
-          activation: Any = None, name: str | None = None) -> keras.layers.Conv2D:
+          activation: Any = None, name: str | None = None, dtype: Any = None) -> keras.layers.Conv2D:
     return keras.layers.Conv2D(filters, kernel, strides=stride, padding=padding, activation=activation,
-                               kernel_initializer=initializer, name=name)
+                               kernel_initializer=initializer, name=name, dtype=dtype)
 
 
 class VisualEncoder(keras.layers.Layer):
@@ -95,7 +97,7 @@ class VisualEncoder(keras.layers.Layer):
     ``activation`` and ``initializer`` (as ML-Agents'); the convolutions do with ``conv_style``
     ``network`` (ReLU + orthogonal √2 with one 512-unit layer is SB3's NatureCNN) and are
     ML-Agents 0.9's fixed ELU (ReLU for resnet) with Glorot-uniform init with ``mlagents``.
-    Inputs are images in ``[0, 1]``, ``(h, w, c)``.
+    Inputs are images in ``[0, 1]``, ``(h, w, c)``; every layer computes in the encoder's ``dtype`` policy.
     """
 
     MIN_SIZE = {"simple": 20, "nature_cnn": 36, "resnet": 15}
@@ -122,7 +124,7 @@ class VisualEncoder(keras.layers.Layer):
         def conv(filters: int, kernel: int, stride: int, padding: str = "valid", activation: Any = None) -> keras.layers.Conv2D:
             k = None if seed is None else seed * 100 + next(counter)
             init = keras.initializers.GlorotUniform(seed=k) if mlagents else kernel_initializer(initializer, "hidden", k)
-            return _conv(filters, kernel, stride, init, padding, activation)
+            return _conv(filters, kernel, stride, init, padding, activation, dtype=self.dtype_policy)
 
         act = self.conv_activation
         if encode_type == "simple":
@@ -133,10 +135,11 @@ class VisualEncoder(keras.layers.Layer):
             self.stages = []
             for ch in (16, 32, 32):
                 blocks = [(conv(ch, 3, 1, "same"), conv(ch, 3, 1, "same")) for _ in range(2)]
-                self.stages.append((conv(ch, 3, 1), keras.layers.MaxPooling2D(3, 2, "same"), blocks))
-        self.flatten = keras.layers.Flatten()
+                self.stages.append((conv(ch, 3, 1), keras.layers.MaxPooling2D(3, 2, "same", dtype=self.dtype_policy),
+                                    blocks))
+        self.flatten = keras.layers.Flatten(dtype=self.dtype_policy)
         self.dense = VectorEncoder(hidden_units, num_layers, seed=seed, activation=activation, initializer=initializer,
-                                   name="dense")
+                                   name="dense", dtype=self.dtype_policy)
 
     def call(self, x: tf.Tensor) -> tf.Tensor:
         if self.encode_type == "resnet":

@@ -19,11 +19,13 @@ def graph_noise(model: SACNetworks, rows: tf.Tensor) -> tf.Tensor:
 class SACExportedPolicy(tf.Module):
     """``action`` (continuous: in [-1, 1]) and ``action_probs`` (discrete: the masked
     probabilities; continuous: ``tanh(μ)``) from the actor, the normalizer included; recurrent,
-    ``memory`` in and ``memory_out`` (the next step's ``memory``) out."""
+    ``memory`` in and ``memory_out`` (the next step's ``memory``) out. The actor computes in
+    float32 even when it trained with ``dtype_policy: mixed_bfloat16`` (a float32 copy of its
+    weights is exported), so the files run wherever float32 does."""
 
     def __init__(self, model: SACNetworks) -> None:
         super().__init__(name="policy")
-        self.model = model
+        self.model = model.float32_copy()
         self.input_names = list(model.input_signature())
         specs = list(model.input_signature().values())
         self.deterministic = tf.function(self._flat(deterministic=True), input_signature=specs)

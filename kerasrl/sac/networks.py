@@ -140,12 +140,20 @@ def squashed_gaussian(mu: tf.Tensor, log_std: tf.Tensor, noise: tf.Tensor) -> tu
     return action, gaussian - correction
 
 
-def camera_encoders(spec: BehaviorSpec, network: NetworkSettings, seed: Optional[int]) -> list[VisualEncoder]:
-    """One ``vis_encode_type`` encoder per camera of ``spec`` (PPO's)."""
+def camera_encoders(spec: BehaviorSpec, network: NetworkSettings, seed: Optional[int],
+                    dtype: Any = None) -> list[VisualEncoder]:
+    """One ``vis_encode_type`` encoder per camera of ``spec`` (PPO's), computing in ``dtype``."""
     return [VisualEncoder(network.vis_encode_type, network.hidden_units, network.num_layers,
                           seed=None if seed is None else seed + 7919 * (j + 1), activation=network.activation,
-                          initializer=network.initializer, conv_style=network.conv_style, name=f"encoder{j}")
+                          initializer=network.initializer, conv_style=network.conv_style, name=f"encoder{j}",
+                          dtype=dtype)
             for j in range(len(spec.visual_observation_shapes))]
+
+
+def concat(parts: Sequence[tf.Tensor], dtype: Any) -> tf.Tensor:
+    """``parts`` (camera features, observations, the action) in ``dtype``, joined along the last axis."""
+    parts = [tf.cast(p, dtype) for p in parts]
+    return parts[0] if len(parts) == 1 else tf.concat(parts, axis=-1)
 
 
 def observation_parts(visual: Sequence[VisualEncoder], obs: Observation) -> tuple[list[tf.Tensor], Optional[tf.Tensor]]:
@@ -158,43 +166,45 @@ def observation_parts(visual: Sequence[VisualEncoder], obs: Observation) -> tupl
 
 class QNetwork(keras.layers.Layer):
     """Camera encoders, then hidden layers on their features, the vector observations and (continuous)
-    the action; one output per reward signal (× every action of every branch, discrete)."""
+    the action; one output per reward signal (× every action of every branch, discrete). The
+    encoders and hidden layers compute in the network's ``dtype`` policy, the head in float32."""
 
     def __init__(self, spec: BehaviorSpec, network: NetworkSettings, outputs: int, seed: Optional[int],
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.visual = camera_encoders(spec, network, seed)
+        self.visual = camera_encoders(spec, network, seed, self.dtype_policy)
         self.body = VectorEncoder(network.hidden_units, network.num_layers, seed=seed, activation=network.activation,
-                                  initializer=network.initializer, name="body")
+                                  initializer=network.initializer, name="body", dtype=self.dtype_policy)
         self.head = keras.layers.Dense(outputs, kernel_initializer=kernel_initializer(network.initializer, "value", seed),
-                                       name="q")
+                                       name="q", dtype="float32")
 
     def call(self, obs: Observation, action: Optional[tf.Tensor] = None) -> tf.Tensor:
         features, vector = observation_parts(self.visual, obs)
         parts = features + [p for p in (vector, action) if p is not None]
-        return self.head(self.body(parts[0] if len(parts) == 1 else tf.concat(parts, axis=-1)))
+        return self.head(self.body(concat(parts, self.compute_dtype)))
 
 
 class SACActor(keras.layers.Layer):
     """Camera encoders and hidden layers on the vector observations, their outputs concatenated,
-    then ``μ`` and clipped ``log σ`` (continuous) or logits (discrete)."""
+    then ``μ`` and clipped ``log σ`` (continuous) or logits (discrete). The encoders and hidden
+    layers compute in the actor's ``dtype`` policy, the heads in float32."""
 
     def __init__(self, spec: BehaviorSpec, network: NetworkSettings, logits: int, seed: Optional[int],
                  memory_units: int = 0, unroll: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         #: Recurrent: PPO's stream (encoders, hidden layers, LSTM of ``memory_units``) before the heads.
         self.stream = recurrent_stream(spec, network, memory_units, seed, unroll) if memory_units else None
-        self.visual = [] if memory_units else camera_encoders(spec, network, seed)
+        self.visual = [] if memory_units else camera_encoders(spec, network, seed, self.dtype_policy)
         self.body = (VectorEncoder(network.hidden_units, network.num_layers, seed=seed, activation=network.activation,
-                                   initializer=network.initializer, name="body")
+                                   initializer=network.initializer, name="body", dtype=self.dtype_policy)
                      if spec.vector_observation_size and not memory_units else None)
         init = kernel_initializer(network.initializer, "action", seed)
         self.is_discrete = logits > 0
         if self.is_discrete:
-            self.logits = keras.layers.Dense(logits, kernel_initializer=init, name="logits")
+            self.logits = keras.layers.Dense(logits, kernel_initializer=init, name="logits", dtype="float32")
         else:
-            self.mu = keras.layers.Dense(spec.action_size, kernel_initializer=init, name="mu")
-            self.log_std = keras.layers.Dense(spec.action_size, kernel_initializer=init, name="log_std")
+            self.mu = keras.layers.Dense(spec.action_size, kernel_initializer=init, name="mu", dtype="float32")
+            self.log_std = keras.layers.Dense(spec.action_size, kernel_initializer=init, name="log_std", dtype="float32")
 
     def call(self, obs: Observation, memory: Optional[tf.Tensor] = None, sequence_length: int = 1,
              step_mask: Optional[tf.Tensor] = None) -> tuple[tf.Tensor, ...]:
@@ -208,7 +218,7 @@ class SACActor(keras.layers.Layer):
         features, vector = observation_parts(self.visual, obs)
         if self.body is not None and vector is not None:
             features.append(self.body(vector))
-        return self.heads(features[0] if len(features) == 1 else tf.concat(features, axis=-1))
+        return self.heads(concat(features, self.compute_dtype))
 
     def heads(self, hidden: tf.Tensor) -> tuple[tf.Tensor, ...]:
         """``(logits,)`` or ``(μ, clipped log σ)``."""
@@ -264,8 +274,11 @@ class RecurrentQNetwork(keras.layers.Layer):
         return self.q(self.features(obs, 1), action)
 
 
-def check_network(spec: BehaviorSpec, network: NetworkSettings) -> None:
+def check_network(spec: BehaviorSpec, network: NetworkSettings, dtype_policy: str = "float32") -> None:
     """A behavior or network SAC cannot build is a one-line ``SACConfigError``."""
+    if network.use_recurrent and dtype_policy != "float32":
+        raise SACConfigError(f"dtype_policy {dtype_policy} is not available with use_recurrent (the LSTM networks "
+                             "compute in float32): set dtype_policy: float32.")
     if network.use_recurrent and network.recurrent_style != "mlagents":
         raise SACConfigError(f"recurrent_style {network.recurrent_style} is not available with the sac trainer "
                              "(its LSTM follows the hidden layers): set recurrent_style: mlagents.")
@@ -287,9 +300,10 @@ class SACNetworks(keras.Model):
         super().__init__(**kwargs)
         network = NetworkSettings() if network is None else network
         hp = SACSettings() if hyperparameters is None else hyperparameters
-        check_network(spec, network)
+        check_network(spec, network, hp.dtype_policy)
         self.spec = spec
         self.network_settings = network
+        self.hyperparameters = hp
         self.stream_names = list(stream_names)
         self.is_discrete = spec.is_discrete
         self.branches = list(spec.discrete_branches)
@@ -311,14 +325,14 @@ class SACNetworks(keras.Model):
         self.unroll = (self.recurrent and not update_uses_xla(hp, self.recurrent, replicas)
                        and self.sequence_length <= UNROLL_SEQUENCE_LENGTH)
         self.actor = SACActor(spec, network, width if self.is_discrete else 0, seed, memory_units=units,
-                              unroll=self.unroll, name="actor")
+                              unroll=self.unroll, name="actor", dtype=hp.dtype_policy)
         q_outputs = len(self.stream_names) * width
 
         def q(name: str, offset: int) -> Union[QNetwork, RecurrentQNetwork]:
             net_seed = None if seed is None else seed + offset
             if self.recurrent:
                 return RecurrentQNetwork(spec, network, q_outputs, net_seed, units, self.unroll, name=name)
-            return QNetwork(spec, network, q_outputs, net_seed, name=name)
+            return QNetwork(spec, network, q_outputs, net_seed, name=name, dtype=hp.dtype_policy)
 
         self.critics = [q("q1", 101), q("q2", 202)]
         self.targets = [q("target_q1", 101), q("target_q2", 202)]
@@ -350,6 +364,17 @@ class SACNetworks(keras.Model):
         action = None if self.is_discrete else tf.zeros([1, self.action_size])
         for net in (*self.critics, *self.targets):
             net(obs, action)
+
+    def float32_copy(self) -> "SACNetworks":
+        """These networks computing in float32 throughout (``self`` when they already do), with
+        the same weights: what an exported policy runs, whatever precision trained it."""
+        if self.hyperparameters.dtype_policy == "float32":
+            return self
+        hp = dataclasses.replace(self.hyperparameters, dtype_policy="float32")
+        copy = SACNetworks(self.spec, self.stream_names, self.network_settings, hp, name=self.name)
+        for target, source in zip(copy.weights, self.weights):
+            target.assign(source)
+        return copy
 
     # -- pieces the loss and the learner use ---------------------------------------------
     @property

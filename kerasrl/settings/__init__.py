@@ -38,7 +38,7 @@ from kerasrl.settings.reward_signals import (
     RewardSignalSettings,
 )
 from kerasrl.settings.run_context import RunContext
-from kerasrl.settings.sac import LEARNING_RATE_SCHEDULES, SACSettings
+from kerasrl.settings.sac import DTYPE_POLICIES, LEARNING_RATE_SCHEDULES, SACSettings
 from kerasrl.settings.trainer import (
     BC_TRAINER_REQUIRED_KEYS,
     INFERENCE_MODES,
@@ -49,7 +49,8 @@ from kerasrl.settings.trainer import (
 
 __all__ = [
     "ACTIVATIONS", "ADAM_EPSILON_STYLES", "ADVANTAGE_NORMALIZATIONS", "BC_TRAINER_REQUIRED_KEYS", "CONV_STYLES",
-    "GAUSSIAN_STYLES", "INFERENCE_MODES", "INITIALIZERS", "KEY_GROUPS", "LEARNING_RATE_SCHEDULES", "RECURRENT_STYLES",
+    "DTYPE_POLICIES", "GAUSSIAN_STYLES", "INFERENCE_MODES", "INITIALIZERS", "KEY_GROUPS", "LEARNING_RATE_SCHEDULES",
+    "RECURRENT_STYLES",
     "REWARD_SIGNAL_SETTINGS", "TRAINER_TYPES", "VIS_ENCODE_TYPES",
     "BCTrainerSettings", "BehavioralCloningSettings", "Check", "CuriositySettings", "GAILSettings", "NetworkSettings",
     "PPOSettings", "RewardSignalSettings", "RunContext", "SACSettings", "TrainerConfig", "TrainerSettings",
