@@ -119,7 +119,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -175,45 +175,47 @@ def make_minigrid_empty(**kwargs: Any) -> Any:
     return env
 
 
-def make_minigrid_inner(**kwargs: Any) -> Any:
-    """The same 16×16 room and view, with the goal moved off the walls to ``INNER_GOAL``, where a
-    policy that drifts into following the walls does not pass."""
+def walled_room(size: int, furnish: Callable[[Any, int, int], None], **kwargs: Any) -> Any:
+    """A ``size``×``size`` room with walls around it and the agent at (1, 1) facing east, which
+    ``furnish(env, width, height)`` fills; observed as the whole grid, as ``make_minigrid_empty``."""
     from minigrid.core.grid import Grid
-    from minigrid.core.world_object import Goal
     from minigrid.envs import EmptyEnv
     from minigrid.wrappers import FullyObsWrapper, ImgObsWrapper
 
-    class InnerGoalEnv(EmptyEnv):  # type: ignore[misc]
+    class Room(EmptyEnv):  # type: ignore[misc]
         def _gen_grid(self, width: int, height: int) -> None:
-            super()._gen_grid(width, height)
+            super()._gen_grid(width, height)  # places the agent
             self.grid = Grid(width, height)
             self.grid.wall_rect(0, 0, width, height)
-            self.put_obj(Goal(), *INNER_GOAL)
+            furnish(self, width, height)
 
-    env = InnerGoalEnv(size=16, max_steps=MINIGRID_STEPS, **kwargs)
+    env = Room(size=size, max_steps=MINIGRID_STEPS, **kwargs)
     return gymnasium.wrappers.FlattenObservation(ImgObsWrapper(FullyObsWrapper(env)))
+
+
+def make_minigrid_inner(**kwargs: Any) -> Any:
+    """The same 16×16 room and view, with the goal moved off the walls to ``INNER_GOAL``, where a
+    policy that drifts into following the walls does not pass."""
+    from minigrid.core.world_object import Goal
+
+    def furnish(env: Any, width: int, height: int) -> None:
+        env.put_obj(Goal(), *INNER_GOAL)
+
+    return walled_room(16, furnish, **kwargs)
 
 
 def make_minigrid_two_rooms(**kwargs: Any) -> Any:
     """The 16×16 room split by a wall down column 8, with one door (``DOOR``) low in it: the agent
     starts in the left room's top-left corner, the goal is in the right room's bottom-right corner
     (``FAR_GOAL``). Same view as the other MiniGrid tasks."""
-    from minigrid.core.grid import Grid
     from minigrid.core.world_object import Goal
-    from minigrid.envs import EmptyEnv
-    from minigrid.wrappers import FullyObsWrapper, ImgObsWrapper
 
-    class TwoRoomsEnv(EmptyEnv):  # type: ignore[misc]
-        def _gen_grid(self, width: int, height: int) -> None:
-            super()._gen_grid(width, height)
-            self.grid = Grid(width, height)
-            self.grid.wall_rect(0, 0, width, height)
-            self.grid.vert_wall(DOOR[0], 0)
-            self.grid.set(*DOOR, None)
-            self.put_obj(Goal(), *FAR_GOAL)
+    def furnish(env: Any, width: int, height: int) -> None:
+        env.grid.vert_wall(DOOR[0], 0)
+        env.grid.set(*DOOR, None)
+        env.put_obj(Goal(), *FAR_GOAL)
 
-    env = TwoRoomsEnv(size=16, max_steps=MINIGRID_STEPS, **kwargs)
-    return gymnasium.wrappers.FlattenObservation(ImgObsWrapper(FullyObsWrapper(env)))
+    return walled_room(16, furnish, **kwargs)
 
 
 def make_minigrid_door_key(**kwargs: Any) -> Any:
@@ -221,23 +223,15 @@ def make_minigrid_door_key(**kwargs: Any) -> Any:
     agent starts in the left room's top-left corner, must pick up the key (``KEY``), open the door
     with it and reach the goal in the right room's bottom-right corner. Same view as the other
     MiniGrid tasks (the key's cell empties once it is carried)."""
-    from minigrid.core.grid import Grid
     from minigrid.core.world_object import Door, Goal, Key
-    from minigrid.envs import EmptyEnv
-    from minigrid.wrappers import FullyObsWrapper, ImgObsWrapper
 
-    class DoorKeyEnv(EmptyEnv):  # type: ignore[misc]
-        def _gen_grid(self, width: int, height: int) -> None:
-            super()._gen_grid(width, height)
-            self.grid = Grid(width, height)
-            self.grid.wall_rect(0, 0, width, height)
-            self.grid.vert_wall(LOCKED_DOOR[0], 0)
-            self.put_obj(Door("yellow", is_locked=True), *LOCKED_DOOR)
-            self.put_obj(Key("yellow"), *KEY)
-            self.put_obj(Goal(), width - 2, height - 2)
+    def furnish(env: Any, width: int, height: int) -> None:
+        env.grid.vert_wall(LOCKED_DOOR[0], 0)
+        env.put_obj(Door("yellow", is_locked=True), *LOCKED_DOOR)
+        env.put_obj(Key("yellow"), *KEY)
+        env.put_obj(Goal(), width - 2, height - 2)
 
-    env = DoorKeyEnv(size=8, max_steps=MINIGRID_STEPS, **kwargs)
-    return gymnasium.wrappers.FlattenObservation(ImgObsWrapper(FullyObsWrapper(env)))
+    return walled_room(8, furnish, **kwargs)
 
 
 TASKS = {
