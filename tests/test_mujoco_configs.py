@@ -1,4 +1,4 @@
-"""The MuJoCo configs keep the RL-Zoo's constant learning rate and normalise rewards."""
+"""The MuJoCo configs keep the RL-Zoo's constant learning rate, initialisation and reward normalisation."""
 import pytest
 
 from kerasrl.configs import config_path
@@ -8,7 +8,9 @@ from kerasrl.settings import load_trainer_config
 
 @pytest.mark.parametrize("name", ["halfcheetah_ppo", "hopper_ppo"])
 def test_the_mujoco_configs_keep_their_learning_rate_and_normalise_rewards(name):
-    hp = load_trainer_config(config_path(name)).settings_for("any").hyperparameters
+    settings = load_trainer_config(config_path(name)).settings_for("any")
+    hp = settings.hyperparameters
+    assert settings.network.initializer == "torch"  # the Zoo's ortho_init=False
     assert hp.learning_rate_schedule == "constant" and hp.normalize_rewards
     assert [ppo_schedules(hp, step, 1_000_000)["learning_rate"] for step in (0, 500_000, 1_000_000)] == \
         [hp.learning_rate] * 3
