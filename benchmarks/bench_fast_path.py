@@ -9,7 +9,8 @@ time of each, the one-time compile cost of each, and which is faster.
     python benchmarks/bench_fast_path.py --repeats 5
 
 ``--acting``: the acting side instead. Per policy (the Zoo CartPole MLP for 8 and for 64
-agents, the ``lstm`` task's 64-unit LSTM for 8 agents) one decision step for all agents,
+agents, the ``lstm`` task's 64-unit LSTM for 8 and 64 agents, the ``hopper_ppo`` config's two
+256×256 networks for one agent) one decision step for all agents,
 through ``PPOPolicy.get_action`` (model inputs, noise, memories included) with the numpy
 mirror and with the compiled TF call, alternating, and the bare batched numpy policy call
 (``NumpyActorCritic.act``) under the trainer's timer as ``policy.act`` times it; medians of
@@ -42,6 +43,9 @@ def kinds() -> dict[str, tuple[Any, dict[str, Any], int, int, int]]:
         "mlp-continuous": (BehaviorSpec(((3,),), "continuous", (1,)), zoo, 4096, 64, 10),
         "lstm": (BehaviorSpec(((4,),), "discrete", (2,)),
                  {**zoo, "num_layers": 1, "use_recurrent": True, "memory_size": 256, "sequence_length": 32}, 256, 256, 20),
+        "mujoco": (BehaviorSpec(((11,),), "continuous", (3,)),  # hopper_ppo.yaml: Hopper-v5's shapes
+                   {"hidden_units": 256, "num_layers": 2, "activation": "relu", "separate_value_network": True,
+                    "gaussian_style": "sb3", "log_std_init": -2.0, "action_scale": 1.0}, 512, 32, 5),
         "cnn": (BehaviorSpec(((36, 36, 1),), "discrete", (3,)),
                 {"hidden_units": 512, "num_layers": 1, "vis_encode_type": "nature_cnn", "activation": "relu"},
                 1024, 256, 4),
@@ -68,10 +72,15 @@ def batch_for(learner: Any, rows: int) -> dict[str, Any]:
 
 def acting_cases() -> dict[str, tuple[Any, dict[str, Any], int]]:
     """Acting case → (spec, network settings, agents)."""
+    from kerasrl.spec import BehaviorSpec
+
     spec, zoo, *_ = kinds()["mlp"]
     lstm = kinds()["lstm"][1]
+    hopper = {"hidden_units": 256, "num_layers": 2, "activation": "relu", "separate_value_network": True,
+              "gaussian_style": "sb3", "log_std_init": -2.0, "action_scale": 1.0}  # kerasrl/configs/hopper_ppo.yaml
     return {"mlp 8 agents": (spec, zoo, 8), "mlp 64 agents": (spec, zoo, 64), "lstm 8 agents": (spec, lstm, 8),
-            "lstm 64 agents": (spec, lstm, 64)}
+            "lstm 64 agents": (spec, lstm, 64),
+            "hopper 1 agent": (BehaviorSpec(((11,),), "continuous", (3,)), hopper, 1)}
 
 
 def block_us(fn: Any, calls: int) -> float:
@@ -97,7 +106,8 @@ def main_acting(args: argparse.Namespace) -> int:
         model = ActorCritic(spec, ["extrinsic"], NetworkSettings(**net), seed=0)
         policies = {mode: PPOPolicy(spec, model, seed=0, inference=mode) for mode in ("numpy", "tf")}
         rng = np.random.default_rng(0)
-        results = [StepResult(np.arange(n), [rng.normal(size=(n, 4)).astype(np.float32)], np.zeros(n, np.float32),
+        obs_size = spec.vector_observation_size
+        results = [StepResult(np.arange(n), [rng.normal(size=(n, obs_size)).astype(np.float32)], np.zeros(n, np.float32),
                               np.zeros(n, bool), np.zeros(n, bool)) for _ in range(8)]
         step = {mode: (lambda p=p, results=results: [p.get_action(r) for r in results]) for mode, p in policies.items()}
         mirror, policy = policies["numpy"].numpy_model, policies["numpy"]

@@ -7,12 +7,14 @@ learner's batch. There is no renaming layer between them.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 
 def _numbered(pattern: str, doc: str) -> Callable[[Any], str]:
     """The name of a per-camera or per-reward-signal field: ``pattern`` filled with its index or name."""
 
+    @functools.cache  # a handful of names, looked up at every step
     def name(which: Any) -> str:
         return pattern.format(which)
 

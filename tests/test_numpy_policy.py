@@ -19,22 +19,32 @@ SB3_GAUSSIAN = {"gaussian_style": "sb3", "log_std_init": -0.5, "action_scale": 2
 KINDS = list(SPECS)
 
 
-def trained_like(spec, normalize=True, seed=0, **network):
+def trained_like(spec, normalize=True, seed=0, hidden_units=32, num_layers=2, **network):
     model = ActorCritic(spec, ["extrinsic", "gail"],
-                        NetworkSettings(hidden_units=32, num_layers=2, normalize=normalize, **network), seed=seed)
+                        NetworkSettings(hidden_units=hidden_units, num_layers=num_layers, normalize=normalize, **network),
+                        seed=seed)
     rng = np.random.default_rng(seed)
+    scale = 0.3 * np.sqrt(32 / hidden_units)  # wider layers: smaller steps, activations of the same size
     for w in model.trainable_weights:  # move weights away from their small initial values
-        w.assign(w.numpy() + rng.normal(scale=0.3, size=w.shape).astype(np.float32))
+        w.assign(w.numpy() + rng.normal(scale=scale, size=w.shape).astype(np.float32))
     if normalize:
         model.normalizer.update(rng.normal(loc=2.0, scale=3.0, size=(50, spec.vector_observation_size)))
     return model
 
 
+#: Network shapes of the mirror's two layouts: narrow streams as block-diagonal kernels, wide
+#: separate streams (at least ``_STACK_WIDTH`` units) as stacked kernels.
+WIDTHS = {"narrow": {}, "wide": {"hidden_units": 160, "num_layers": 3, "separate_value_network": True}}
+
+
+@pytest.mark.parametrize("width", list(WIDTHS))
 @pytest.mark.parametrize("kind", KINDS)
-def test_numpy_forward_equals_tf(kind):
+def test_numpy_forward_equals_tf(kind, width):
     spec = SPECS[kind]
-    model = trained_like(spec, **(SB3_GAUSSIAN if kind == "continuous_sb3" else {}))
+    model = trained_like(spec, **WIDTHS[width], **(SB3_GAUSSIAN if kind == "continuous_sb3" else {}))
     mirror = NumpyActorCritic(model)
+    if width == "wide":  # the streams' 2nd and 3rd layers as stacked kernels
+        assert [k.ndim for k, _ in mirror.layers] == [2, 3, 3]
     rng = np.random.default_rng(1)
     n = 256
     inputs = {"vector_obs": rng.normal(scale=4.0, size=(n, spec.vector_observation_size)).astype(np.float32)}
@@ -190,13 +200,14 @@ def test_bad_gaussian_keys_name_key_and_value(key, value, problem):
 LSTM_CASES = {"discrete-separate": ("discrete", True, "mlagents"), "discrete-shared": ("discrete", False, "mlagents"),
               "continuous": ("continuous", None, "mlagents"),
               "sb3-discrete-separate": ("discrete", True, "sb3"), "sb3-discrete-shared": ("discrete", False, "sb3"),
-              "sb3-continuous": ("continuous", None, "sb3")}
+              "sb3-continuous": ("continuous", None, "sb3"), "sb3-continuous-wide": ("continuous", True, "sb3")}
 
 
 def lstm_model(kind, seed=0):
     spec_kind, separate, style = LSTM_CASES[kind]
+    wide = {"hidden_units": 128} if kind.endswith("-wide") else {}  # stacked kernels after the LSTMs
     return trained_like(SPECS[spec_kind], seed=seed, use_recurrent=True, memory_size=24,
-                        separate_value_network=separate, recurrent_style=style), SPECS[spec_kind]
+                        separate_value_network=separate, recurrent_style=style, **wide), SPECS[spec_kind]
 
 
 @pytest.mark.parametrize("kind", list(LSTM_CASES))

@@ -62,6 +62,11 @@ _LOG_2PI = np.float32(math.log(2.0 * math.pi))
 _LOG_2PIE = np.float32(math.log(2.0 * math.pi * math.e))
 
 
+def _clip(x: np.ndarray, low: np.float32, high: np.float32) -> np.ndarray:
+    """``np.clip`` as two ufunc calls: the same values (NaN stays NaN) without its Python wrapper."""
+    return np.minimum(np.maximum(x, low), high)
+
+
 def _swish(x: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
         return x / (np.float32(1.0) + np.exp(-x))
@@ -92,6 +97,20 @@ def _block_diag(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     out[: a.shape[0], : a.shape[1]] = a
     out[a.shape[0] :, a.shape[1] :] = b
     return out
+
+
+#: Streams at least this wide multiply their own kernels, stacked (one batched matmul), rather
+#: than one block-diagonal kernel: half of that kernel is zeros, which for wide layers costs more
+#: memory traffic than the second call saves (256 units: 512x512 against 2x256x256).
+_STACK_WIDTH = 128
+
+
+def _stream_pair(p: Sequence[np.ndarray], v: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The policy (``p``) and value (``v``) streams' layer as one: a block-diagonal ``[2i, 2o]``
+    kernel, or for wide layers both kernels stacked ``[2, i, o]`` with biases ``[2, 1, o]``."""
+    if p[0].shape == v[0].shape and p[0].shape[1] >= _STACK_WIDTH:
+        return np.stack([p[0], v[0]]), np.stack([p[1], v[1]])[:, None, :]
+    return _block_diag(p[0], v[0]), np.concatenate([p[1], v[1]])
 
 
 class NumpyActorCritic:
@@ -129,8 +148,7 @@ class NumpyActorCritic:
         first = 0 if self.lstm_first else 1
         layers: list[Sequence[np.ndarray]] = [] if first == 0 else [
             (np.concatenate([body[0][0], value_body[0][0]], axis=1), np.concatenate([body[0][1], value_body[0][1]]))]
-        layers += [(_block_diag(p[0], v[0]), np.concatenate([p[1], v[1]]))
-                   for p, v in zip(body[first:], value_body[first:])]
+        layers += [_stream_pair(p, v) for p, v in zip(body[first:], value_body[first:])]
         self.layers = layers
         self.head = (_block_diag(action[0], value[0]), np.concatenate([action[1], value[1]]))
 
@@ -150,8 +168,9 @@ class NumpyActorCritic:
 
         ``values``: the model's ``trainable_variables`` as numpy arrays, when the caller already
         has them (the fused PPO update returns them), which saves a read. Policy and value
-        streams are fused into one stack of block-diagonal layers, so that both networks cost
-        one matmul per layer (numpy's per-call overhead dominates here).
+        streams are fused into one stack of layers (block-diagonal kernels, or both kernels
+        stacked when wide), so that both networks cost one matmul per layer (numpy's per-call
+        overhead dominates here).
         """
         m = self.model
         if self._variables is None:
@@ -274,13 +293,18 @@ class NumpyActorCritic:
         reduce = np.sum if m.gaussian_style == "sb3" else np.mean
         self.entropy_value = np.float32(0.5) * reduce(_LOG_2PIE + self.log_sigma_sq, dtype=np.float32)
         self.action_scale = np.float32(m.action_scale)
+        # log N(pre; μ, σ²) = -(pre - μ)²/(2σ²) - log(2π)/2 - log(σ²)/2, with the constants folded
+        self._neg_half_inv_var = np.float32(-0.5) * self.inv_var
+        self._log_prob_shift = np.float32(-0.5) * _LOG_2PI - np.float32(0.5) * self.log_sigma_sq
 
     def _observations(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
         """The (normalised) vector observations."""
         x = np.asarray(inputs[Field.VECTOR_OBS], np.float32)
         if self.norm is not None:
             mean, inv_std, clip = self.norm
-            x = np.clip((x - mean) * inv_std, -clip, clip)
+            x = x - mean
+            x *= inv_std
+            x = _clip(x, -clip, clip)
         return x
 
     def _hidden(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -288,12 +312,17 @@ class NumpyActorCritic:
         return self._layers(self._observations(inputs))
 
     def _layers(self, x: np.ndarray) -> np.ndarray:
-        """The hidden layers of every stream (fused) on ``x``."""
+        """The hidden layers of every stream (fused) on ``x``: ``[n, width of all streams]``."""
+        n = x.shape[0]
         for kernel, bias in self.layers:
+            if kernel.ndim == 3 and x.ndim == 2:  # the streams side by side -> [2, n, width]
+                x = x.reshape(n, 2, -1).swapaxes(0, 1)
+            elif kernel.ndim == 2 and x.ndim == 3:
+                x = x.swapaxes(0, 1).reshape(n, -1)
             x = x @ kernel  # a fresh array: the activations below may work in place
             x += bias
             x = self.activation(x)
-        return x
+        return x.swapaxes(0, 1).reshape(n, -1) if x.ndim == 3 else x
 
     def _heads(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         out = x @ self.head[0]
@@ -396,8 +425,13 @@ class NumpyActorCritic:
     def _gaussian(self, mu: np.ndarray, noise: np.ndarray, deterministic: bool) -> dict[str, np.ndarray]:
         """``ClippedGaussian``'s action (``μ + σ·noise``, or ``μ`` when deterministic), its log-densities and entropy."""
         pre = mu.copy() if deterministic else mu + self.sigma * noise
-        log_probs = (np.float32(-0.5) * np.square(pre - mu) * self.inv_var
-                     - np.float32(0.5) * _LOG_2PI - np.float32(0.5) * self.log_sigma_sq)
-        return {Field.ACTIONS: np.clip(pre, -self.action_scale, self.action_scale) / self.action_scale,
-                Field.ACTIONS_PRE: pre, Field.ACTION_LOG_PROBS: log_probs.astype(np.float32),
+        log_probs = np.subtract(pre, mu, dtype=np.float32)
+        log_probs *= log_probs
+        log_probs *= self._neg_half_inv_var
+        log_probs += self._log_prob_shift
+        scale = self.action_scale
+        actions = _clip(pre, -scale, scale)
+        if scale != 1:
+            actions /= scale
+        return {Field.ACTIONS: actions, Field.ACTIONS_PRE: pre, Field.ACTION_LOG_PROBS: log_probs,
                 Field.ENTROPY: np.full(mu.shape[0], self.entropy_value, np.float32)}

@@ -153,7 +153,7 @@ class AgentProcessor:
         """
         a, b = curr.agent_ids, nxt.agent_ids
         if a is b or a.tobytes() == b.tobytes():  # int64 arrays: equal bytes ⇔ equal ids
-            if not (curr.terminated.any() or curr.truncated.any()):
+            if not (np.count_nonzero(curr.terminated) or np.count_nonzero(curr.truncated)):
                 everyone = slice(None)
                 return [(curr, everyone, outputs, everyone)]
             rows = np.flatnonzero(~curr.done)

@@ -52,11 +52,12 @@ class TrajectoryQueue:
     def take_all(self) -> list[Trajectory]:
         """Every trajectory queued so far, oldest first (none: an empty list)."""
         out = []
-        while True:
+        while not self._queue.empty():  # checked first: most steps close no trajectory
             try:
                 out.append(self._queue.get_nowait())
-            except queue.Empty:
-                return out
+            except queue.Empty:  # another thread took it first
+                break
+        return out
 
     def __len__(self) -> int:
         return self._queue.qsize()
