@@ -1,19 +1,19 @@
-"""Compare PPO on CartPole-v1 (RL-Zoo config) between two kerasrl source trees.
+"""Compare PPO between two kerasrl source trees, on CartPole-v1 (RL-Zoo config) or any ``bench_ppo.py --task``.
 
 Each run is one tree's own ``benchmarks/bench_ppo.py --no-sb3 --seeds 1 --first-seed S
---steps N``, started as a subprocess with its working directory and PYTHONPATH set to that
+--steps N --task T``, started as a subprocess with its working directory and PYTHONPATH set to that
 tree (build its Cython extensions in place first: ``python3 setup.py build_ext --inplace``).
 Seeds alternate between the trees, and which tree goes first alternates from seed to seed
 (baseline, current | current, baseline | ...), so slow drift of the machine cancels.
 
-From each run's stdout line ``kerasrl seed S: X steps/s (Y with compile), 475 reached at R,
+From each run's stdout line ``kerasrl seed S: X steps/s (Y with compile), T reached at R,
 final mean F`` it takes X (env steps/s without tracing/compilation), Y (counting it, and the
-set-up) and R (env steps until the rolling-100 mean return first reaches 475, ``None`` if
-never). A run that exits non-zero, times out or prints no such line is reported, with its
-stderr tail, and counted as failed.
+set-up) and R (env steps until the rolling-100 mean return first reaches the task's threshold T,
+475 on CartPole, ``None`` if never). A run that exits non-zero, times out or prints no such
+line is reported, with its stderr tail, and counted as failed.
 
-The table gives per tree the medians of X, Y and R (a seed that never reached 475 counts as
-infinitely many steps, as in bench_ppo.py), how many seeds reached 475, the ratio
+The table gives per tree the medians of X, Y and R (a seed that never reached it counts as
+infinitely many steps, as in bench_ppo.py), how many seeds reached the threshold, the ratio
 current / baseline of the steps/s medians and a two-sided Mann–Whitney U p-value for the R
 samples (never reached = ranked above every reached run, tied with each other; scipy's test
 if scipy is importable, else the normal approximation with tie and continuity corrections).
@@ -23,6 +23,7 @@ if scipy is importable, else the normal approximation with tie and continuity co
     python benchmarks/bench_compare.py --baseline ../old --seeds 10 --steps 100000
     python benchmarks/bench_compare.py --current /tmp/kerasrl_base --seeds 1 --steps 20000   # smoke test
     python benchmarks/bench_compare.py --current-flags=--threaded --seeds 5   # this checkout threaded
+    python benchmarks/bench_compare.py --task hopper --seeds 3 --steps 100000  # MuJoCo: acting with one env
 
 Exits 1 if any run failed.
 """
@@ -44,7 +45,7 @@ DEFAULT_BASELINE = "/tmp/kerasrl_base"
 TREES = ("baseline", "current")
 LINE = re.compile(
     r"^kerasrl seed (?P<seed>-?\d+): (?P<sps>[\d.]+) steps/s \((?P<sps_all>[\d.]+) with compile[^)]*\), "
-    r"475 reached at (?P<reach>\w+)(?:, final mean (?P<final>\S+))?",
+    r"(?P<threshold>[\d.e+-]+) reached at (?P<reach>\w+)(?:, final mean (?P<final>\S+))?",
     re.MULTILINE,
 )
 
@@ -58,6 +59,7 @@ class Run:
     sps_all: float = math.nan
     reach: Optional[int] = None
     final: float = math.nan
+    threshold: str = "475"
     error: Optional[str] = None
 
     @property
@@ -72,6 +74,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--seeds", type=int, default=20, help="seeds per tree (default 20)")
     p.add_argument("--first-seed", type=int, default=0, help="seeds run are first-seed .. first-seed+seeds-1")
     p.add_argument("--steps", type=int, default=100_000, help="env steps per run (default 100000)")
+    p.add_argument("--task", default="cartpole", help="bench_ppo.py's --task (default cartpole)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per run before it counts as failed")
     p.add_argument("--tail", type=int, default=20, help="stderr lines shown for a failed run")
     p.add_argument("--current-flags", default="", metavar="FLAGS",
@@ -104,7 +107,7 @@ def parse_output(run: Run, stdout: str) -> Run:
     if m is None:
         run.error = "no 'kerasrl seed ...' result line in stdout"
         return run
-    run.sps, run.sps_all = float(m["sps"]), float(m["sps_all"])
+    run.sps, run.sps_all, run.threshold = float(m["sps"]), float(m["sps_all"]), m["threshold"]
     run.reach = None if m["reach"] == "None" else int(m["reach"])
     run.final = float(m["final"]) if m["final"] else math.nan
     return run
@@ -113,7 +116,7 @@ def parse_output(run: Run, stdout: str) -> Run:
 def run_once(tree: str, path: str, seed: int, args: argparse.Namespace) -> Run:
     """One seed of ``path``'s own bench_ppo.py in a subprocess."""
     cmd = [sys.executable, os.path.join(path, "benchmarks", "bench_ppo.py"), "--no-sb3", "--seeds", "1",
-           "--first-seed", str(seed), "--steps", str(args.steps)]
+           "--first-seed", str(seed), "--steps", str(args.steps), "--task", args.task]
     if tree == "current":
         cmd += args.current_flags.split()
     env = dict(os.environ, PYTHONPATH=path)
@@ -138,7 +141,7 @@ def format_run(run: Run, index: int, total: int) -> str:
     head = f"[{index}/{total}] {run.tree:8s} seed {run.seed}: "
     if not run.ok:
         return head + f"FAILED ({run.wall:.1f} s): {run.error}"
-    return head + (f"{run.sps:.0f} steps/s ({run.sps_all:.0f} with compile), 475 reached at {run.reach}, "
+    return head + (f"{run.sps:.0f} steps/s ({run.sps_all:.0f} with compile), {run.threshold} reached at {run.reach}, "
                    f"final mean {run.final:.1f}, wall {run.wall:.1f} s")
 
 
@@ -182,7 +185,7 @@ def _mann_whitney_normal(x: Sequence[float], y: Sequence[float]) -> tuple[float,
 
 
 def reach_sample(runs: Sequence[Run], steps: int) -> list[float]:
-    """Steps to 475 of the successful runs; never reached counts as ``steps + 1`` (ties above all)."""
+    """Steps to the threshold of the successful runs; never reached counts as ``steps + 1`` (ties above all)."""
     return [float(r.reach) if r.reach is not None else float(steps + 1) for r in runs if r.ok]
 
 
@@ -193,7 +196,8 @@ def summarize(runs: Sequence[Run], args: argparse.Namespace) -> None:
     reach = {t: median([r.reach if r.reach is not None else math.inf for r in ok[t]]) for t in TREES}
     reached = {t: sum(r.reach is not None for r in ok[t]) for t in TREES}
     print()
-    print(f"CartPole-v1, Zoo config, {args.steps} steps, seeds {args.first_seed}..{args.first_seed + args.seeds - 1} "
+    threshold = next((r.threshold for r in runs if r.ok), "threshold")
+    print(f"--task {args.task}, {args.steps} steps, seeds {args.first_seed}..{args.first_seed + args.seeds - 1} "
           f"(medians over successful runs)")
     print(f"{'':36s}{'baseline':>14s}{'current':>14s}{'cur/base':>10s}")
     print(f"{'runs ok / run':36s}" + "".join(f"{f'{len(ok[t])}/{len(by[t])}':>14s}" for t in TREES))
@@ -202,9 +206,9 @@ def summarize(runs: Sequence[Run], args: argparse.Namespace) -> None:
         ratio = b / a if a and not math.isnan(a) and not math.isnan(b) else math.nan
         print(f"{label:36s}{a:>14.0f}{b:>14.0f}{ratio:>9.3f}x")
     cells = [f"{reach[t]:.0f} ({reached[t]}/{len(ok[t])})" for t in TREES]
-    print(f"{'steps to rolling mean 475 (reached)':36s}{cells[0]:>14s}{cells[1]:>14s}")
+    print(f"{f'steps to rolling mean {threshold} (reached)':36s}{cells[0]:>14s}{cells[1]:>14s}")
     u, p, method = mann_whitney_u(reach_sample(by["baseline"], args.steps), reach_sample(by["current"], args.steps))
-    print(f"{'Mann-Whitney U, steps to 475':36s}U={u:.1f}, two-sided p={p:.3g} ({method})")
+    print(f"{f'Mann-Whitney U, steps to {threshold}':36s}U={u:.1f}, two-sided p={p:.3g} ({method})")
     failed = [r for r in runs if not r.ok]
     if failed:
         print(f"{len(failed)} failed run(s): " + ", ".join(f"{r.tree} seed {r.seed}" for r in failed))

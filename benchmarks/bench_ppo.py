@@ -23,6 +23,7 @@ Medians over the seeds; ratios are kerasrl / SB3 from the same run.
 
     python benchmarks/bench_ppo.py                 # 3 seeds × 100k steps
     python benchmarks/bench_ppo.py --seeds 1 --steps 50000 --no-sb3
+    python benchmarks/bench_ppo.py --task halfcheetah --seeds 1 --first-seed 601 --sb3-only   # SB3 alone
     python benchmarks/bench_ppo.py --seeds 20     # sample efficiency needs many seeds: the
                                                   # seed-to-seed spread (57k–95k for SB3) swamps 3
 
@@ -348,6 +349,69 @@ def main_signals(args: argparse.Namespace) -> int:
     return 0
 
 
+def print_summary(args: argparse.Namespace, task: Any, ours: list[dict[str, Any]], theirs: list[dict[str, Any]],
+                  variants: dict[str, list[dict[str, Any]]]) -> None:
+    """The medians table: one column per library that ran, and their ratio (or difference) when both did."""
+    print()
+    print(f"{task.env_id} ({args.task}: {task.num_envs} copies, config {task.config}"
+          f"{', threaded' if args.threaded else ''}), {args.steps} steps, {args.seeds} seeds (medians)")
+    columns = [(name, runs) for name, runs in (("kerasrl", ours), ("SB3", theirs)) if runs]
+    print(f"{'':34s}" + "".join(f"{name:>12s}" for name, _ in columns)
+          + (f"{'ratio/diff':>12s}" if len(columns) == 2 else ""))
+    rows = [
+        ("env steps/s (no compile)", "sps", "{:.0f}", False),
+        ("env steps/s (compile counted)", "sps_all", "{:.0f}", False),
+        (f"steps to rolling-100 mean >= {TARGET:g}", "reach", "{:.0f}", True),
+        ("final rolling mean return", "final", "{:.1f}", None),
+    ]
+    for label, key, fmt, lower_better in rows:
+        values = [median([r[key] for r in runs]) for _, runs in columns]
+        line = f"{label:34s}" + "".join(f"{fmt.format(v):>12s}" for v in values)
+        if len(values) == 2:
+            a, b = values
+            if lower_better is None:  # returns can be negative: the difference kerasrl - SB3
+                line += f"{a - b:>+11.1f} "
+            else:
+                ratio = (b / a if lower_better else a / b) if b and a else float("nan")
+                line += f"{ratio:>11.2f}x"
+        print(line)
+    print("per seed, final return: " + "; ".join(
+        f"{name} " + " ".join(f"{r['final']:.1f}" for r in runs) for name, runs in columns))
+    if variants["unthreaded"]:
+        un = variants["unthreaded"]
+        print(f"kerasrl unthreaded, same seeds: {median([r['sps'] for r in un]):.0f} steps/s "
+              f"({median([r['sps_all'] for r in un]):.0f} with compile), threshold at "
+              f"{median([r['reach'] for r in un]):.0f}, final {median([r['final'] for r in un]):.1f}")
+    if args.default_vs_best:
+        base = median([r["sps"] for r in variants["default"]])
+        print("\nkerasrl default (no jit_compile key) vs explicit choices, steps/s (no compile / compile counted):")
+        for name, rs in variants.items():
+            print(f"  {name:10s}{median([r['sps'] for r in rs]):8.0f}{median([r['sps_all'] for r in rs]):8.0f}"
+                  f"{median([r['sps'] for r in rs]) / base:7.2f}x of default")
+    print()
+
+
+def print_kerasrl_costs(task: Any, ours: list[dict[str, Any]], import_tf: float) -> None:
+    """Where kerasrl's time went: the policy call, the timer breakdown and the start-up costs."""
+    if ours:
+        print(f"kerasrl policy call per step for all {task.num_envs} agents: "
+              f"{median([r['act_ms'] for r in ours]):.3f} ms (median; the timer's overhead included)")
+        print("kerasrl time breakdown (median seconds per run):")
+        for key in ours[0]["breakdown"]:
+            print(f"  {key:26s}{median([r['breakdown'][key] for r in ours]):8.2f}")
+    print("start-up costs:")
+    print(f"  import tensorflow + kerasrl    {import_tf:6.2f} s")
+    if not ours:
+        return
+    print(f"  kerasrl env + model set-up     {median([r['setup'] for r in ours]):6.2f} s")
+    print(f"  kerasrl tracing/compilation    {median([r['trace'] for r in ours]):6.2f} s "
+          f"({100 * median([r['share'] for r in ours]):.1f}% of the run's set-up + wall time; first run "
+          f"{100 * ours[0]['share']:.1f}%)")
+    print(f"    first act (TF acting only)   {median([r['act_trace'] for r in ours]):6.2f} s")
+    print(f"    first update, waited for     {median([r['update_trace'] for r in ours]):6.2f} s")
+    print(f"  kerasrl steady (wall - compile){median([r['wall'] - r['trace'] for r in ours]):6.2f} s")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", choices=("cartpole", "pendulum", "lstm", "visual", "agents64", "acrobot", "pendulum200k",
@@ -359,6 +423,8 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=0, help="seeds run are first-seed .. first-seed+seeds-1")
     parser.add_argument("--no-sb3", action="store_true", help="time kerasrl alone")
+    parser.add_argument("--sb3-only", action="store_true",
+                        help="run SB3 alone (long MuJoCo runs: one process per library and seed)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1],
                         help="env worker processes to compare (1: in process), e.g. --workers 1 2 4")
     parser.add_argument("--slow-env", action="store_true", help="SlowCartPole-v1: every step of every copy costs 1 ms")
@@ -378,6 +444,10 @@ def main() -> int:
                         help="keep XLA's compiled code in DIR (kerasrl.common.fast_path.use_xla_cache): runs after the "
                              "first, and later invocations, load it instead of compiling")
     args = parser.parse_args()
+    if args.sb3_only and (args.no_sb3 or args.default_vs_best or args.threaded or args.reward_signals
+                          or args.workers != [1] or args.slow_env):
+        parser.error("--sb3-only runs SB3 alone: it cannot go with --no-sb3, --default-vs-best, --threaded, "
+                     "--reward-signals, --workers or --slow-env")
     import tempfile
 
     from bench_tasks import TASKS
@@ -419,6 +489,8 @@ def main() -> int:
         except ImportError:
             print("stable_baselines3 (or sb3-contrib) is not installed; to compare, run: "
                   "pip install torch==2.13.0 stable-baselines3 sb3-contrib")
+            if args.sb3_only:
+                return 1
     ours: list[dict[str, Any]] = []
     theirs: list[dict[str, Any]] = []
     curves = CurveWriter(args.curves, task.env_id, args.task) if args.curves else None
@@ -426,14 +498,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             curve: Optional[list[tuple[int, float]]] = [] if curves else None
-            r = run_kerasrl(args.steps, seed, os.path.join(tmp, str(seed)), task=task, jit_compile=None, curve=curve,
-                            threaded=args.threaded)
-            ours.append(r)
-            if curves and curve is not None:
-                curves.write("kerasrl", seed, curve)
-            variants["default"].append(r)
-            print(f"kerasrl seed {seed}: {r['sps']:.0f} steps/s ({r['sps_all']:.0f} with compile, XLA {r['jit']}), "
-                  f"{TARGET:g} reached at {r['reach']}, final mean {r['final']:.1f}", flush=True)
+            if not args.sb3_only:
+                r = run_kerasrl(args.steps, seed, os.path.join(tmp, str(seed)), task=task, jit_compile=None,
+                                curve=curve, threaded=args.threaded)
+                ours.append(r)
+                if curves and curve is not None:
+                    curves.write("kerasrl", seed, curve)
+                variants["default"].append(r)
+                print(f"kerasrl seed {seed}: {r['sps']:.0f} steps/s ({r['sps_all']:.0f} with compile, "
+                      f"XLA {r['jit']}), {TARGET:g} reached at {r['reach']}, final mean {r['final']:.1f}", flush=True)
             if have_sb3:
                 curve = [] if curves else None
                 s = run_sb3(args.steps, seed, task, curve=curve)
@@ -451,56 +524,8 @@ def main() -> int:
                 variants["unthreaded"].append(v)
                 print(f"kerasrl seed {seed} unthreaded: {v['sps']:.0f} steps/s ({v['sps_all']:.0f} with compile), "
                       f"{TARGET:g} reached at {v['reach']}, final mean {v['final']:.1f}", flush=True)
-    print()
-    print(f"{task.env_id} ({args.task}: {task.num_envs} copies, config {task.config}"
-          f"{', threaded' if args.threaded else ''}), {args.steps} steps, {args.seeds} seeds (medians)")
-    header = f"{'':34s}{'kerasrl':>12s}" + (f"{'SB3':>12s}{'ratio/diff':>12s}" if have_sb3 else "")
-    print(header)
-    rows = [
-        ("env steps/s (no compile)", "sps", "{:.0f}", False),
-        ("env steps/s (compile counted)", "sps_all", "{:.0f}", False),
-        (f"steps to rolling-100 mean >= {TARGET:g}", "reach", "{:.0f}", True),
-        ("final rolling mean return", "final", "{:.1f}", None),
-    ]
-    for label, key, fmt, lower_better in rows:
-        a = median([r[key] for r in ours])
-        line = f"{label:34s}{fmt.format(a):>12s}"
-        if have_sb3:
-            b = median([r[key] for r in theirs])
-            if lower_better is None:  # returns can be negative: the difference kerasrl - SB3
-                line += f"{fmt.format(b):>12s}{a - b:>+11.1f} "
-            else:
-                ratio = (b / a if lower_better else a / b) if b and a else float("nan")
-                line += f"{fmt.format(b):>12s}{ratio:>11.2f}x"
-        print(line)
-    print("per seed, final return: kerasrl " + " ".join(f"{r['final']:.1f}" for r in ours)
-          + ("; SB3 " + " ".join(f"{r['final']:.1f}" for r in theirs) if have_sb3 else ""))
-    if variants["unthreaded"]:
-        un = variants["unthreaded"]
-        print(f"kerasrl unthreaded, same seeds: {median([r['sps'] for r in un]):.0f} steps/s "
-              f"({median([r['sps_all'] for r in un]):.0f} with compile), threshold at "
-              f"{median([r['reach'] for r in un]):.0f}, final {median([r['final'] for r in un]):.1f}")
-    if args.default_vs_best:
-        base = median([r["sps"] for r in variants["default"]])
-        print("\nkerasrl default (no jit_compile key) vs explicit choices, steps/s (no compile / compile counted):")
-        for name, rs in variants.items():
-            print(f"  {name:10s}{median([r['sps'] for r in rs]):8.0f}{median([r['sps_all'] for r in rs]):8.0f}"
-                  f"{median([r['sps'] for r in rs]) / base:7.2f}x of default")
-    print()
-    print(f"kerasrl policy call per step for all {task.num_envs} agents: "
-          f"{median([r['act_ms'] for r in ours]):.3f} ms (median; the timer's overhead included)")
-    print("kerasrl time breakdown (median seconds per run):")
-    for key in ours[0]["breakdown"]:
-        print(f"  {key:26s}{median([r['breakdown'][key] for r in ours]):8.2f}")
-    print("start-up costs:")
-    print(f"  import tensorflow + kerasrl    {import_tf:6.2f} s")
-    print(f"  kerasrl env + model set-up     {median([r['setup'] for r in ours]):6.2f} s")
-    print(f"  kerasrl tracing/compilation    {median([r['trace'] for r in ours]):6.2f} s "
-          f"({100 * median([r['share'] for r in ours]):.1f}% of the run's set-up + wall time; first run "
-          f"{100 * ours[0]['share']:.1f}%)")
-    print(f"    first act (TF acting only)   {median([r['act_trace'] for r in ours]):6.2f} s")
-    print(f"    first update, waited for     {median([r['update_trace'] for r in ours]):6.2f} s")
-    print(f"  kerasrl steady (wall - compile){median([r['wall'] - r['trace'] for r in ours]):6.2f} s")
+    print_summary(args, task, ours, theirs, variants)
+    print_kerasrl_costs(task, ours, import_tf)
     if have_sb3:
         print(f"  import torch + SB3             {import_sb3:6.2f} s")
         print(f"  SB3 env + model set-up         {median([r['setup'] for r in theirs]):6.2f} s")
