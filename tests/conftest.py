@@ -7,8 +7,13 @@ of that choice and the acceptance runs) or sets ``jit_compile`` itself. The XLA 
 checked against the plain one (tests/test_learner.py) and runs in every subprocess test.
 Command-line runs keep no XLA cache (``KERASRL_XLA_CACHE=off``): a test never reads or fills
 the user's ``~/.cache`` (tests/test_xla_cache.py uses folders of its own).
+
+A suite started in the background of a non-interactive shell inherits SIGINT ignored, and one
+started under ``nohup`` SIGHUP ignored; the signal tests (and the runs they start, which inherit
+the disposition) need both live, so an ignored one is made live again here.
 """
 import os
+import signal
 
 import pytest
 
@@ -16,6 +21,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ["KERASRL_XLA_CACHE"] = "off"
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 @pytest.fixture(autouse=True)

@@ -298,7 +298,9 @@ def test_save_off_the_main_thread_leaves_signals_alone(folder):
 # -- SIGKILL at random moments ----------------------------------------------------------
 DRIVER = textwrap.dedent('''
     """Forks a worker per line on stdin; each worker resumes from the folder and saves ~4 MB
-    checkpoints (every variable holding the step) in a loop, printing each completed step."""
+    checkpoints (every variable holding the step) in a loop, printing each completed step. Lines go
+    out in one write each: a worker killed inside a buffered print could leave half a line that the
+    driver's next line would join."""
     import importlib.util, os, sys
     import tensorflow as tf  # no TF op runs before the fork
 
@@ -319,7 +321,7 @@ DRIVER = textwrap.dedent('''
             for w in weights:
                 w.assign(tf.fill(w.shape, float(step)))
             saver.save(step, step // interval)
-            print("saved", step, flush=True)
+            os.write(1, f"saved {step}\\n".encode())
 
     print("ready", flush=True)
     for line in sys.stdin:
@@ -331,9 +333,9 @@ DRIVER = textwrap.dedent('''
                 work()
             finally:
                 os._exit(1)
-        print("worker", pid, flush=True)
+        os.write(1, f"worker {pid}\\n".encode())
         os.waitpid(pid, 0)
-        print("dead", pid, flush=True)
+        os.write(1, f"dead {pid}\\n".encode())
 ''')
 
 
@@ -359,6 +361,20 @@ def test_sigkill_at_random_moments_never_loses_a_completed_save(tmp_path):
                 return got
             assert got[0] == "saved", got
 
+    def saves_until_dead(pid: int) -> list[int]:
+        """The steps the killed worker completed before its parent saw it die."""
+        steps = []
+        while True:
+            try:
+                got = lines.get(timeout=60)
+            except queue.Empty:
+                state = Path(f"/proc/{pid}/stat").read_text() if Path(f"/proc/{pid}/stat").exists() else "gone"
+                raise AssertionError(f"the driver never reported worker {pid} dead (its state: {state})") from None
+            if got[0] == "dead":
+                return steps
+            assert got[0] == "saved", got
+            steps.append(int(got[1]))
+
     try:
         expect("ready", timeout=300)  # importing TensorFlow on a loaded machine
         for _ in range(10):
@@ -368,8 +384,7 @@ def test_sigkill_at_random_moments_never_loses_a_completed_save(tmp_path):
             saved.append(int(expect("saved")[1]))
             time.sleep(rng.uniform(0.0, 0.3))
             os.kill(pid, signal.SIGKILL)
-            while (got := lines.get(timeout=60))[0] != "dead":
-                saved.append(int(got[1]))
+            saved += saves_until_dead(pid)
             weights = [tf.Variable(tf.zeros([512, 512])) for _ in range(4)]
             step, updates = CheckpointSaver(str(folder), keep, weights=weights).restore()
             assert saved[-1] <= step <= saved[-1] + interval, (saved[-1], step, sorted(os.listdir(folder)))
