@@ -237,12 +237,12 @@ class AgentProcessor:
     def ready_rows(self, nxt: StepResult) -> np.ndarray:
         """Rows of ``nxt`` whose trajectory closes now: non-empty, and its episode ended, it is
         longer than ``time_horizon``, or the rollout is complete."""
-        lengths = self.trajectory_lengths(nxt.agent_ids)
+        lengths = self.trajectory_lengths(nxt.agent_ids)  # 1-D: ``nonzero()[0]`` is flatnonzero without its ravel
         if self.rollout is not None and self.rollout.done:
-            return np.flatnonzero(lengths > 0)
+            return (lengths > 0).nonzero()[0]
         if self.time_horizon is None:
-            return np.flatnonzero((lengths > 0) & nxt.done)
-        return np.flatnonzero((lengths > 0) & (nxt.done | (lengths > self.time_horizon)))
+            return ((lengths > 0) & nxt.done).nonzero()[0]
+        return ((lengths > 0) & (nxt.done | (lengths > self.time_horizon))).nonzero()[0]
 
     def close(self, nxt: StepResult, rows: np.ndarray) -> None:
         """Close the trajectories of ``rows`` of ``nxt``: bootstrap values of all of them in one

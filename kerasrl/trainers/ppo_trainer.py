@@ -364,7 +364,7 @@ class PPOTrainer(RLTrainer):
         signal_states = {f"reward_signal_{name}": signal.checkpoint_state()
                          for name, signal in self.reward_signals.items() if signal.checkpoint_state() is not None}
         if self.reward_normalizer is not None:
-            signal_states["reward_normalizer"] = self.reward_normalizer
+            signal_states["reward_normalizer"] = self.reward_normalizer.statistics
         return CheckpointSaver(self.model_path, self.context.keep_checkpoints, self.behavior_record(),
                                model=self.learner.actor_critic, optimizer=self.learner.optimizer, learner=self.learner,
                                **bc_state, **signal_states)
@@ -387,10 +387,14 @@ class PPOTrainer(RLTrainer):
         between two updates, with the learner's update count)."""
         with self.learner_lock:
             self.learner.wait_warm_up()  # its optimizer state is the warm-up's until it puts it back
+            if self.reward_normalizer is not None:
+                self.reward_normalizer.write_variables()
             return self.saver.save(self.step, self.update_count)
 
     def load_model(self) -> None:
         self.step, self.update_count = self.saver.restore()
+        if self.reward_normalizer is not None:
+            self.reward_normalizer.read_variables()
         self.learner.set_schedules(self.step)
         self._policy.refresh()
         self._sync_versions()
