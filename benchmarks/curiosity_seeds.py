@@ -4,6 +4,7 @@
     python benchmarks/curiosity_seeds.py --task minigrid_inner --seeds 701-705
     python benchmarks/curiosity_seeds.py --task minigrid_two_rooms --seeds 901-905
     python benchmarks/curiosity_seeds.py --task minigrid_door_key --seeds 1001-1005
+    python benchmarks/curiosity_seeds.py --task minigrid_two_doors --seeds 401,1101
     python benchmarks/curiosity_seeds.py --task mountaincar --seeds 401-405
 
 Both runs of a seed use ``SETTINGS`` (ML-Agents 0.9's default keys but a 2048-step buffer and 4
@@ -98,6 +99,18 @@ chance on some seeds and learns from it. Over all four MiniGrid layouts on their
 curiosity solved 17 of 20 runs and extrinsic reward alone 8 of 20 (Fisher's exact test,
 one-sided, p = 0.004).
 
+``minigrid_two_doors``: three rooms in a row (11×7), divided by walls down columns 4 and 7, each with
+a locked door in row 3 that the one key (in the first room, at (2, 4)) opens; start at (1, 1), goal
+in the last room's bottom-right corner (9, 5); same view, actions and settings, a 100-step limit,
+1.5M steps. A uniformly random policy picks the key up in 25% of episodes, opens the first door in
+1% and opened the second in none of 3,000. Not a demonstration either: on the development seed
+401 both variants solved it (100%), on the first fresh seed, 1101, neither reached the goal
+(0%), so it can no longer show "curiosity on ≥ 4 of 5 seeds where extrinsic solves ≤ 1" and the
+other fresh seeds were not run. Two other layouts, tried on seed 401 only and not kept:
+the 8×8 door-and-key room with a 50-step limit (random: key 10%, door 0.03%) — extrinsic alone
+solved it (100%); a 10×10 room with the key on its bottom row, (2, 8), the locked door at (5, 7)
+and the goal at (8, 1) (random: key 3%, door 0.05%) — neither variant reached the goal in 2M steps.
+
 ``mountaincar``: MountainCar-v0 with observations scaled to [−1, 1], 150k steps, curiosity
 strength 0.1. Not a demonstration: on seed 401, curiosity of strength 0.1, 1 and 10 (raw
 observations) and 1 and 100 (scaled) reached the flag no more often than extrinsic alone:
@@ -141,6 +154,8 @@ INNER_GOAL = (11, 11)
 DOOR, FAR_GOAL = (8, 12), (14, 14)
 #: The door-and-key layout (8×8): a wall down column 4 with a locked door at (4, 5), its key at (2, 4).
 LOCKED_DOOR, KEY = (4, 5), (2, 4)
+#: The two-door layout (11×7): walls down columns 4 and 7, each with a locked door in row 3, one key for both.
+FIRST_DOOR, SECOND_DOOR, TWO_DOORS_KEY = (4, 3), (7, 3), (2, 4)
 
 
 class Task(NamedTuple):
@@ -153,6 +168,7 @@ class Task(NamedTuple):
     success_above: float
     goal: str
     curiosity_strength: float
+    env_kwargs: dict[str, Any] = {}
 
 
 def make_scaled_mountain_car(**kwargs: Any) -> Any:
@@ -175,9 +191,10 @@ def make_minigrid_empty(**kwargs: Any) -> Any:
     return env
 
 
-def walled_room(size: int, furnish: Callable[[Any, int, int], None], **kwargs: Any) -> Any:
-    """A ``size``×``size`` room with walls around it and the agent at (1, 1) facing east, which
-    ``furnish(env, width, height)`` fills; observed as the whole grid, as ``make_minigrid_empty``."""
+def walled_room(size: int | tuple[int, int], furnish: Callable[[Any, int, int], None], **kwargs: Any) -> Any:
+    """A ``size``×``size`` (or ``(width, height)``) room with walls around it and the agent at (1, 1)
+    facing east, which ``furnish(env, width, height)`` fills; observed as the whole grid, as
+    ``make_minigrid_empty``."""
     from minigrid.core.grid import Grid
     from minigrid.envs import EmptyEnv
     from minigrid.wrappers import FullyObsWrapper, ImgObsWrapper
@@ -189,7 +206,8 @@ def walled_room(size: int, furnish: Callable[[Any, int, int], None], **kwargs: A
             self.grid.wall_rect(0, 0, width, height)
             furnish(self, width, height)
 
-    env = Room(size=size, max_steps=MINIGRID_STEPS, **kwargs)
+    shape = {"size": size} if isinstance(size, int) else {"size": None, "width": size[0], "height": size[1]}
+    env = Room(**shape, **{"max_steps": MINIGRID_STEPS, **kwargs})
     return gymnasium.wrappers.FlattenObservation(ImgObsWrapper(FullyObsWrapper(env)))
 
 
@@ -234,6 +252,24 @@ def make_minigrid_door_key(**kwargs: Any) -> Any:
     return walled_room(8, furnish, **kwargs)
 
 
+def make_minigrid_two_doors(**kwargs: Any) -> Any:
+    """An 11×7 grid of three rooms in a row, divided by walls down columns 4 and 7, each wall with
+    one locked door (``FIRST_DOOR``, ``SECOND_DOOR``) that the same key (``TWO_DOORS_KEY``, in the
+    first room) opens: the agent starts in the first room's top-left corner, picks the key up,
+    opens both doors in turn and reaches the goal in the last room's bottom-right corner. Same
+    view as the other MiniGrid tasks."""
+    from minigrid.core.world_object import Door, Goal, Key
+
+    def furnish(env: Any, width: int, height: int) -> None:
+        for door in (FIRST_DOOR, SECOND_DOOR):
+            env.grid.vert_wall(door[0], 0)
+            env.put_obj(Door("yellow", is_locked=True), *door)
+        env.put_obj(Key("yellow"), *TWO_DOORS_KEY)
+        env.put_obj(Goal(), width - 2, height - 2)
+
+    return walled_room((11, 7), furnish, **kwargs)
+
+
 TASKS = {
     "mountaincar": Task("ScaledMountainCar-v0", {}, 150_000, -200.0, "reached the flag", 0.1),
     "minigrid": Task("MiniGridEmpty16Full-v0", {"time_horizon": 128, "beta": 0.01}, 300_000, 0.0, "reached the goal", 1.0),
@@ -243,17 +279,19 @@ TASKS = {
                                "reached the goal", 1.0),
     "minigrid_door_key": Task("MiniGridDoorKey8Full-v0", {"time_horizon": 128, "beta": 0.01}, 1_200_000, 0.0,
                               "reached the goal", 1.0),
+    "minigrid_two_doors": Task("MiniGridTwoDoors11Full-v0", {"time_horizon": 128, "beta": 0.01}, 1_500_000, 0.0,
+                               "reached the goal", 1.0),
 }
 FACTORIES = {"mountaincar": make_scaled_mountain_car, "minigrid": make_minigrid_empty,
              "minigrid_inner": make_minigrid_inner, "minigrid_two_rooms": make_minigrid_two_rooms,
-             "minigrid_door_key": make_minigrid_door_key}
+             "minigrid_door_key": make_minigrid_door_key, "minigrid_two_doors": make_minigrid_two_doors}
 
 
 def register() -> None:
     for name, task in TASKS.items():
         if task.env_id not in gymnasium.registry:
             limit = {"max_episode_steps": 200} if name == "mountaincar" else {}
-            gymnasium.register(task.env_id, entry_point=FACTORIES[name], **limit)
+            gymnasium.register(task.env_id, entry_point=FACTORIES[name], kwargs=task.env_kwargs, **limit)
 
 
 def parse_seeds(text: str) -> list[int]:
