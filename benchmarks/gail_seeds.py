@@ -16,8 +16,12 @@ position to the observation (``[goal, position]``), where the expert's states an
 anti-expert's differ. The last line is machine-readable: ``final returns=<comma-separated>``.
 
 ``--trace N`` prints, every N updates, GAIL's reward over the positions −0.9…0.9 for each goal,
-the policy's probability of the expert's move and the GAIL value estimate at a few states: it
-shows how the discriminator, the value head and the policy move together. Discrete actions only.
+the policy's probability of the expert's move and the GAIL value estimate at a few states, the
+four terminal observations (goal ±1 at position ±1) last: it shows how the discriminator, the
+value head and the policy move together. Discrete actions only.
+
+``--set gail.gamma=0.9`` (a discount that matches the 10-step episodes) is what makes state-only
+GAIL follow its expert on most seeds; the figures are in docs/benchmarks/learning.md.
 """
 from __future__ import annotations
 
@@ -72,7 +76,8 @@ def record_demo(args: argparse.Namespace, path: str) -> None:
 
 
 TRACE_POSITIONS = np.round(np.arange(-0.9, 0.91, 0.3), 2)
-TRACE_STATES = ((-1.0, 0.0), (1.0, 0.0), (-1.0, -0.5), (1.0, 0.5), (-1.0, 0.5), (1.0, -0.5))
+TRACE_STATES = ((-1.0, 0.0), (1.0, 0.0), (-1.0, -0.5), (1.0, 0.5), (-1.0, 0.5), (1.0, -0.5),
+                (-1.0, -1.0), (-1.0, 1.0), (1.0, 1.0), (1.0, -1.0))
 
 
 def observation(args: argparse.Namespace, goal: float, position: float) -> list[float]:
