@@ -40,16 +40,6 @@ import yaml  # noqa: E402
 from kerasrl.envs.simple import Simple1DEnvironment  # noqa: E402
 
 
-class PositionSimple1D(Simple1DEnvironment):
-    """Simple1D observing ``[goal, position]`` (the position before the step's action)."""
-
-    def _observation_shapes(self) -> tuple[tuple[int, ...], ...]:
-        return ((2,),)
-
-    def _observe(self) -> list[np.ndarray]:
-        return [np.array([[self.goal, self.position]], np.float32)]
-
-
 def parse_seeds(text: str) -> list[int]:
     """``101-108`` or ``1,5,9``."""
     if "-" in text:
@@ -59,8 +49,7 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def make_env(args: argparse.Namespace, seed: int) -> Simple1DEnvironment:
-    cls = PositionSimple1D if args.observe_position else Simple1DEnvironment
-    return cls(use_discrete=not args.continuous, seed=seed)
+    return Simple1DEnvironment(use_discrete=not args.continuous, seed=seed, observe_position=args.observe_position)
 
 
 def record_demo(args: argparse.Namespace, path: str) -> None:

@@ -97,6 +97,19 @@ def test_simple1d_wrong_way_and_clamping() -> None:
     assert env.position == pytest.approx(-0.05)
 
 
+def test_simple1d_observe_position_adds_the_position_before_each_action() -> None:
+    env = Simple1DEnvironment(True, seed=3, observe_position=True)
+    assert env.behavior_specs["Simple1D"].observation_shapes == ((2,),)
+    first = env.reset()["Simple1D"].observations[0]
+    goal = env.goal
+    assert first.tolist() == [[goal, 0.0]]
+    steps = _run_episode(env)
+    positions = [r.observations[0][0, 1] for r in steps]
+    assert positions == pytest.approx([0.1 * goal * k for k in range(MIN_STEPS)])  # as a step's goal: before it
+    assert all(r.observations[0][0, 0] == goal for r in steps)
+    assert steps[-1].rewards[0] == pytest.approx(SUCCESS_REWARD)
+
+
 def test_simple1d_reset_after_done_gives_new_goal_next_step() -> None:
     env = Simple1DEnvironment(True, seed=4)
     env.reset()

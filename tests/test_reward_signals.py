@@ -269,6 +269,31 @@ def test_gail_alone_follows_its_expert_on_five_seeds(tmp_path):
     assert all(v >= 0.9 for v in finals.values()), finals
 
 
+@pytest.mark.slow
+def test_state_only_gail_follows_its_expert_on_five_seeds(tmp_path):
+    """GAIL's default, state-only discriminator, where the states tell the expert's walk from the
+    anti-expert's (``observe_position``) and GAIL's discount matches the 10-step episodes (the
+    setting docs/guides/reward-signals.md recommends): at least four seeds of five follow the
+    expert. benchmarks/gail_seeds.py measured 45 of 48 seeds with ``gamma`` 0.9 and 19 of 32
+    with 0.99; five seeds cannot tell those rates apart (here seed 33 ends at −0.62 with 0.9,
+    and all five pass with 0.99)."""
+    from kerasrl import recording
+    from kerasrl.envs.simple import Simple1DEnvironment
+    from tests.test_simple_rl import run_training
+
+    demo = tmp_path / "expert.demo"
+    recording.record(Simple1DEnvironment(use_discrete=True, seed=7, observe_position=True), scripted_expert(True), 400,
+                     demo)
+    config = simple_config(max_steps=6000, reward_signals={"gail": {"strength": 1.0, "gamma": 0.9,
+                                                                    "demo_path": str(demo)}})
+    finals = {}
+    for seed in (31, 32, 33, 34, 35):
+        env = Simple1DEnvironment(use_discrete=True, seed=seed, observe_position=True)
+        tc = run_training(env, tmp_path / str(seed), config=config, seed=seed)
+        finals[seed] = round(float(np.mean(list(next(iter(tc.trainers.values())).recent_returns)[-10:])), 3)
+    assert sum(v >= 0.9 for v in finals.values()) >= 4, finals
+
+
 def gail_features(signal: GAILRewardSignal, rows: dict) -> np.ndarray:
     """The discriminator's input by hand: observations, one-hot actions, done."""
     spec = signal.spec
@@ -344,7 +369,7 @@ def test_ppo_hands_its_normalizer_to_gail(normalize, tmp_path):
 
     demo = tmp_path / "expert.demo"
     record_scripted_expert(True, demo, 50)
-    config = simple_config(normalize=normalize, reward_signals={"gail": {"strength": 1.0, "gamma": 0.99,
+    config = simple_config(normalize=normalize, reward_signals={"gail": {"strength": 1.0, "gamma": 0.9,
                                                                          "demo_path": str(demo)}})
     trainers = initialize_trainers(config, SimpleEnvManager(Simple1DEnvironment(use_discrete=True)).behavior_specs,
                                    summaries_dir=str(tmp_path), run_id="id", model_path=str(tmp_path / "m"),

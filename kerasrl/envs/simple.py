@@ -132,11 +132,13 @@ class _OneAgentEnvironment(Environment):
 class Simple1DEnvironment(_OneAgentEnvironment):
     """Walk from 0 to the observed goal (−1 or +1) in steps of at most 0.1 (ML-Agents 0.9's test task).
 
-    Observation ``[goal]``. Discrete actions ``[2]``: 1 moves +0.1, 0 moves −0.1; continuous
-    ``[1]``: the action, clamped to ±0.1. The episode terminates when ``|position| ≥ 1`` with
-    reward ``SUCCESS_REWARD × position × goal`` (±1.011); every other step costs
-    ``TIME_PENALTY``. Ten steps of +0.1 sum to 0.9999999999999999, so the optimum takes
-    ``MIN_STEPS`` = 11 steps and returns 1.001. ``max_steps`` optionally truncates episodes.
+    Observation ``[goal]``, or ``[goal, position]`` with ``observe_position`` (where the states
+    of an agent walking the right way differ from those of one walking the wrong way, which a
+    state-only GAIL discriminator needs); a step returns the observation from before its move. Discrete actions ``[2]``: 1 moves +0.1, 0 moves −0.1;
+    continuous ``[1]``: the action, clamped to ±0.1. The episode terminates when
+    ``|position| ≥ 1`` with reward ``SUCCESS_REWARD × position × goal`` (±1.011); every other
+    step costs ``TIME_PENALTY``. Ten steps of +0.1 sum to 0.9999999999999999, so the optimum
+    takes ``MIN_STEPS`` = 11 steps and returns 1.001. ``max_steps`` optionally truncates episodes.
     """
 
     def __init__(
@@ -145,8 +147,10 @@ class Simple1DEnvironment(_OneAgentEnvironment):
         seed: Optional[int] = None,
         behavior_name: str = "Simple1D",
         max_steps: Optional[int] = None,
+        observe_position: bool = False,
     ) -> None:
         self.use_discrete = use_discrete
+        self.observe_position = observe_position
         self.position = 0.0
         spec = BehaviorSpec(
             observation_shapes=self._observation_shapes(),
@@ -156,7 +160,7 @@ class Simple1DEnvironment(_OneAgentEnvironment):
         super().__init__(behavior_name, spec, seed, max_steps)
 
     def _observation_shapes(self) -> tuple[tuple[int, ...], ...]:
-        return ((OBS_SIZE,),)
+        return ((OBS_SIZE + 1 if self.observe_position else OBS_SIZE,),)
 
     def _reset_position(self) -> None:
         self.position = 0.0
@@ -174,7 +178,8 @@ class Simple1DEnvironment(_OneAgentEnvironment):
         return SUCCESS_REWARD * self.position * self.goal
 
     def _observe(self) -> list[np.ndarray]:
-        return [np.array([[self.goal]], np.float32)]
+        values = [self.goal, self.position] if self.observe_position else [self.goal]
+        return [np.array([values], np.float32)]
 
 
 class VisualSimple1DEnvironment(Simple1DEnvironment):
