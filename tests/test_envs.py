@@ -105,7 +105,7 @@ def test_simple1d_observe_position_adds_the_position_before_each_action() -> Non
     assert first.tolist() == [[goal, 0.0]]
     steps = _run_episode(env)
     positions = [r.observations[0][0, 1] for r in steps]
-    assert positions == pytest.approx([0.1 * goal * k for k in range(MIN_STEPS)])  # as a step's goal: before it
+    assert positions == pytest.approx([0.1 * goal * k for k in range(MIN_STEPS)])  # observed before each move
     assert all(r.observations[0][0, 0] == goal for r in steps)
     assert steps[-1].rewards[0] == pytest.approx(SUCCESS_REWARD)
 

@@ -369,7 +369,7 @@ def test_ppo_hands_its_normalizer_to_gail(normalize, tmp_path):
 
     demo = tmp_path / "expert.demo"
     record_scripted_expert(True, demo, 50)
-    config = simple_config(normalize=normalize, reward_signals={"gail": {"strength": 1.0, "gamma": 0.9,
+    config = simple_config(normalize=normalize, reward_signals={"gail": {"strength": 1.0, "gamma": 0.99,
                                                                          "demo_path": str(demo)}})
     trainers = initialize_trainers(config, SimpleEnvManager(Simple1DEnvironment(use_discrete=True)).behavior_specs,
                                    summaries_dir=str(tmp_path), run_id="id", model_path=str(tmp_path / "m"),

@@ -134,11 +134,12 @@ class Simple1DEnvironment(_OneAgentEnvironment):
 
     Observation ``[goal]``, or ``[goal, position]`` with ``observe_position`` (where the states
     of an agent walking the right way differ from those of one walking the wrong way, which a
-    state-only GAIL discriminator needs); a step returns the observation from before its move. Discrete actions ``[2]``: 1 moves +0.1, 0 moves −0.1;
-    continuous ``[1]``: the action, clamped to ±0.1. The episode terminates when
-    ``|position| ≥ 1`` with reward ``SUCCESS_REWARD × position × goal`` (±1.011); every other
-    step costs ``TIME_PENALTY``. Ten steps of +0.1 sum to 0.9999999999999999, so the optimum
-    takes ``MIN_STEPS`` = 11 steps and returns 1.001. ``max_steps`` optionally truncates episodes.
+    state-only GAIL discriminator needs); a step returns the observation from before its move.
+    Discrete actions ``[2]``: 1 moves +0.1, 0 moves −0.1; continuous ``[1]``: the action,
+    clamped to ±0.1. The episode terminates when ``|position| ≥ 1`` with reward
+    ``SUCCESS_REWARD × position × goal`` (±1.011); every other step costs ``TIME_PENALTY``. Ten
+    steps of +0.1 sum to 0.9999999999999999, so the optimum takes ``MIN_STEPS`` = 11 steps and
+    returns 1.001. ``max_steps`` optionally truncates episodes.
     """
 
     def __init__(
