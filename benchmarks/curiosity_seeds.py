@@ -5,6 +5,7 @@
     python benchmarks/curiosity_seeds.py --task minigrid_two_rooms --seeds 901-905
     python benchmarks/curiosity_seeds.py --task minigrid_door_key --seeds 1001-1005
     python benchmarks/curiosity_seeds.py --task minigrid_two_doors --seeds 401,1101
+    python benchmarks/curiosity_seeds.py --task minigrid_snake --seeds 1201-1205
     python benchmarks/curiosity_seeds.py --task mountaincar --seeds 401-405
 
 Both runs of a seed use ``SETTINGS`` (ML-Agents 0.9's default keys but a 2048-step buffer and 4
@@ -111,6 +112,31 @@ the 8×8 door-and-key room with a 50-step limit (random: key 10%, door 0.03%) �
 solved it (100%); a 10×10 room with the key on its bottom row, (2, 8), the locked door at (5, 7)
 and the goal at (8, 1) (random: key 3%, door 0.05%) — neither variant reached the goal in 2M steps.
 
+``minigrid_snake``: a 12×9 grid whose inner rows are one winding corridor, four rows of ten cells
+joined through one gap at alternate ends; start at (1, 1) facing east, the goal at the last row's
+far end (about 48 steps on the shortest way); same view, actions and settings, a 100-step limit,
+300k steps, curiosity strength 0.1 (ML-Agents' usual range). No policy that ignores where it is
+gets there: random policies over the seven actions or the three moving ones reached it in none of
+2,000 episodes each, one that steps forward with probability 0.8 and turns otherwise in 0.25%.
+Developed on seeds 401–404, following how far along the corridor each episode got: with strength 1
+curiosity's agent went about a third of the way and stalled (seed 401; 0% also with five rows and
+600k steps); with 0.1 it reached the goal on 401 and 403 within ~150k steps and stalled at the
+second turn on 402, with 600k steps too; a larger entropy bonus (``beta`` 0.03) got 402 there but
+made 404 stop moving, as extrinsic PPO does here. Fresh seeds 1201–1205:
+
+    seed   extrinsic only   with curiosity
+    1201     0%               0%
+    1202     0%               0%
+    1203     0%              86%
+    1204     0%               0%
+    1205     0%              84%
+    solved extrinsic=0/5 curiosity=0/5
+
+Extrinsic PPO never reached the goal: its policy drifts to the actions that do not move. Curiosity
+took two of five runs there (most episodes, short of the 90% that counts as solved); the other
+three stalled at a turn, where the cells behind them no longer pay and the next new cell is a turn
+and a step away.
+
 ``mountaincar``: MountainCar-v0 with observations scaled to [−1, 1], 150k steps, curiosity
 strength 0.1. Not a demonstration: on seed 401, curiosity of strength 0.1, 1 and 10 (raw
 observations) and 1 and 100 (scaled) reached the flag no more often than extrinsic alone:
@@ -156,6 +182,8 @@ DOOR, FAR_GOAL = (8, 12), (14, 14)
 LOCKED_DOOR, KEY = (4, 5), (2, 4)
 #: The two-door layout (11×7): walls down columns 4 and 7, each with a locked door in row 3, one key for both.
 FIRST_DOOR, SECOND_DOOR, TWO_DOORS_KEY = (4, 3), (7, 3), (2, 4)
+#: The winding corridor's grid (width, height): four corridors of ten cells, joined at alternate ends.
+SNAKE = (12, 9)
 
 
 class Task(NamedTuple):
@@ -270,6 +298,21 @@ def make_minigrid_two_doors(**kwargs: Any) -> Any:
     return walled_room((11, 7), furnish, **kwargs)
 
 
+def make_minigrid_snake(**kwargs: Any) -> Any:
+    """A ``SNAKE`` grid whose inner rows are one winding corridor: walls along every second row
+    leave one gap each, at alternate ends, so the way from the agent's corner, (1, 1), to the goal
+    at the last corridor's far end turns at every gap. Same view as the other MiniGrid tasks."""
+    from minigrid.core.world_object import Goal
+
+    def furnish(env: Any, width: int, height: int) -> None:
+        for i, y in enumerate(range(2, height - 1, 2)):
+            env.grid.horz_wall(1, y, width - 2)
+            env.grid.set(width - 2 if i % 2 == 0 else 1, y, None)
+        env.put_obj(Goal(), 1 if (height // 2 - 1) % 2 else width - 2, height - 2)
+
+    return walled_room(SNAKE, furnish, **kwargs)
+
+
 TASKS = {
     "mountaincar": Task("ScaledMountainCar-v0", {}, 150_000, -200.0, "reached the flag", 0.1),
     "minigrid": Task("MiniGridEmpty16Full-v0", {"time_horizon": 128, "beta": 0.01}, 300_000, 0.0, "reached the goal", 1.0),
@@ -279,12 +322,15 @@ TASKS = {
                                "reached the goal", 1.0),
     "minigrid_door_key": Task("MiniGridDoorKey8Full-v0", {"time_horizon": 128, "beta": 0.01}, 1_200_000, 0.0,
                               "reached the goal", 1.0),
+    "minigrid_snake": Task("MiniGridSnake12x9Full-v0", {"time_horizon": 128, "beta": 0.01}, 300_000, 0.0,
+                           "reached the goal", 0.1),
     "minigrid_two_doors": Task("MiniGridTwoDoors11Full-v0", {"time_horizon": 128, "beta": 0.01}, 1_500_000, 0.0,
                                "reached the goal", 1.0),
 }
 FACTORIES = {"mountaincar": make_scaled_mountain_car, "minigrid": make_minigrid_empty,
              "minigrid_inner": make_minigrid_inner, "minigrid_two_rooms": make_minigrid_two_rooms,
-             "minigrid_door_key": make_minigrid_door_key, "minigrid_two_doors": make_minigrid_two_doors}
+             "minigrid_door_key": make_minigrid_door_key, "minigrid_two_doors": make_minigrid_two_doors,
+             "minigrid_snake": make_minigrid_snake}
 
 
 def register() -> None:
