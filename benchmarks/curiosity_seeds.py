@@ -118,7 +118,7 @@ far end (about 48 steps on the shortest way); same view, actions and settings, a
 300k steps, curiosity strength 0.1 (ML-Agents' usual range). No policy that ignores where it is
 gets there: random policies over the seven actions or the three moving ones reached it in none of
 2,000 episodes each, one that steps forward with probability 0.8 and turns otherwise in 0.25%.
-Developed on seeds 401–404, following how far along the corridor each episode got: with strength 1
+Developed on seeds 401–404, following how far along the corridor each episode got (``--progress``): with strength 1
 curiosity's agent went about a third of the way and stalled (seed 401; 0% also with five rows and
 600k steps); with 0.1 it reached the goal on 401 and 403 within ~150k steps and stalled at the
 second turn on 402, with 600k steps too; a larger entropy bonus (``beta`` 0.03) got 402 there but
@@ -145,7 +145,9 @@ within ~30 updates: MountainCar's two-dimensional dynamics are deterministic and
 predicted, so the reward vanishes before PPO has moved the car far.
 
 Printed per run: the share of the last 100 episodes that reached the goal (a return above 0;
-MountainCar's flag: above −200) and their mean return. A run *solves* the task when at least 90
+MountainCar's flag: above −200) and their mean return; with ``--progress`` (MiniGrid tasks), also how far
+along the shortest way to the goal the run's episodes got, per tenth of the run (the mean and the
+largest share), which shows where a run stalls. A run *solves* the task when at least 90
 of its last 100 episodes reach the goal. The last line is machine-readable:
 ``solved extrinsic=<k>/<n> curiosity=<k>/<n>``. MiniGrid is a benchmark-only dependency
 (``pip install minigrid``).
@@ -333,11 +335,72 @@ FACTORIES = {"mountaincar": make_scaled_mountain_car, "minigrid": make_minigrid_
              "minigrid_snake": make_minigrid_snake}
 
 
+#: ``--progress``: how far along the way to the goal each finished episode got, in order.
+FURTHEST: list[float] = []
+
+
+class PathProgress(gymnasium.Wrapper):  # type: ignore[misc]
+    """A MiniGrid task that records in ``FURTHEST`` the furthest its agent got each episode: the
+    step distance from the start (over the cells no wall fills) of the furthest cell it stood on,
+    as a share of the goal's. It shows where runs stall."""
+
+    def reset(self, **kwargs: Any) -> Any:
+        out = self.env.reset(**kwargs)
+        self.distance = self.distances()
+        goal = [cell for cell, _ in self.distance.items() if self.cell_type(cell) == "goal"]
+        self.goal_distance = max(self.distance[goal[0]] if goal else max(self.distance.values()), 1)
+        self.furthest = 0
+        return out
+
+    def cell_type(self, cell: tuple[int, int]) -> str:
+        obj = self.env.unwrapped.grid.get(*cell)
+        return "empty" if obj is None else str(obj.type)
+
+    def distances(self) -> dict[tuple[int, int], int]:
+        """Step distance from the agent's cell to every cell it could reach through cells no wall fills."""
+        env = self.env.unwrapped
+        start = (int(env.agent_pos[0]), int(env.agent_pos[1]))
+        distance, frontier = {start: 0}, [start]
+        while frontier:
+            x, y = frontier.pop(0)
+            for cell in ((x + 1, y), (x - 1, y), (x, y + 1), (x, y - 1)):
+                inside = 0 <= cell[0] < env.width and 0 <= cell[1] < env.height
+                if inside and cell not in distance and self.cell_type(cell) != "wall":
+                    distance[cell] = distance[(x, y)] + 1
+                    frontier.append(cell)
+        return distance
+
+    def step(self, action: Any) -> Any:
+        out = self.env.step(action)
+        cell = (int(self.env.unwrapped.agent_pos[0]), int(self.env.unwrapped.agent_pos[1]))
+        self.furthest = max(self.furthest, self.distance.get(cell, 0))
+        if out[2] or out[3]:
+            FURTHEST.append(min(self.furthest / self.goal_distance, 1.0))
+        return out
+
+
+def progress_id(env_id: str) -> str:
+    """The registered id of ``env_id`` wrapped in ``PathProgress``."""
+    return env_id.replace("-v", "Progress-v")
+
+
 def register() -> None:
     for name, task in TASKS.items():
         if task.env_id not in gymnasium.registry:
             limit = {"max_episode_steps": 200} if name == "mountaincar" else {}
             gymnasium.register(task.env_id, entry_point=FACTORIES[name], kwargs=task.env_kwargs, **limit)
+        if name.startswith("minigrid") and progress_id(task.env_id) not in gymnasium.registry:
+            factory = FACTORIES[name]
+            gymnasium.register(progress_id(task.env_id), kwargs=task.env_kwargs,
+                               entry_point=lambda factory=factory, **kwargs: PathProgress(factory(**kwargs)))
+
+
+def progress_line() -> str:
+    """The mean (and largest) furthest share of ``FURTHEST`` in each tenth of the run, then empties it."""
+    shares = np.asarray(FURTHEST, np.float64)
+    FURTHEST.clear()
+    tenths = [part for part in np.array_split(shares, 10) if len(part)]
+    return " ".join(f"{part.mean():.2f}/{part.max():.2f}" for part in tenths)
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -348,8 +411,10 @@ def parse_seeds(text: str) -> list[int]:
     return [int(v) for v in text.split(",")]
 
 
-def run(task: Task, seed: int, steps: int, curiosity: bool, workdir: str, strength: float = 0.0) -> dict[str, float]:
-    """Share of the last 100 episodes that reached the goal, and their mean return."""
+def run(task: Task, seed: int, steps: int, curiosity: bool, workdir: str, strength: float = 0.0,
+        progress: bool = False) -> dict[str, float]:
+    """Share of the last 100 episodes that reached the goal, and their mean return; with
+    ``progress``, on the task wrapped in ``PathProgress``."""
     from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
     from kerasrl.settings import RunContext, load_trainer_config
     from kerasrl.trainers import TrainerController, create_trainers
@@ -360,13 +425,14 @@ def run(task: Task, seed: int, steps: int, curiosity: bool, workdir: str, streng
     if not curiosity:
         del signals["curiosity"]
     section["reward_signals"] = signals
-    manager = SimpleEnvManager(GymnasiumEnv(task.env_id, num_envs=NUM_ENVS, seed=seed))
+    env_id = progress_id(task.env_id) if progress else task.env_id
+    manager = SimpleEnvManager(GymnasiumEnv(env_id, num_envs=NUM_ENVS, seed=seed))
     context = RunContext(run_id="curiosity", summaries_dir=os.path.join(workdir, "s"),
                          model_path=os.path.join(workdir, "m"), keep_checkpoints=1, seed=seed, max_steps=steps)
     trainers = create_trainers(load_trainer_config({"default": section}), manager.behavior_specs, context)
     TrainerController(trainers, os.path.join(workdir, "m"), os.path.join(workdir, "s"), "curiosity",
                       save_freq=10**9, train=True, training_seed=seed, export=lambda _: None).start_learning(manager)
-    last = np.asarray(list(trainers[task.env_id].recent_returns), np.float64)
+    last = np.asarray(list(trainers[env_id].recent_returns), np.float64)
     return {"reached": float(np.mean(last > task.success_above)) if len(last) else 0.0,
             "mean": float(np.mean(last)) if len(last) else float("nan")}
 
@@ -378,9 +444,14 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=0, help="steps per run (default: the task's)")
     parser.add_argument("--strength", type=float, default=0.0, help="curiosity's strength (default: the task's)")
     parser.add_argument("--only", choices=("extrinsic", "curiosity"), default=None, help="run one variant only")
+    parser.add_argument("--progress", action="store_true",
+                        help="MiniGrid tasks: also print, per tenth of each run, how far along the way to the goal "
+                             "its episodes got (mean/largest share)")
     args = parser.parse_args()
     if args.task.startswith("minigrid") and importlib.util.find_spec("minigrid") is None:
         sys.exit("--task minigrid needs the minigrid package (pip install minigrid), a benchmark-only dependency")
+    if args.progress and not args.task.startswith("minigrid"):
+        sys.exit(f"--progress needs a MiniGrid task, not --task {args.task}")
 
     from kerasrl.cli.train import set_tf_threads
 
@@ -394,10 +465,13 @@ def main() -> int:
         for seed in seeds:
             for name in (args.only,) if args.only else ("extrinsic", "curiosity"):
                 start = time.perf_counter()
-                r = run(task, seed, steps, name == "curiosity", os.path.join(tmp, f"{name}{seed}"), args.strength)
+                r = run(task, seed, steps, name == "curiosity", os.path.join(tmp, f"{name}{seed}"), args.strength,
+                        args.progress)
                 solved[name] += r["reached"] >= SOLVED_SHARE
                 print(f"seed {seed} {name:9s}: {r['reached']:.0%} of the last 100 episodes {task.goal}, "
                       f"mean return {r['mean']:.1f} ({time.perf_counter() - start:.0f} s)", flush=True)
+                if args.progress:
+                    print(f"    furthest share of the way, per tenth of the run: {progress_line()}", flush=True)
     print(f"solved extrinsic={solved['extrinsic']}/{len(seeds)} curiosity={solved['curiosity']}/{len(seeds)}")
     return 0
 
