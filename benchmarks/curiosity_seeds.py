@@ -136,7 +136,7 @@ Extrinsic PPO never reached the goal: its policy drifts to the actions that do n
 took two of five runs there (most episodes, short of the 90% that counts as solved). With
 ``--progress`` the other three went 40–55% of the way on average by mid-run (79% at most), then
 less far: once the cells they had seen no longer paid, their policies drifted as extrinsic PPO's
-does. (The rerun with ``--progress`` gave the same shares, seed for seed.)
+does. (The rerun with ``--progress`` reproduced every seed's result.)
 
 ``mountaincar``: MountainCar-v0 with observations scaled to [−1, 1], 150k steps, curiosity
 strength 0.1. Not a demonstration: on seed 401, curiosity of strength 0.1, 1 and 10 (raw
