@@ -145,7 +145,8 @@ steps 87%, 44%, 80% and 0% with every run still going further at its end; at 500
 and 100% (extrinsic alone: 0% on 401 and 402); at 600k 81% on 402. A rate of 3e-5 or strength 0.05
 or 0.2 did worse, as did raw observations (``--set normalize=false``, the default rate, 300k): runs
 went further early on, then none of 401–404 got beyond 46% of the way on average or reached the
-goal in more than 1% of its last 100 episodes, though each reached it now and then. On fresh seeds 1301–1305 at 600k steps it was no better than the default:
+goal in more than 1% of its last 100 episodes, though each reached it now and then. With the
+slower model, on fresh seeds 1301–1305 at 600k steps, curiosity did no better than the default:
 
     seed   extrinsic only   with curiosity
     1301     0%               0%
