@@ -157,8 +157,8 @@ slower model, on fresh seeds 1301–1305 at 600k steps, curiosity did no better 
     solved extrinsic=0/5 curiosity=2/5
 
 The three failures got 26–39% of the way on average at best and ended at 24–29%; one (1304) never
-went further than 29% in any episode. So on this corridor a run either finds the way within about a third of its
-budget or not at all, and which it does depends on the seed more than on these keys.
+went further than 29% in any episode. So on this corridor a run either finds the way within about
+a third of its budget or not at all, and which it does depends on the seed more than on these keys.
 
 ``mountaincar``: MountainCar-v0 with observations scaled to [−1, 1], 150k steps, curiosity
 strength 0.1. Not a demonstration: on seed 401, curiosity of strength 0.1, 1 and 10 (raw
@@ -190,7 +190,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402
-import yaml  # noqa: E402
+from seed_args import apply_overrides, parse_seeds  # noqa: E402
 
 SOLVED_SHARE = 0.9
 SETTINGS: dict[str, Any] = {
@@ -425,38 +425,6 @@ def progress_line() -> str:
     FURTHEST.clear()
     tenths = [part for part in np.array_split(shares, 10) if len(part)]
     return " ".join(f"{part.mean():.2f}/{part.max():.2f}" for part in tenths)
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``401-405`` or ``1,5,9``."""
-    if "-" in text:
-        first, last = (int(v) for v in text.split("-"))
-        return list(range(first, last + 1))
-    return [int(v) for v in text.split(",")]
-
-
-def apply_overrides(section: dict[str, Any], items: list[str]) -> None:
-    """``KEY=VALUE`` into the trainer section; ``curiosity.KEY=VALUE`` into its curiosity signal."""
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            sys.exit(f"--set needs KEY=VALUE, not {item!r}")
-        signal, dot, name = key.partition(".")
-        if dot and signal not in section["reward_signals"]:
-            sys.exit(f"--set {item}: no reward signal {signal!r} (have {', '.join(section['reward_signals'])})")
-        target = section["reward_signals"][signal] if dot else section
-        target[name if dot else key] = parse_value(value)
-
-
-def parse_value(text: str) -> Any:
-    """A YAML value, with numbers such as ``1e-4`` (a string to YAML 1.1) read as floats."""
-    value = yaml.safe_load(text)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
 
 
 def run(task: Task, seed: int, steps: int, curiosity: bool, workdir: str, strength: float = 0.0,

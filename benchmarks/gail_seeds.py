@@ -32,20 +32,13 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
-import yaml  # noqa: E402
+from seed_args import apply_overrides, parse_seeds  # noqa: E402
 
 from kerasrl.envs.simple import Simple1DEnvironment  # noqa: E402
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``101-108`` or ``1,5,9``."""
-    if "-" in text:
-        first, last = (int(v) for v in text.split("-"))
-        return list(range(first, last + 1))
-    return [int(v) for v in text.split(",")]
 
 
 def make_env(args: argparse.Namespace, seed: int) -> Simple1DEnvironment:
@@ -115,10 +108,7 @@ def train(args: argparse.Namespace, demo: str, seed: int, folder: str) -> float:
     gail = {"strength": 1.0, "gamma": 0.99, "demo_path": demo, "use_actions": not args.state_only}
     config = {"default": {"batch_size": 16, "buffer_size": 64, "learning_rate": 5.0e-3, "max_steps": args.steps,
                           "summary_freq": 10**9, "jit_compile": False, "reward_signals": {"gail": gail}}}
-    for item in args.set:
-        key, value = item.split("=", 1)
-        target = gail if key.startswith("gail.") else config["default"]
-        target[key.removeprefix("gail.")] = yaml.safe_load(value)
+    apply_overrides(config["default"], args.set)
     manager = SimpleEnvManager(make_env(args, seed))
     trainers = initialize_trainers(config, manager.behavior_specs, summaries_dir=folder, run_id="gail",
                                    model_path=os.path.join(folder, "models"), keep_checkpoints=1, train_model=True,

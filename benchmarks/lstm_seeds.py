@@ -28,21 +28,10 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from seed_args import parse_overrides, parse_seeds  # noqa: E402
+
 #: The ML-Agents layout of the issue: cartpole_zoo's keys with an LSTM.
 MLAGENTS_LAYOUT = {"use_recurrent": True, "memory_size": 128, "sequence_length": 32}
-
-
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs, each value read as YAML (``true``, ``256``, ``minibatch``)."""
-    import yaml
-
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--set takes KEY=VALUE, got '{item}'.")
-        out[key] = yaml.safe_load(value)
-    return out
 
 
 def kerasrl_task(layout: str, overrides: dict[str, Any]) -> Any:
@@ -68,7 +57,7 @@ def main() -> int:
     args = parser.parse_args()
 
     import bench_ppo
-    from pendulum_seeds import mann_whitney_u, parse_seeds, run_seeds
+    from pendulum_seeds import mann_whitney_u, run_seeds
 
     from kerasrl.cli.train import set_tf_threads
 

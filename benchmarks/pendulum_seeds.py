@@ -22,13 +22,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-
-def parse_seeds(text: str) -> list[int]:
-    """``300-319`` or ``1,5,9``."""
-    if "-" in text:
-        first, last = (int(v) for v in text.split("-"))
-        return list(range(first, last + 1))
-    return [int(v) for v in text.split(",")]
+from seed_args import parse_seeds  # noqa: E402
 
 
 def mann_whitney_u(a: list[float], b: list[float]) -> tuple[float, float]:
