@@ -27,6 +27,8 @@ import sys
 import time
 from typing import Any
 
+import numpy as np
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -53,8 +55,6 @@ def kinds() -> dict[str, tuple[Any, dict[str, Any], int, int, int]]:
 
 
 def batch_for(learner: Any, rows: int) -> dict[str, Any]:
-    import numpy as np
-
     rng = np.random.default_rng(0)
     out = {}
     for name, spec in learner.batch_signature().items():
@@ -92,8 +92,6 @@ def block_us(fn: Any, calls: int) -> float:
 
 
 def main_acting(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from kerasrl.envs.base import StepResult
     from kerasrl.models.actor_critic import ActorCritic
     from kerasrl.ppo.policy import PPOPolicy

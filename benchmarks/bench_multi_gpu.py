@@ -18,12 +18,15 @@ cores). The scaling target (≥ 1.8× at 2 GPUs for the visual policy) needs rea
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
 import tempfile
 import time
 from typing import Any
+
+import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
@@ -68,8 +71,6 @@ def make_learner(kind: str, strategy: Any, batch: int, epochs: int, image: int) 
 
 
 def synthetic_batch(learner: Any, n: int) -> dict[str, Any]:
-    import numpy as np
-
     rng = np.random.default_rng(0)
     out = {}
     for key, spec in learner.batch_signature().items():
@@ -105,10 +106,6 @@ def throughput(args: argparse.Namespace, strategies_by_count: dict[int, Any]) ->
 
 
 def learning_curve(args: argparse.Namespace, strategies_by_count: dict[int, Any]) -> None:
-    import math
-
-    import numpy as np
-
     import kerasrl
     from kerasrl import distribute
 

@@ -28,6 +28,9 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import bench_ppo  # noqa: E402
+from bench_tasks import TASKS  # noqa: E402
+from pendulum_seeds import mann_whitney_u, run_seeds  # noqa: E402
 from seed_args import parse_overrides, parse_seeds  # noqa: E402
 
 #: The ML-Agents layout of the issue: cartpole_zoo's keys with an LSTM.
@@ -36,8 +39,6 @@ MLAGENTS_LAYOUT = {"use_recurrent": True, "memory_size": 128, "sequence_length":
 
 def kerasrl_task(layout: str, overrides: dict[str, Any]) -> Any:
     """``bench_ppo``'s ``lstm`` task with the kerasrl config of ``layout`` and ``overrides``."""
-    from bench_tasks import TASKS
-
     task = TASKS["lstm"]
     if layout == "mlagents":
         return dataclasses.replace(task, config="cartpole_zoo", overrides={**MLAGENTS_LAYOUT, **overrides})
@@ -55,9 +56,6 @@ def main() -> int:
     parser.add_argument("--sb3-json", default="lstm_sb3.json", help="RecurrentPPO's {seed: return}")
     parser.add_argument("--only", choices=("kerasrl", "sb3"), default=None, help="run one library only")
     args = parser.parse_args()
-
-    import bench_ppo
-    from pendulum_seeds import mann_whitney_u, run_seeds
 
     from kerasrl.cli.train import set_tf_threads
 

@@ -22,6 +22,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import bench_ppo  # noqa: E402
+from bench_tasks import TASKS  # noqa: E402
 from seed_args import parse_seeds  # noqa: E402
 
 
@@ -69,8 +71,6 @@ def run_seeds(task, seeds: list[int], steps: int, paths: tuple[str, str], peer: 
               only: str | None = None) -> tuple[dict[str, float], dict[str, float]]:
     """Each seed's final return for kerasrl and for the SB3 peer (``only``: ``kerasrl`` or ``sb3``),
     resumed from and saved after every run to the JSON files ``paths`` (kerasrl's, the peer's)."""
-    import bench_ppo
-
     ours, theirs = load(paths[0]), load(paths[1])
     with tempfile.TemporaryDirectory() as tmp:
         for seed in seeds:
@@ -93,9 +93,6 @@ def main() -> int:
     parser.add_argument("--json", default="pendulum_kerasrl.json", help="kerasrl's {seed: return}")
     parser.add_argument("--sb3-json", default="pendulum_sb3.json", help="SB3's {seed: return}")
     args = parser.parse_args()
-
-    import bench_ppo
-    from bench_tasks import TASKS
 
     from kerasrl.cli.train import set_tf_threads
 
