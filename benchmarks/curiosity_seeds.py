@@ -159,6 +159,12 @@ slower model, on fresh seeds 1301–1305 at 600k steps, curiosity did no better 
 The three failures got 26–39% of the way on average at best and ended at 24–29%; one (1304) never
 went further than 29% in any episode. So on this corridor a run either finds the way within about
 a third of its budget or not at all, and which it does depends on the seed more than on these keys.
+Not kept (development seeds only): constant schedules in both variants (``--set
+learning_rate_schedule=constant --set beta_end=0.01``, with the slower model) gave 89% and 0% on
+402 and 404 at 300k steps, and 100%, 0%, 100% and 0% on 401–404 at 600k; on the door-and-key room
+(600k) they made extrinsic PPO solve 401 and 402 and curiosity only 402. A stop-gradient on the
+next observation's encoding in the forward loss, and a random-network-distillation bonus in place
+of the forward error (both prototypes outside this script), did worse on 402 and 404.
 
 ``mountaincar``: MountainCar-v0 with observations scaled to [−1, 1], 150k steps, curiosity
 strength 0.1. Not a demonstration: on seed 401, curiosity of strength 0.1, 1 and 10 (raw
