@@ -9,9 +9,11 @@ import sys
 import numpy as np
 import pytest
 
-from kerasrl.cli import build_parser, main
+from kerasrl.cli import build_parser, main, tools
+from kerasrl.cli.run_folder import LOCK, MARKER, MARKER_TEXT, RETURNS
 from kerasrl.cli.train import run_training
-from kerasrl.configs import config_path
+from kerasrl.configs import available_configs, config_path
+from tests.process_tools import free_ports
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 FINAL = re.compile(r"^final steps=(\d+) mean_return=(\S+) steps_per_sec=(\S+) wall_s=(\S+)$", re.M)
@@ -229,3 +231,85 @@ def test_progress_is_a_bar_on_a_terminal_and_lines_otherwise(tmp_path, capsys, m
     assert "mean_return:" in out and "steps/s:" in out and "100/100" in out  # keras.utils.Progbar's line
     assert not re.search(r"^steps=\d+ ", out, re.M)
     assert FINAL.search(out)  # the machine-readable line still ends the run, on its own line
+
+
+def files_under(folder) -> dict[str, bytes]:
+    """Every file under ``folder`` (relative path -> its bytes), and every folder (-> b"/")."""
+    return {str(p.relative_to(folder)): b"/" if p.is_dir() else p.read_bytes() for p in folder.rglob("*")}
+
+
+def test_a_missing_unity_player_is_an_error_before_the_run_folder_is_touched(tmp_path, capsys):
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("default:\n  batch_size: 16\n  buffer_size: 32\n")
+    player = str(tmp_path / "nosuchplayer.x86_64")
+    base = [str(cfg), "--env", player, "--steps", "800", "--results-dir", str(tmp_path / "results")]
+    assert main(base + ["--run-id", "c9"]) == 2
+    assert player in one_line_error(capsys)
+    assert not (tmp_path / "results").exists()
+    run = tmp_path / "results" / "old"  # an existing run that --resume would continue: left as it is
+    run.mkdir(parents=True)
+    (run / MARKER).write_text(f"{MARKER_TEXT}\n")
+    (run / LOCK).write_text("12345\n")
+    (run / "commands.log").write_text("a start\n")
+    before = files_under(tmp_path)
+    assert main(base + ["--run-id", "old", "--resume"]) == 2
+    assert player in one_line_error(capsys)
+    assert files_under(tmp_path) == before
+
+
+def test_a_unity_scene_that_never_connects_leaves_no_run_folder(tmp_path, capsys):
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("default:\n  batch_size: 16\n  buffer_size: 32\n")
+    (port,) = free_ports(1)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "mine.txt").write_text("keep\n")
+    before = files_under(tmp_path)
+    for results in ("results", os.path.join("made", "deeper")):  # a folder that existed stays; made ones go
+        assert main([str(cfg), "--env", "editor", "--base-port", str(port), "--timeout-wait", "0.3", "--steps", "50",
+                     "--results-dir", str(tmp_path / results), "--run-id", "c9"]) == 2
+        assert "did not connect" in one_line_error(capsys)
+        assert files_under(tmp_path) == before
+
+
+def test_flag_errors_are_one_line(tmp_path, capsys):
+    for argv, expected in ((["cartpole_zoo", "--bogus"], "unrecognized arguments: --bogus"),
+                           (["cartpole_zoo", "--steps", "abc"], "argument --steps: invalid int value: 'abc'")):
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        assert done.value.code == 2
+        assert capsys.readouterr().err == f"kerasrl-learn: error: {expected} (see kerasrl-learn --help)\n"
+    for argv, prog in ((["plot", str(tmp_path), "--bogus"], "kerasrl"), (["export"], "kerasrl export")):
+        with pytest.raises(SystemExit) as done:
+            tools.main(argv)
+        err = capsys.readouterr().err
+        assert done.value.code == 2 and err.startswith(f"{prog}: error: ") and err.count("\n") == 1, err
+        assert err.endswith(f"(see {prog} --help)\n")
+
+
+def test_help_lists_every_shipped_config():
+    words = set(re.findall(r"[\w]+", build_parser().format_help()))
+    assert len(available_configs()) > 2 and set(available_configs()) <= words
+
+
+def test_a_negative_seed_other_than_minus_one_is_an_error(tmp_path, capsys):
+    assert main(["trainer_config", "--env", "Simple1D", "--seed", "-5", "--steps", "20", "--results-dir",
+                 str(tmp_path)]) == 2
+    assert "--seed must be >= 0, or -1 to draw one, got -5" in one_line_error(capsys)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_run_resumed_at_its_target_reports_the_mean_return_it_ended_with(tmp_path, capsys):
+    cfg = tmp_path / "cfg.yaml"  # no summary (no CSV row) within the run
+    cfg.write_text("default:\n  batch_size: 16\n  buffer_size: 64\n  hidden_units: 8\n  summary_freq: 10000\n")
+    base = [str(cfg), "--env", "Simple1D", "--seed", "1", "--results-dir", str(tmp_path), "--run-id", "r",
+            "--progress-every", "1000"]
+    assert main(base + ["--steps", "300"]) == 0
+    ended = FINAL.search(capsys.readouterr().out).group(2)
+    assert np.isfinite(float(ended))
+    assert main(base + ["--resume"]) == 0
+    out = capsys.readouterr().out
+    assert "already at its target" in out and FINAL.search(out).group(2) == ended
+    (tmp_path / "r" / RETURNS).unlink()  # a folder that keeps no return: nan, and a line says why
+    assert main(base + ["--resume"]) == 0
+    out = capsys.readouterr().out
+    assert FINAL.search(out).group(2) == "nan" and "mean_return is not known" in out

@@ -2,10 +2,20 @@
 from __future__ import annotations
 
 import argparse
+from typing import NoReturn
 
 from kerasrl.cli.run_folder import check_run_name
+from kerasrl.configs import available_configs
 from kerasrl.envs.registry import BUILTIN_ENVS, DEFAULT_NUM_ENVS
 from kerasrl.exception import TrainerError
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors (an unknown flag, a bad value) are one line on stderr,
+    pointing to ``--help`` instead of printing the usage, with exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _add_environment_flags(parser: argparse.ArgumentParser) -> None:
@@ -55,7 +65,7 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("run and checkpoints")
     g.add_argument("--steps", type=int, default=None,
                    help="environment steps to train for (all copies counted); overrides max_steps")
-    g.add_argument("--seed", type=int, default=-1, help="random seed; -1 draws one")
+    g.add_argument("--seed", type=int, default=-1, help="random seed (>= 0); -1 draws one")
     g.add_argument("--run-id", default="ppo", help="name of the run's folder under --results-dir")
     g.add_argument("--results-dir", default="results", help="where models and summaries go")
     g.add_argument("--save-freq", type=int, default=100_000,
@@ -122,11 +132,11 @@ def _add_distribution_flags(parser: argparse.ArgumentParser) -> None:
 
 def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> argparse.ArgumentParser:
     """The parser of ``kerasrl-learn`` (``config_required=False``: the config is ``--config``, as in ``examples/``)."""
-    p = argparse.ArgumentParser(prog=prog, description="Train PPO with kerasrl on a built-in or Gymnasium environment.")
+    p = OneLineParser(prog=prog, description="Train PPO with kerasrl on a built-in or Gymnasium environment.")
     if config_required:
         p.add_argument("trainer_config_path",
                        help="ML-Agents-style trainer config (YAML: default + per-behavior sections), or the name of a "
-                            "shipped one: cartpole_zoo, trainer_config")
+                            f"shipped one: {', '.join(available_configs())}")
     else:
         p.add_argument("--config", dest="trainer_config_path", default=None, help="trainer config YAML")
     _add_environment_flags(p)
@@ -145,6 +155,8 @@ def check_args(args: argparse.Namespace) -> None:
                              ("--save-every-minutes", args.save_every_minutes, 0)):
         if value is not None and value < low:
             raise TrainerError(f"{flag} must be >= {low}, got {value}.")
+    if getattr(args, "seed", -1) < -1:
+        raise TrainerError(f"--seed must be >= 0, or -1 to draw one, got {args.seed}.")
     if getattr(args, "progress_every", 1) < 1:
         raise TrainerError(f"--progress-every must be >= 1 (environment steps between progress lines), "
                            f"got {args.progress_every}.")

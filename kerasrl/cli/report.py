@@ -12,19 +12,32 @@ import numpy as np
 RETURN_KEY = "Environment/Cumulative Reward"
 
 
+def earlier_return(trainer: Any, recorded: Optional[tuple[int, list[float]]]) -> Optional[float]:
+    """A resumed behavior's mean return before this session: the last summary's in its CSV, else
+    that of the episodes a previous session ended with (``recorded``: its step and returns, from
+    the run folder's ``returns.json``; not past the step resumed from); None when neither is known."""
+    metrics = getattr(trainer, "metrics", None)
+    summarized = metrics.last_value(RETURN_KEY) if metrics is not None else None
+    if summarized is not None:
+        return float(summarized)
+    if recorded is not None and recorded[1] and recorded[0] <= trainer.get_step:
+        return float(np.mean(recorded[1]))
+    return None
+
+
 class ProgressReport:
     """Progress and the final summary. Steps are environment steps (all copies counted) since
     the run's start, across resumes; steps/s covers this session, without tracing. The mean
     return is that of this session's episodes, else (a resumed run with none yet, or already at
-    its target) the last summary's in the behaviors' CSVs. Progress is a bar (Keras's
+    its target) each behavior's earlier one (:func:`earlier_return`). Progress is a bar (Keras's
     ``Progbar``) when stdout is a terminal, else one plain line each time."""
 
     def __init__(self, trainers: dict[str, Any], n_agents: int, inference: bool, target: Optional[int],
-                 bar: Optional[bool] = None) -> None:
+                 bar: Optional[bool] = None, recorded: Optional[dict[str, tuple[int, list[float]]]] = None) -> None:
         self.trainers, self.n_agents, self.inference = trainers, n_agents, inference
         self.first_step = {name: t.get_step for name, t in trainers.items()}
-        earlier = [getattr(t, "metrics", None) for t in trainers.values() if t.get_step]
-        self.earlier_returns = [v for m in earlier if m is not None and (v := m.last_value(RETURN_KEY)) is not None]
+        earlier = [earlier_return(t, (recorded or {}).get(name)) for name, t in trainers.items() if t.get_step]
+        self.earlier_returns = [v for v in earlier if v is not None]
         self.start = time.perf_counter()
         self.controller: Any = None
         self.target = target

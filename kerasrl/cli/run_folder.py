@@ -8,8 +8,10 @@ kerasrl run folder; a process that runs in a folder holds an OS lock (``flock``)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import fcntl
+import json
 import logging
 import os
 import re
@@ -36,10 +38,15 @@ LOCK = ".kerasrl-lock"
 _LEGACY_NAMES = {"models", "summaries", "configuration.yaml", "configuration.yaml.tmp", "commands.log", "timers.json"}
 #: ``configuration.yaml``'s keys that kerasrl has recorded since it first wrote the file.
 _RECORD_KEYS = {"command_line", "kerasrl_version", "behaviors"}
+#: Each behavior's step and the returns of its latest episodes (up to 100) when a training session ended.
+RETURNS = "returns.json"
 _CHECKPOINT_INDEX = re.compile(r"^model-\d+\.index$")
 #: The run folders whose lock this process holds (real path -> the lock file's descriptor); the
 #: kernel releases them when the process ends, however it ends.
 _held: dict[str, int] = {}
+#: The run folders this process made (real path -> the topmost folder it made with it), which
+#: :func:`discard_unstarted_run_dirs` removes again when no run started in them.
+_made: dict[str, str] = {}
 
 
 def check_run_name(flag: str, value: str) -> None:
@@ -72,6 +79,37 @@ def record_run(args: argparse.Namespace, context: Any, trainers: dict[str, Any])
         os.replace(tmp, os.path.join(run_dir, "configuration.yaml"))
     with open(os.path.join(run_dir, "commands.log"), "a", encoding="utf-8") as f:
         f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {command}\n")
+
+
+def record_returns(run_dir: str, trainers: dict[str, Any]) -> None:
+    """Keep in ``returns.json`` each behavior's step and the returns of its latest episodes, as
+    this training session ends (atomically; a behavior with none keeps its earlier entry): a
+    resumed run reports them until its own episodes end (:func:`recorded_returns`)."""
+    record = {name: (int(step), list(returns)) for name, (step, returns) in recorded_returns(run_dir).items()}
+    record.update({name: (int(t.get_step), [float(r) for r in t.recent_returns])
+                   for name, t in trainers.items() if len(t.recent_returns)})
+    if not record:
+        return
+    path = os.path.join(run_dir, RETURNS)
+    try:
+        with open(f"{path}.tmp", "w", encoding="utf-8") as f:
+            json.dump({name: {"step": step, "returns": returns} for name, (step, returns) in record.items()}, f)
+        os.replace(f"{path}.tmp", path)
+    except OSError as e:  # the run is saved: only a later report's figure is lost
+        with contextlib.suppress(OSError):
+            os.unlink(f"{path}.tmp")
+        logging.getLogger("kerasrl").warning("%s could not be written (%s).", path, e.strerror or e)
+
+
+def recorded_returns(run_dir: str) -> dict[str, tuple[int, list[float]]]:
+    """What ``returns.json`` keeps: behavior -> (its step, the returns of its latest episodes);
+    nothing for a folder without the file, or one that cannot be read (it only informs the report)."""
+    try:
+        with open(os.path.join(run_dir, RETURNS), encoding="utf-8") as f:
+            record = json.load(f)
+        return {str(name): (int(entry["step"]), [float(r) for r in entry["returns"]]) for name, entry in record.items()}
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError, KeyError, TypeError):
+        return {}
 
 
 def _contents(run_dir: str) -> list[str]:
@@ -175,9 +213,52 @@ def lock_run_dir(run_dir: str) -> None:
     _held[key] = fd
 
 
+def _topmost_missing(path: str) -> Optional[str]:
+    """The outermost folder of ``path`` that does not exist yet (None when ``path`` exists)."""
+    path, top = os.path.realpath(path), None
+    while not os.path.lexists(path):
+        top, parent = path, os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return top
+
+
+def _holds_files(folder: str) -> bool:
+    """Whether ``folder`` holds anything but kerasrl's marker and lock and empty folders."""
+    for root, dirs, names in os.walk(folder):
+        if set(names) - ({MARKER, LOCK} if root == folder else set()):
+            return True
+        if any(os.path.islink(os.path.join(root, d)) for d in dirs):
+            return True
+    return False
+
+
+def discard_unstarted_run_dirs() -> None:
+    """Remove each run folder this process made (and the folders above it that it made too)
+    when no run started in it: it holds nothing but the marker, the lock and empty folders (a
+    run that starts writes ``commands.log`` at once). A folder that existed before is left
+    alone, and nothing but those files and empty folders is ever deleted."""
+    while _made:
+        run_dir, top = _made.popitem()
+        if not os.path.isdir(run_dir) or _holds_files(run_dir):
+            continue
+        with contextlib.suppress(OSError):
+            for name in (MARKER, LOCK):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(run_dir, name))
+            for root, _, _ in sorted(os.walk(run_dir), key=lambda entry: -len(entry[0])):
+                os.rmdir(root)  # deepest first; fails (and stops) on anything that appeared meanwhile
+            folder = os.path.dirname(run_dir)
+            while len(folder) >= len(top):  # both are run_dir or a folder above it
+                os.rmdir(folder)  # only empty folders that this process made
+                folder = os.path.dirname(folder)
+
+
 def release_run_dirs() -> None:
     """Let go of every run folder this process locked: its run has ended (a later run of the
     same Python process, or another process, may then take it)."""
+    _made.clear()
     while _held:
         _, fd = _held.popitem()
         os.close(fd)
@@ -281,7 +362,10 @@ def prepare_run_dir(args: argparse.Namespace) -> str:
         return run_dir
     check_run_dir(args)
     try:
+        top = _topmost_missing(run_dir)
         os.makedirs(run_dir, exist_ok=True)
+        if top is not None:
+            _made[os.path.realpath(run_dir)] = top
         lock_run_dir(run_dir)
         names = _contents(run_dir)
         if names and not (args.load or args.inference or args.force):

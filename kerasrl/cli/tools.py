@@ -7,12 +7,13 @@ import traceback
 from typing import Optional, Sequence
 
 from kerasrl.cli.main import quiet_tensorflow, tensorflow_start_up_hidden
+from kerasrl.cli.parser import OneLineParser
 from kerasrl.exception import TrainerError
 from kerasrl.plot import DEFAULT_KEYS, plot_runs
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kerasrl", description="Tools for kerasrl runs.")
+    p = OneLineParser(prog="kerasrl", description="Tools for kerasrl runs.")
     sub = p.add_subparsers(dest="command", required=True)
     export = sub.add_parser("export", help="export a run's newest checkpoints as SavedModel (and ONNX)")
     export.add_argument("run_dir", help="the run folder (results/<run-id>)")

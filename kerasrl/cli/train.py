@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import random
 import shutil
@@ -25,18 +26,23 @@ from kerasrl.cli.multi_host import (
 from kerasrl.cli.parser import check_args
 from kerasrl.cli.report import ProgressReport
 from kerasrl.cli.run_folder import (
+    RETURNS,
     RecordedRun,
     check_run_dir,
+    discard_unstarted_run_dirs,
     initial_models,
     prepare_run_dir,
+    record_returns,
     record_run,
+    recorded_returns,
     recorded_run,
     release_run_dirs,
 )
 from kerasrl.configs import config_source
 from kerasrl.distribute import cluster
 from kerasrl.envs.ray_env_manager import ray_available
-from kerasrl.envs.registry import UnityOptions, copies_per_worker, is_unity_env, make_env_manager
+from kerasrl.envs.registry import EDITOR, UnityOptions, copies_per_worker, is_unity_env, make_env_manager
+from kerasrl.envs.unity import find_player
 from kerasrl.exception import EnvironmentException, TrainerError, UpdateThreadError
 from kerasrl.export import export_trainers
 from kerasrl.recording import record
@@ -118,6 +124,8 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
     init = initial_models(args)
     check_run_dir(args)  # written to only once the environment has started and accepted its parameters
     if is_unity_env(args.env):
+        if args.env.lower() != EDITOR:
+            find_player(args.env)  # a missing player is an error before its run folder is made
         prepare_run_dir(args)  # except for Unity players, which log into it from their start
     seed_given = getattr(args, "seed_given", args.seed >= 0)
     recorded = RecordedRun()
@@ -173,6 +181,7 @@ def run_training(args: argparse.Namespace, default_config: Optional[str] = None,
             if getattr(manager, "closed", True) is False:  # worker processes never outlive a failed set-up
                 manager.close()
     finally:
+        discard_unstarted_run_dirs()  # a folder made for a run that never started (a Unity scene that never connected)
         release_run_dirs()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -182,7 +191,8 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
            start: float, env_params: Optional[EnvParameters] = None) -> dict[str, float]:
     """The training (or inference) run itself, once everything is set up."""
     target = args.steps if args.inference else max(t.get_max_steps for t in trainers.values())
-    report = ProgressReport(trainers, n_agents, args.inference, target)
+    run_dir = os.path.join(args.results_dir, args.run_id)
+    report = ProgressReport(trainers, n_agents, args.inference, target, recorded=recorded_returns(run_dir))
     minutes = args.save_every_minutes
     tc = report.controller = TrainerController(
         trainers, context.model_path, context.summaries_dir, f"{args.run_id}-0", args.save_freq,
@@ -201,7 +211,7 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
     where = f" in {workers} worker processes" if workers > 1 else ""
     if getattr(args, "env_manager", "subprocess") == "ray":
         where = f" in {workers} Ray actor{'s' if workers > 1 else ''}"
-    results = os.path.join(args.results_dir, args.run_id)
+    results = run_dir
     hosts = getattr(next(iter(trainers.values()), None), "cluster", None)
     if hosts is not None:
         where += f", {hosts}"
@@ -225,11 +235,16 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
         raise
     finally:
         report.close()
+    if not args.inference:
+        record_returns(run_dir, trainers)
     result = {**report.summary(), "trace_s": report.trace_seconds(), "interrupted": float(tc.interrupted)}
     if tc.interrupted:
         print("Interrupted: the model was saved; continue with --resume.", flush=True)
     print(f"final steps={int(result['steps'])} mean_return={result['mean_return']:.3f} "
           f"steps_per_sec={result['steps_per_sec']:.1f} wall_s={result['wall_s']:.2f}", flush=True)
+    if math.isnan(result["mean_return"]) and not args.inference and any(report.first_step.values()):
+        print("kerasrl: mean_return is not known: no episode ended in this session, and the run folder keeps no "
+              f"earlier return (no {RETURNS}, no summary in the behaviors' CSVs).", flush=True)
     for trainer in trainers.values():
         if hasattr(trainer, "summary_line"):
             print(f"kerasrl: {trainer.summary_line()}", flush=True)
