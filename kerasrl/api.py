@@ -184,8 +184,10 @@ class SACModel(_TrainingModel):
 
 # -- the loop --------------------------------------------------------------------------
 class _FitController(TrainerController):
-    """``TrainerController`` whose loop also drives the callbacks: an epoch ends at each policy
-    update; training stops at ``target_step`` or when a callback sets ``model.stop_training``."""
+    """``TrainerController`` whose loop also drives the callbacks: an epoch begins right before a
+    policy update (threaded: its hand-over) and ends when the policy acts with it, so that no epoch
+    begins whose update does not run; a rollout begins at the first step after the last update.
+    Training stops at ``target_step`` or when a callback sets ``model.stop_training``."""
 
     def __init__(self, agent: "_Agent", trainer: Any, model: _TrainingModel,
                  callbacks: keras.callbacks.CallbackList, target_step: int, first_epoch: int):
@@ -198,27 +200,44 @@ class _FitController(TrainerController):
         self.epoch = first_epoch
         self.rl = rl_callbacks(callbacks.callbacks)
         self.episodes = wants_episodes(self.rl)
-        self.logs: dict[str, float] = {}
-        self._epoch_open = False
+        self._epoch_open = self._rollout_open = False
         self._epoch_start = (time.perf_counter(), trainer.step)
+
+    def start_learning(self, env_manager: Any) -> None:
+        """Train; for this ``fit`` the trainer's ``update_policy`` begins the epoch first."""
+        trainer = self.trainer
+        trainer.update_policy = self._update_policy
+        try:
+            super().start_learning(env_manager)
+        finally:
+            del trainer.update_policy  # the class's own again
+
+    def _update_policy(self) -> None:
+        if not self._epoch_open:
+            self._begin_epoch()
+        type(self.trainer).update_policy(self.trainer)
 
     def _should_continue(self) -> bool:
         return (not self.model.stop_training and self.trainer.step < self.target_step
                 and super()._should_continue())
 
-    def _begin_epoch(self) -> None:
+    def _begin_rollout(self) -> None:
         trainer = self.trainer
-        self._epoch_open = True
+        self._rollout_open = True
         self._epoch_start = (time.perf_counter(), trainer.step)
-        self.callbacks.on_epoch_begin(self.epoch)
-        self.callbacks.on_train_batch_begin(0)
         for c in self.rl:
             c.on_rollout_begin({"step": trainer.step})
 
+    def _begin_epoch(self) -> None:
+        self.agent._settle(self.trainer)
+        self._epoch_open = True
+        self.callbacks.on_epoch_begin(self.epoch)
+        self.callbacks.on_train_batch_begin(0)
+
     def advance(self, env: Any) -> int:
         trainer = self.trainer
-        if not self._epoch_open:
-            self._begin_epoch()
+        if not self._rollout_open:
+            self._begin_rollout()
         updates, episodes = trainer.updates_applied, trainer.episodes_completed
         n = super().advance(env)
         if self.episodes and trainer.episodes_completed != episodes:
@@ -232,6 +251,8 @@ class _FitController(TrainerController):
         updates = self.trainer.updates_applied
         super()._finish_updates(drain)
         if drain and self.trainer.updates_applied != updates:
+            if not self._rollout_open:
+                self._begin_rollout()
             if not self._epoch_open:
                 self._begin_epoch()
             self._end_epoch()
@@ -245,15 +266,15 @@ class _FitController(TrainerController):
                 c.on_episode_end({"episode_reward": float(r), "episode_length": float(length), "step": trainer.step})
 
     def _end_epoch(self) -> None:
-        self.logs = self.agent._epoch_logs(*self._epoch_start)
+        logs = self.agent._epoch_logs(*self._epoch_start)
         with self.trainer.learner_lock:  # threaded: the callbacks see the learner between updates
             self.model.counters.assign([self.trainer.step, self.trainer.update_count])
-            self.callbacks.on_train_batch_end(0, self.logs)
+            self.callbacks.on_train_batch_end(0, logs)
             for c in self.rl:
-                c.on_rollout_end({"step": self.logs["step"], "episodes": self.logs["episodes"], "fps": self.logs["fps"]})
-            self.callbacks.on_epoch_end(self.epoch, self.logs)
+                c.on_rollout_end({"step": logs["step"], "episodes": logs["episodes"], "fps": logs["fps"]})
+            self.callbacks.on_epoch_end(self.epoch, logs)
         self.epoch += 1
-        self._epoch_open = False
+        self._epoch_open = self._rollout_open = False
 
     def _save_models(self) -> None:
         """Checkpoint in the run folder, never weights that a non-finite loss produced."""
@@ -288,6 +309,8 @@ class _Agent:
     #: ``None``, as ``model``, for a model that ``load`` read without an environment.
     trainer: Optional[Any]
     model: Optional[_TrainingModel]
+    #: Set by ``close``: the agent can still ``predict`` and ``save``, not ``fit``.
+    _closed: bool
 
     def __init__(self, env: Any, config: ConfigArg = None, behavior: Optional[str] = None, seed: Optional[int] = None,
                  gpus: Optional[int] = None, cpu_replicas: Optional[int] = None, *, num_envs: Optional[int] = None,
@@ -300,6 +323,7 @@ class _Agent:
         #: Removes the temporary run folder (``run_dir`` not given) when called, at ``close``, or
         #: when the agent is garbage-collected or Python exits; detached once a Ctrl-C saved into it.
         self._remove_run_dir: Optional[weakref.finalize] = None
+        self._closed = False
         self.env_manager = as_env_manager(env, self.DEFAULT_NUM_ENVS if num_envs is None else num_envs, self.seed)
         try:
             trainer = self._make_trainer(config, behavior, hyperparameters, run_dir, gpus)
@@ -370,6 +394,9 @@ class _Agent:
         """Around one ``fit``'s training loop."""
         yield
 
+    def _settle(self, trainer: Any) -> None:
+        """Before callbacks that may change the learner's state run: nothing in the background may still change it."""
+
     # -- training ------------------------------------------------------------------------
     def fit(self, total_steps: int, callbacks: Optional[Sequence[keras.callbacks.Callback]] = None,
             verbose: Union[int, str] = 1) -> keras.callbacks.History:
@@ -381,6 +408,9 @@ class _Agent:
         checkpoint in the run folder, says where on stderr, and raises ``KeyboardInterrupt``."""
         trainer, model = self._active_trainer(), self.model
         assert model is not None  # a model with a trainer has its callback model
+        if self._closed:
+            raise TrainerError(f"This kerasrl.{self.ALGORITHM} agent is closed (its environment and temporary run folder "
+                               "are gone): make a new agent to train again.")
         if isinstance(total_steps, bool) or not isinstance(total_steps, (int, np.integer)) or total_steps < 1:
             raise TrainerError(f"total_steps must be a whole number >= 1, got {total_steps!r}.")
         verbose = 1 if verbose == "auto" else verbose
@@ -394,7 +424,9 @@ class _Agent:
             p.start(trainer.step)
         model.stop_training = False
         model._initial_epoch = None
+        start = (time.perf_counter(), trainer.step)
         with self._fitting(cbs):
+            self._settle(trainer)
             cbs.on_train_begin()
             first_epoch = model._initial_epoch or trainer.update_count
             controller = _FitController(self, trainer, model, cbs, trainer.step + int(total_steps), first_epoch)
@@ -405,9 +437,7 @@ class _Agent:
             print(f"kerasrl: interrupted at step {trainer.step}; the checkpoint is in {self.context.model_path} "
                   f"(run_dir={self.run_dir!r}, kept)", file=sys.stderr, flush=True)
             raise KeyboardInterrupt
-        returns = trainer.recent_returns
-        cbs.on_train_end({**controller.logs, "step": float(trainer.step),
-                          "episode_reward_mean": float(np.mean(returns)) if returns else float("nan")})
+        cbs.on_train_end(self._epoch_logs(*start))  # where training stopped; fps over the whole call
         return model.history
 
     def _active_trainer(self) -> Any:
@@ -440,7 +470,9 @@ class _Agent:
 
     def close(self) -> None:
         """Close the environment and the trainer's summary writers, and remove the temporary run
-        folder (one kerasrl made because no ``run_dir`` was given, unless a Ctrl-C saved into it)."""
+        folder (one kerasrl made because no ``run_dir`` was given, unless a Ctrl-C saved into it).
+        The agent can still ``predict`` and ``save``; ``fit`` raises an error."""
+        self._closed = True
         if self.trainer is not None:
             self.env_manager.close()
             self.trainer.close()
@@ -517,7 +549,7 @@ class _Agent:
             agent.behavior, agent.spec, agent.seed = meta["behavior"], spec, int(meta["seed"])
             agent.settings = TrainerSettings.from_dict(meta["settings"], "the saved model's settings")
             agent.trainer, agent.env_manager, agent.model = None, None, None
-            agent._remove_run_dir = None
+            agent._remove_run_dir, agent._closed = None, False
             agent._step, agent._updates = int(meta["step"]), int(meta["update_count"])
             agent._build_networks()
             agent._networks.load_weights(weights)
@@ -589,6 +621,10 @@ class PPO(_Agent):
         finally:
             trainer.nonfinite_loss = "raise"
 
+    def _settle(self, trainer: PPOTrainer) -> None:
+        """The update's compilation ahead (``PPOLearner.start_warm_up``) puts the optimizer's state back when it ends."""
+        trainer.learner.wait_warm_up()
+
     def fit(self, total_steps: int, callbacks: Optional[Sequence[keras.callbacks.Callback]] = None,
             verbose: Union[int, str] = 1) -> keras.callbacks.History:
         """Train for ``total_steps`` more environment steps (all copies counted; training stops
@@ -600,7 +636,8 @@ class PPO(_Agent):
         ``verbose``: 1 (or ``"auto"``) one progress bar over ``total_steps`` on a terminal, else a
         line per summary period (``summary_freq`` steps); 2: a line per summary period; 0: silent
         (:class:`kerasrl.callbacks.FitProgress`). Ctrl-C saves a checkpoint in the run folder, says
-        where on stderr, and raises ``KeyboardInterrupt``."""
+        where on stderr, and raises ``KeyboardInterrupt``. Once a callback sets ``model.optimizer.learning_rate``
+        (``LearningRateScheduler``, ``ReduceLROnPlateau``), the updates use that rate from then on, not the schedule's."""
         return super().fit(total_steps, callbacks, verbose)
 
     def predict(self, observations: Any, action_mask: Optional[np.ndarray] = None,
@@ -626,6 +663,8 @@ class PPO(_Agent):
 SAC_FORMAT = "kerasrl.sac/1"
 #: The losses every SAC epoch's logs hold (from the update's gradient steps, averaged).
 SAC_UPDATE_KEYS = ("critic_loss", "actor_loss", "ent_coef_loss", "ent_coef", "q_value", "learning_rate")
+#: The stock callbacks that set ``model.optimizer.learning_rate``, which ``SAC.fit`` refuses.
+LEARNING_RATE_CALLBACKS = (keras.callbacks.LearningRateScheduler, keras.callbacks.ReduceLROnPlateau)
 
 
 class SAC(_Agent):
@@ -677,7 +716,14 @@ class SAC(_Agent):
         One epoch per update; its logs hold ``episode_reward_mean``, ``episode_length_mean`` (last
         100 episodes), ``fps``, the update's mean ``critic_loss``, ``actor_loss``, ``ent_coef_loss``,
         ``ent_coef``, ``q_value``, ``learning_rate``, ``step`` and ``episodes``. ``verbose`` as
-        :meth:`PPO.fit`. Ctrl-C saves a checkpoint in the run folder and raises ``KeyboardInterrupt``."""
+        :meth:`PPO.fit`. Ctrl-C saves a checkpoint in the run folder and raises ``KeyboardInterrupt``.
+        Callbacks cannot set the learning rate (``LearningRateScheduler``, ``ReduceLROnPlateau``): SAC
+        has three optimizers; the config's ``learning_rate`` and ``learning_rate_schedule`` set it."""
+        for c in callbacks or []:
+            if isinstance(c, LEARNING_RATE_CALLBACKS):
+                raise TrainerError(f"kerasrl.SAC.fit: {type(c).__name__} cannot set SAC's learning rate (it has three "
+                                   "optimizers: actor, critics, entropy coefficient); set learning_rate and "
+                                   "learning_rate_schedule in the config instead.")
         return super().fit(total_steps, callbacks, verbose)
 
     def predict(self, observations: Any, action_mask: Optional[np.ndarray] = None,

@@ -48,6 +48,8 @@ METRIC_NAMES = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "cl
 
 
 MAX_STACKED_BYTES = 256 * 2**20
+#: The learning rate a schedule assigns to leave the optimizer's as it is (``learning_rate_from_optimizer``).
+KEEP_LEARNING_RATE = -1.0
 
 
 def clip_by_global_norm(grads: Sequence[tf.Tensor], max_norm: float) -> list[tf.Tensor]:
@@ -95,6 +97,10 @@ class PPOLearner(keras.Model):
         self.optimizer.build(self.actor_critic.trainable_variables)
         self._fused: Optional[tf.types.experimental.GenericFunction] = None
         self._schedule_values = np.array([hp.learning_rate, hp.epsilon, hp.beta], np.float32)
+        #: True once something else set the optimizer's learning rate (a ``fit`` callback such as
+        #: ``keras.callbacks.LearningRateScheduler``): from then on the updates use, and report, the
+        #: optimizer's rate as they find it, and the schedule sets only ``epsilon`` and ``beta``.
+        self.learning_rate_from_optimizer = False
         self.trace_seconds = 0.0
         self._traced_shapes: set[tuple[int, ...]] = set()
         self._minibatch_fn: Optional[tf.types.experimental.GenericFunction] = None
@@ -153,21 +159,38 @@ class PPOLearner(keras.Model):
         return ppo_schedules(self.hyperparameters, step, self.max_steps)
 
     def set_schedules(self, step: float, apply: bool = True) -> dict[str, float]:
-        """Use the schedule values of ``step`` from the next update on.
+        """Use the schedule values of ``step`` from the next update on (the optimizer's own
+        learning rate once ``learning_rate_from_optimizer``).
 
         With ``apply=False`` the values are only remembered: ``fused_update`` assigns them inside
         its compiled call, which saves a separate call per update.
         """
         values = self.schedules(step)
-        self._schedule_values = np.array([values["learning_rate"], values["epsilon"], values["beta"]], np.float32)
+        learning_rate = values["learning_rate"]
+        if self.learning_rate_from_optimizer:
+            values["learning_rate"] = float(self._optimizer_learning_rate())
+            learning_rate = KEEP_LEARNING_RATE
+        self._schedule_values = np.array([learning_rate, values["epsilon"], values["beta"]], np.float32)
         if apply:
             self._assign(tf.constant(self._schedule_values))
         return values
+
+    def _optimizer_learning_rate(self) -> np.float32:
+        return np.float32(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
+
+    def notice_learning_rate(self) -> None:
+        """Leave the learning rate to whoever set the optimizer's since the learner last assigned
+        its schedule's (``learning_rate_from_optimizer``, for good), as Keras's ``fit`` does."""
+        assigned = self._schedule_values[0]
+        if assigned != KEEP_LEARNING_RATE and self._optimizer_learning_rate() != assigned:
+            self.learning_rate_from_optimizer = True
 
     def update(self, batch: Mapping[str, np.ndarray], step: int, seed: int) -> dict[str, float]:
         """One PPO update at trainer step ``step``: ``num_epoch`` passes of mini-batches of
         ``batch_size`` over ``batch``. Returns the mean losses and the schedule values used."""
         hp = self.hyperparameters
+        self.wait_warm_up()  # it puts the optimizer's state (its learning rate too) back when it ends
+        self.notice_learning_rate()
         values = self.set_schedules(step, apply=not hp.fused_update)
         drive = self.fused_update if hp.fused_update else self.minibatch_update
         metrics = drive(batch, hp.num_epoch, hp.batch_size, seed)
@@ -179,7 +202,9 @@ class PPOLearner(keras.Model):
             self.actor_critic.normalizer.update(vector_obs)
 
     def _assign(self, values: tf.Tensor) -> None:
-        self.optimizer.learning_rate.assign(values[0])
+        """The schedule values into the optimizer and the loss (``KEEP_LEARNING_RATE``: the optimizer keeps its rate)."""
+        learning_rate = self.optimizer.learning_rate
+        tf.cond(values[0] >= 0.0, lambda: learning_rate.assign(values[0]), lambda: learning_rate)
         self.clip_epsilon.assign(values[1])
         self.beta.assign(values[2])
 
