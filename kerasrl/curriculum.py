@@ -52,6 +52,9 @@ class Curriculum:
         for key in REQUIRED_KEYS:
             if key not in data:
                 raise CurriculumError(f"{location} does not contain a {key} field.")
+        unknown = sorted(str(k) for k in data if k not in REQUIRED_KEYS)
+        if unknown:
+            raise CurriculumError(f"{location}: unknown keys {unknown} (a curriculum has {list(REQUIRED_KEYS)}).")
         self.measure = self._check_measure(data["measure"])
         self.thresholds = self._check_thresholds(data["thresholds"])
         self.min_lesson_length = self._check_min_lesson_length(data["min_lesson_length"])
@@ -84,6 +87,9 @@ class Curriculum:
     def _check_thresholds(self, thresholds: Any) -> list[float]:
         if not isinstance(thresholds, list) or not all(_is_number(t) for t in thresholds):
             raise CurriculumError(f"{self.location}: thresholds must be a list of finite numbers, got {thresholds!r}.")
+        if self.measure == "progress" and any(b < a for a, b in zip(thresholds, thresholds[1:])):
+            raise CurriculumError(f"{self.location}: thresholds must not decrease with measure progress (a lesson "
+                                  f"would be skipped), got {thresholds!r}.")
         return [float(t) for t in thresholds]
 
     def _check_min_lesson_length(self, value: Any) -> int:
@@ -218,7 +224,11 @@ class MetaCurriculum:
         for name, entry in state.items():
             curriculum = self.curricula.get(name)
             if curriculum is not None:
-                curriculum.lesson_num = int(entry["lesson"])
+                lesson = int(entry["lesson"])
+                if not 0 <= lesson <= curriculum.max_lesson_num:
+                    raise CurriculumError(f"The saved lesson {lesson} of {name} is not a lesson of {curriculum.location} "
+                                          f"(0 to {curriculum.max_lesson_num}): pass --lesson N to choose one.")
+                curriculum.lesson_num = lesson
                 curriculum.smoothing_value = float(entry.get("smoothing_value", 0.0))
 
 

@@ -122,6 +122,8 @@ def _check_contract(path: str, spec: BehaviorSpec, buffer: AgentBuffer) -> None:
         raise DemoError(f"The demonstration file {path} lacks the fields {missing}.")
     if not buffer.check_length(list(buffer.keys())):
         raise DemoError(f"The demonstration file {path} has fields of different lengths.")
+    if len(buffer[Field.ACTIONS].array) == 0:
+        raise DemoError(f"The demonstration file {path} holds no steps.")
     for key in needed:
         arr = buffer[key].array
         if arr.dtype.kind == "f" and not np.isfinite(arr).all():
@@ -150,9 +152,9 @@ def load_demo(path: Union[str, os.PathLike[str]], expected_spec: Optional[Behavi
     """``load(path)``, refusing a demo whose spec is not ``expected_spec`` (the error names both)."""
     spec, buffer = load(path)
     if expected_spec is not None and spec != expected_spec:
-        who = f" of behavior {behavior}" if behavior else ""
-        raise DemoError(f"The demonstration {os.fspath(path)} is for {describe_spec(spec)}, but the behavior"
-                        f"{who} has {describe_spec(expected_spec)}.")
+        who = f"behavior {behavior}" if behavior else "the behavior"
+        raise DemoError(f"The demonstration {os.fspath(path)} is for {describe_spec(spec)}, but {who} "
+                        f"has {describe_spec(expected_spec)}.")
     return spec, buffer
 
 

@@ -118,8 +118,8 @@ def record(env: Any, policy: PolicyLike, num_steps: int, path: Union[str, os.Pat
     through ``GymnasiumEnv``). Other behaviors of the environment act uniformly at random.
     ``seed`` seeds a Gymnasium env made here and those random actions. Returns what was written.
     """
-    if int(num_steps) < 1:
-        raise DemoError(f"num_steps must be >= 1, got {num_steps}.")
+    if isinstance(num_steps, bool) or not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
+        raise DemoError(f"num_steps must be an integer >= 1, got {num_steps!r}.")
     path = os.fspath(path)
     manager, owned = _as_manager(env, seed)
     try:

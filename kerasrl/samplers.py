@@ -93,6 +93,9 @@ class MultiRangeUniformSampler(Sampler):
         return float(self.rng.uniform(low, high))
 
 
+_BUILT_IN = (UniformSampler, GaussianSampler, MultiRangeUniformSampler)
+
+
 class SamplerFactory:
     """``sampler-type`` name → sampler class; ``register_sampler`` adds types."""
 
@@ -108,10 +111,18 @@ class SamplerFactory:
 
     @staticmethod
     def init_sampler_class(name: str, param_name: str, params: Mapping[str, Any], seed: Optional[int] = None) -> Sampler:
-        if name not in SamplerFactory.NAME_TO_CLASS:
+        """The ``name`` sampler of ``param_name``; a built-in type refuses a key it does not take."""
+        if not isinstance(name, str) or name not in SamplerFactory.NAME_TO_CLASS:
             raise SamplerException(f"The sampler-type {name!r} of the {param_name} parameter is not one of "
                                    f"{sorted(SamplerFactory.NAME_TO_CLASS)}.")
         cls = SamplerFactory.NAME_TO_CLASS[name]
+        if cls in _BUILT_IN:
+            known = [p for p in inspect.signature(cls).parameters.values()
+                     if p.kind is not inspect.Parameter.VAR_KEYWORD and p.name not in ("name", "seed")]
+            unknown = sorted(str(k) for k in params if k not in {p.name for p in known})
+            if unknown:
+                raise SamplerException(f"The {param_name} parameter's {name} sampler has unknown keys {unknown} "
+                                       f"(it takes sampler-type and {[p.name for p in known]}).")
         try:
             inspect.signature(cls).bind(param_name, seed, **params)
         except TypeError as e:
@@ -128,6 +139,8 @@ class SamplerManager:
         self.reset_param_dict = dict(reset_param_dict or {})
         self.samplers: dict[str, Sampler] = {}
         for i, (param_name, cur) in enumerate(self.reset_param_dict.items()):
+            if not isinstance(param_name, str):
+                raise SamplerException(f"The parameter name {param_name!r} must be a string.")
             if not isinstance(cur, Mapping):
                 raise SamplerException(f"The {param_name} parameter's entry must be a mapping with a sampler-type, "
                                        f"got {cur!r}.")

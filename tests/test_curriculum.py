@@ -52,6 +52,8 @@ def test_zero_measure_counts_and_smoothing_lags(tmp_path):
     ({"parameters": {"length": [1, 2]}}, ["length", "3 values"]),
     ({"parameters": {"length": [1, "a", 2]}}, ["length", "non-numeric"]),
     ({"parameters": {"length": [1, float("nan"), 2]}}, ["length"]),
+    ({"min_lesson_lenght": 3}, ["unknown keys", "min_lesson_lenght"]),
+    ({"measure": "progress", "thresholds": [0.6, 0.4]}, ["thresholds", "[0.6, 0.4]", "progress"]),
 ])
 def test_invalid_fields_name_file_key_and_value(tmp_path, changes, words):
     path = write(tmp_path, **changes)
@@ -175,3 +177,19 @@ def test_cli_lesson_goes_to_csv_is_saved_and_resumed(tmp_path, capsys):
     assert not (tmp_path / "e").exists()  # nothing written for a bad curriculum
     assert main(base[:-2] + ["--run-id", "e", "--lesson", "1"]) == 2
     assert "--lesson 1: needs --curriculum" in capsys.readouterr().err
+
+
+def test_decreasing_reward_thresholds_are_allowed(tmp_path):
+    assert Curriculum(write(tmp_path, thresholds=[20.0, 10.0])).thresholds == [20.0, 10.0]  # harder lessons pay less
+
+
+def test_a_saved_lesson_the_curriculum_no_longer_has_is_an_error(tmp_path):
+    write(tmp_path / "lessons")
+    meta = MetaCurriculum(str(tmp_path / "lessons"))
+    meta.lesson_nums = {"Ball": 2}
+    save_lessons(meta, str(tmp_path / "models"), {"Ball": 100})
+    write(tmp_path / "lessons", thresholds=[10.0], parameters={"length": [0.5, 0.7]})
+    shorter = MetaCurriculum(str(tmp_path / "lessons"))
+    with pytest.raises(CurriculumError, match=r"saved lesson 2 of Ball is not a lesson of .*Ball\.json \(0 to 1\).*--lesson"):
+        load_lessons(shorter, str(tmp_path / "models"))
+    assert shorter.lesson_nums == {"Ball": 0}

@@ -103,6 +103,19 @@ def test_a_demo_for_another_spec_is_refused_naming_both(tmp_path):
         demos.load_demo(path, other)
     message = str(e.value)
     assert str(path) in message and "discrete actions (2,)" in message and "continuous actions (1,)" in message
+    with pytest.raises(demos.DemoError, match=r"but behavior Ball has observations"):
+        demos.load_demo(path, other, behavior="Ball")
+
+
+def test_a_demo_without_steps_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / "d.demo"
+    recording.record(Simple1DEnvironment(True, seed=1), toward_goal_discrete, 20, path)
+    spec, buffer = demos.load(path)
+    for key in list(buffer.keys()):
+        buffer[key] = np.asarray(buffer[key].array)[:0]
+    demos.write(tmp_path / "zero.demo", spec, buffer, "Simple1D")
+    with pytest.raises(demos.DemoError, match=r"zero\.demo holds no steps"):
+        demos.load(tmp_path / "zero.demo")
 
 
 def test_foreign_and_truncated_files_are_refused_naming_the_file(tmp_path):
@@ -179,3 +192,10 @@ def test_episode_layout_keeps_every_row_once_and_no_sequence_spans_two_episodes(
         rows = chunk[chunk >= 0]
         assert len(rows) and len(set(episodes[rows])) == 1
         assert (chunk[len(rows):] == -1).all()
+
+
+@pytest.mark.parametrize("num_steps", [0, -3, 2.5, True, "10"])
+def test_record_refuses_a_step_count_that_is_not_a_positive_integer(tmp_path, num_steps):
+    with pytest.raises(demos.DemoError, match=re.escape(f"num_steps must be an integer >= 1, got {num_steps!r}")):
+        recording.record(Simple1DEnvironment(True, seed=1), toward_goal_discrete, num_steps, tmp_path / "d.demo")
+    assert not (tmp_path / "d.demo").exists()

@@ -2,6 +2,7 @@
 import gymnasium
 import numpy as np
 import pytest
+import yaml
 
 from kerasrl.envs import EnvironmentException, GymnasiumEnv, Simple1DEnvironment, SimpleEnvManager
 from kerasrl.envs.subprocess_env_manager import SubprocessEnvManager
@@ -10,7 +11,7 @@ from kerasrl.trainers import TrainerController
 
 CONFIG = {
     "mass": {"sampler-type": "uniform", "min_value": 0.5, "max_value": 10},
-    "gravity": {"sampler-type": "gaussian", "mean": 9.8, "st_dev": 0.5, "ignored": 1},
+    "gravity": {"sampler-type": "gaussian", "mean": 9.8, "st_dev": 0.5},
     "scale": {"sampler-type": "multirange_uniform", "intervals": [[0.0, 1.0], [2.0, 5.0]]},
 }
 
@@ -190,3 +191,22 @@ def test_cli_sampler_resamples_cartpole_and_reports_parameters(tmp_path, capsys)
     assert main(base + ["--run-id", "t", "--sampler", str(sampler)]) == 2
     assert "Resampling interval was not specified" in capsys.readouterr().err
     assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("entry, words", [
+    ({"sampler-type": "uniform", "min_value": 0.4, "max_value": 0.6, "max_valu": 3}, ["length", "max_valu"]),
+    ({"sampler-type": "gaussian", "mean": 1.0, "st_dev": 0.1, "min_value": 0.0}, ["length", "min_value"]),
+    ({"sampler-type": ["uniform"], "min_value": 0.4, "max_value": 0.6}, ["length", "['uniform']"]),
+])
+def test_unknown_keys_and_unhashable_types_are_one_line_naming_the_file_and_key(tmp_path, entry, words):
+    path = tmp_path / "sampler.yaml"
+    path.write_text(yaml.safe_dump({"resampling-interval": 10, "length": entry}))
+    with pytest.raises(SamplerException) as e:
+        load_sampler_file(str(path))
+    assert str(path) in str(e.value) and all(w in str(e.value) for w in words), e.value
+    assert "\n" not in str(e.value)
+
+
+def test_a_parameter_name_must_be_a_string():
+    with pytest.raises(SamplerException, match="parameter name 3 must be a string"):
+        SamplerManager({3: {"sampler-type": "uniform", "min_value": 0, "max_value": 1}})
