@@ -197,7 +197,8 @@ def test_curiosity_and_gail_train_and_reward_sampled_transitions(tmp_path):
     trainer = run(Simple1DEnvironment(use_discrete=False, seed=1), tmp_path,
                   {**SMALL, "max_steps": 150, "reward_signals": signals})
     curiosity, gail = trainer.reward_signals["curiosity"], trainer.reward_signals["gail"]
-    assert curiosity.update_count == gail.update_count == trainer.update_count > 3
+    # each update trains them in a few compiled calls (the due mini-batches in power-of-two chunks)
+    assert curiosity.update_count == gail.update_count >= trainer.update_count > 3
     batch = trainer.learning_batches(1)
     rewards = batch[REWARDS][:1].copy()
     trainer._model_signal_rewards(batch, 1)

@@ -48,6 +48,11 @@ def steps_per_call(spec: BehaviorSpec, batch_size: int, burn_in: float = 0.0) ->
     return int(np.clip(CALL_BYTES // (row * batch_size), 1, STEPS_PER_CALL))
 
 
+def power_of_two_parts(n: int) -> list[int]:
+    """``n`` as a sum of distinct powers of two, largest first (13 -> [8, 4, 1])."""
+    return [1 << b for b in range(n.bit_length() - 1, -1, -1) if n >> b & 1]
+
+
 class SACTrainer(RLTrainer):
     """Soft Actor-Critic over one behavior's agents.
 
@@ -259,29 +264,35 @@ class SACTrainer(RLTrainer):
                 continue
             shape = stacked[REWARDS].shape[1:-1]  # rows of a mini-batch: [B] or [N, L] (sequences)
             rows = int(np.prod(shape))
-            flat = {f: stacked[f][:count].reshape(count * rows, *stacked[f].shape[1 + len(shape):])
+            # a power-of-two number of the (padded) mini-batches: a few shapes, so a few traces
+            size = min(len(stacked[REWARDS]), 1 << (count - 1).bit_length())
+            flat = {f: stacked[f][:size].reshape(size * rows, *stacked[f].shape[1 + len(shape):])
                     for f in signal.batch_fields}
-            rewards = signal.evaluate_batch(flat).scaled_reward.reshape(count, *shape)
+            rewards = signal.evaluate_batch(flat).scaled_reward.reshape(size, *shape)[:count]
             stacked[REWARDS][:count, ..., k] = rewards
             self.stats[signal.stat_name].append(float(np.mean(rewards)))
 
     def _update_model_signals(self, gradient_steps: int) -> None:
-        """Train the model signals on ``gradient_steps`` uniform mini-batches of the replay
-        (each signal makes its ``num_epoch`` passes over them)."""
+        """Train the model signals on ``gradient_steps`` uniform mini-batches of the replay (at most
+        as many as it holds; each signal makes its ``num_epoch`` passes over them), in chunks of a
+        power-of-two number of mini-batches (13 = 8 + 4 + 1): every new chunk size is one more trace
+        and compilation of a signal's update, so there are only a few."""
         signals = [s for s in self.reward_signals.values() if not s.per_step]
         if not signals:
             return
         batch_size = self.hyperparameters.batch_size
-        rows = min(gradient_steps * batch_size, len(self.replay))
-        sample = self.replay.sample(self.rng, (rows,))
-        buffer = AgentBuffer()
-        for field in {f for s in signals for f in s.batch_fields}:
-            buffer[field] = sample[field]
-        buffer[Field.MASKS] = np.ones(rows, np.float32)
+        total = max(min(gradient_steps, len(self.replay) // batch_size), 1)
         with hierarchical_timer("reward_signals.update"):
-            for signal in signals:
-                for key, value in signal.update(buffer, batch_size).items():
-                    self.stats[key].append(value)
+            for chunk in power_of_two_parts(total):
+                rows = chunk * batch_size
+                sample = self.replay.sample(self.rng, (rows,))
+                buffer = AgentBuffer()
+                for field in {f for s in signals for f in s.batch_fields}:
+                    buffer[field] = sample[field]
+                buffer[Field.MASKS] = np.ones(rows, np.float32)
+                for signal in signals:
+                    for key, value in signal.update(buffer, batch_size).items():
+                        self.stats[key].append(value)
 
     # -- checkpoints -------------------------------------------------------------------
     def _replay_path(self, step: int) -> str:
