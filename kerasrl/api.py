@@ -491,9 +491,22 @@ class _Agent:
         return mask
 
     def _checked_observations(self, observations: Any) -> list[np.ndarray]:
-        """``observations`` as float32 arrays, one per observation of the behavior, shapes and values checked."""
+        """``observations`` as float32 arrays, one per observation of the behavior, shapes and values
+        checked. For a behavior with one observation, a list that is not one array of it is read
+        as numpy reads it (rows such as ``[[0., 0., 0., 0.]]``): the two readings never both fit."""
         shapes = self.spec.observation_shapes
         obs = list(observations) if isinstance(observations, (list, tuple)) else [observations]
+        if len(shapes) == 1 and isinstance(observations, (list, tuple)) and not _one_array_of(obs, shapes[0]):
+            try:
+                rows = np.asarray(observations, np.float32)
+            except (ValueError, TypeError):  # ragged or not numbers: reported as one array per observation
+                rows = None
+            if rows is not None and rows.shape[1:] == shapes[0]:
+                obs = [rows]
+            elif rows is not None:
+                expected = ", ".join(map(str, shapes[0]))
+                raise TrainerError(f"predict: the observations have shape {rows.shape}; expected (n, {expected}) "
+                                   "(or a list holding one such array).")
         if len(obs) != len(shapes):
             raise TrainerError(f"predict: the behavior has {len(shapes)} observation(s), got {len(obs)}.")
         obs = [np.asarray(o, np.float32) for o in obs]
@@ -643,9 +656,9 @@ class PPO(_Agent):
     def predict(self, observations: Any, action_mask: Optional[np.ndarray] = None,
                 deterministic: bool = True) -> np.ndarray:
         """Actions for a batch of observations (an array ``[n, ...]``, or a list with one array per
-        observation of the behavior). Deterministic: the most probable allowed action per branch
-        (discrete) or the clipped mean (continuous); else a sample. Recurrent policies start each
-        call from zero memory."""
+        observation of the behavior; with one observation, nested lists of rows too). Deterministic:
+        the most probable allowed action per branch (discrete) or the clipped mean (continuous);
+        else a sample. Recurrent policies start each call from zero memory."""
         obs = self._checked_observations(observations)
         model, n = self.actor_critic, len(obs[0])
         inputs = model.acting_inputs(obs, self._checked_mask(action_mask, n))
@@ -657,6 +670,14 @@ class PPO(_Agent):
         if deterministic not in self._predict_fns:
             self._predict_fns[deterministic] = model.act_function(deterministic)
         return self._predict_fns[deterministic](inputs, noise)[Field.ACTIONS].numpy()
+
+
+def _one_array_of(obs: list[Any], shape: tuple[int, ...]) -> bool:
+    """Whether ``obs`` is one array ``[n, *shape]`` (a list read as one array per observation)."""
+    try:
+        return len(obs) == 1 and np.shape(obs[0])[1:] == tuple(shape)
+    except ValueError:  # ragged
+        return False
 
 
 # -- SAC -------------------------------------------------------------------------------
@@ -729,7 +750,8 @@ class SAC(_Agent):
     def predict(self, observations: Any, action_mask: Optional[np.ndarray] = None,
                 deterministic: bool = True) -> np.ndarray:
         """Actions for a batch of vector observations ``[n, size]`` (or a list of one array per
-        observation, cameras ``[n, h, w, c]`` included): continuous ones in [-1, 1] (``tanh(μ)`` when deterministic, which the
+        observation, cameras ``[n, h, w, c]`` included; with one observation, nested lists of rows
+        too): continuous ones in [-1, 1] (``tanh(μ)`` when deterministic, which the
         environment maps onto its bounds), discrete ones the most probable allowed action of every
         branch (or samples)."""
         obs = self._checked_observations(observations)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from kerasrl.cli import build_parser, main, tools
-from kerasrl.cli.run_folder import LOCK, MARKER, MARKER_TEXT, RETURNS
+from kerasrl.cli.run_folder import FAILED_START, LOCK, MARKER, MARKER_TEXT, REPLACED, RETURNS
 from kerasrl.cli.train import run_training
 from kerasrl.configs import available_configs, config_path
 from tests.process_tools import free_ports
@@ -269,6 +269,32 @@ def test_a_unity_scene_that_never_connects_leaves_no_run_folder(tmp_path, capsys
                      "--results-dir", str(tmp_path / results), "--run-id", "c9"]) == 2
         assert "did not connect" in one_line_error(capsys)
         assert files_under(tmp_path) == before
+
+
+def test_force_with_a_unity_env_that_never_connects_loses_nothing(tmp_path, capsys):
+    """``--force`` deletes the old run only once the environment has started: the old run is
+    whole after an editor or a player that never connects (the player's own log kept aside)."""
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("default:\n  batch_size: 16\n  buffer_size: 32\n")
+    player = tmp_path / "player.x86_64"
+    player.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = -logFile ] && echo failed > "$2"; shift; done\n'
+                      "sleep 30\n")
+    player.chmod(0o755)
+    run = tmp_path / "results" / "r"
+    (run / "models" / "B").mkdir(parents=True)
+    (run / "models" / "B" / "model-100.index").write_text("checkpoint\n")
+    (run / "run_logs").mkdir()
+    (run / "run_logs" / "Player-0.log").write_text("old run\n")
+    (run / MARKER).write_text(f"{MARKER_TEXT}\n")
+    before = files_under(run)
+    for env in ("editor", str(player)):
+        (port,) = free_ports(1)
+        assert main([str(cfg), "--env", env, "--base-port", str(port), "--timeout-wait", "0.5", "--steps", "50",
+                     "--results-dir", str(tmp_path / "results"), "--run-id", "r", "--force"]) == 2
+        assert "did not connect" in one_line_error(capsys)
+        after = files_under(run)
+        assert {k: v for k, v in after.items() if k in before} == before and not (run / REPLACED).exists()
+    assert (run / FAILED_START / "run_logs").is_dir()  # the failed start's own player log
 
 
 def test_flag_errors_are_one_line(tmp_path, capsys):

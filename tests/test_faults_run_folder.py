@@ -18,7 +18,15 @@ from pathlib import Path
 import pytest
 
 from kerasrl.cli import main
-from kerasrl.cli.run_folder import LOCK, MARKER, is_run_folder, prepare_run_dir
+from kerasrl.cli.run_folder import (
+    LOCK,
+    MARKER,
+    REPLACED,
+    check_run_dir,
+    is_run_folder,
+    prepare_run_dir,
+    release_run_dirs,
+)
 from kerasrl.demos import load
 from kerasrl.exception import TrainerError
 from kerasrl.fields import Field
@@ -181,6 +189,33 @@ def test_run_folders_of_earlier_versions_are_still_runs(tmp_path):
     prepare_run_dir(run_args(tmp_path, "b", load=True))
     assert (checkpoints_only / "models" / "Simple1D" / "model-100.index").exists()
     assert (checkpoints_only / MARKER).exists()  # marked from now on
+
+
+def test_force_before_a_unity_player_starts_deletes_the_old_run_only_once_it_has(tmp_path):
+    """``prepare_run_dir(started=False)`` moves the old run aside: deleted when the environment
+    has started, put back when the process ends without that (a killed start: at the next check)."""
+    run = old_run(tmp_path, "a")
+    before = tree(run)
+    args = run_args(tmp_path, "a", force=True)
+    prepare_run_dir(args, started=False)
+    assert sorted(os.listdir(run)) == sorted([REPLACED, LOCK, MARKER])
+    release_run_dirs()  # the start failed
+    assert tree(run) == sorted([*before, LOCK, MARKER])
+    prepare_run_dir(args, started=False)
+    (run / "run_logs").mkdir()
+    prepare_run_dir(args)  # the environment started
+    assert sorted(os.listdir(run)) == [LOCK, MARKER, "run_logs"]
+    release_run_dirs()
+    run = old_run(tmp_path, "b")
+    before = tree(run)
+    (run / MARKER).write_text("kerasrl run folder\n")
+    before = tree(run)
+    (run / REPLACED).mkdir()  # a start killed with the old run moved aside
+    for name in sorted(set(os.listdir(run)) - {REPLACED, MARKER}):
+        os.replace(run / name, run / REPLACED / name)
+    with pytest.raises(TrainerError, match="already exists: continue it with --resume"):
+        check_run_dir(run_args(tmp_path, "b"))
+    assert tree(run) == before
 
 
 def test_what_only_looks_like_a_run_is_not_one(tmp_path):

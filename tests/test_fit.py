@@ -89,6 +89,11 @@ def test_fit_logs_history_csv_tensorboard_checkpoint_and_reload(tmp_path, capsys
         loaded.predict(np.zeros((2, 3)))
     with pytest.raises(TrainerError, match="without an environment"):
         loaded.fit(10)
+    for rows in (OBS.tolist(), [[1.0]], tuple(map(tuple, OBS.tolist()))):  # rows of the one observation, as numpy reads them
+        np.testing.assert_array_equal(loaded.predict(rows), loaded.predict(np.asarray(rows, np.float32)))
+    np.testing.assert_array_equal(loaded.predict([OBS]), ppo.predict(OBS))  # one array per observation
+    with pytest.raises(TrainerError, match=r"the observations have shape \(3,\); expected \(n, 1\) \(or a list"):
+        loaded.predict([1.0, -1.0, 1.0])
     resumed = kerasrl.load(str(tmp_path / "best.keras"), env="Simple1D", run_dir=str(tmp_path / "resumed"))
     assert (resumed.trainer.step, resumed.trainer.update_count) == (int(history.history["step"][-1]), updates)
     np.testing.assert_array_equal(resumed.predict(OBS), ppo.predict(OBS))

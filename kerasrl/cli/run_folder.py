@@ -4,7 +4,10 @@ what each start of a run records in it.
 Safety of what is deleted and of who writes: a run id is a plain folder name; kerasrl writes a
 marker file (``.kerasrl-run``) into each run folder it creates, and ``--force`` deletes only a
 kerasrl run folder; a process that runs in a folder holds an OS lock (``flock``) on its
-``.kerasrl-lock`` file, so a second process on the same folder stops at once."""
+``.kerasrl-lock`` file, so a second process on the same folder stops at once. ``--force`` takes
+effect once the environment has started: before a Unity player starts (it logs into the run folder)
+the old run is moved aside into ``.kerasrl-replaced``, deleted once training starts and put back
+when the start fails."""
 from __future__ import annotations
 
 import argparse
@@ -34,6 +37,10 @@ MARKER = ".kerasrl-run"
 MARKER_TEXT = "kerasrl run folder"
 #: Locked (``flock``) by the process running in the folder for as long as it lives; holds its PID.
 LOCK = ".kerasrl-lock"
+#: Where ``--force`` keeps the old run while a Unity player starts (:func:`prepare_run_dir`).
+REPLACED = ".kerasrl-replaced"
+#: Where a failed ``--force`` start's own files go when the restored old run has the same names (``run_logs``).
+FAILED_START = ".kerasrl-failed-start"
 #: The top-level names a run folder of a kerasrl without the marker could hold (besides ``*.csv``).
 _LEGACY_NAMES = {"models", "summaries", "configuration.yaml", "configuration.yaml.tmp", "commands.log", "timers.json"}
 #: ``configuration.yaml``'s keys that kerasrl has recorded since it first wrote the file.
@@ -47,6 +54,8 @@ _held: dict[str, int] = {}
 #: The run folders this process made (real path -> the topmost folder it made with it), which
 #: :func:`discard_unstarted_run_dirs` removes again when no run started in them.
 _made: dict[str, str] = {}
+#: The run folders whose old run waits in :data:`REPLACED` for the environment to start.
+_replaced: set[str] = set()
 
 
 def check_run_name(flag: str, value: str) -> None:
@@ -234,11 +243,46 @@ def _holds_files(folder: str) -> bool:
     return False
 
 
+def _restore_replaced(run_dir: str) -> None:
+    """Put back the old run that ``--force`` moved aside for a start that did not reach training
+    (or that was killed); what that start made under one of its names (its players' ``run_logs``)
+    goes to :data:`FAILED_START`, replacing an earlier failed start's."""
+    _replaced.discard(os.path.realpath(run_dir))
+    aside = os.path.join(run_dir, REPLACED)
+    if not os.path.isdir(aside) or os.path.islink(aside):
+        return
+    names = sorted(os.listdir(aside))
+    clashes = [n for n in names if os.path.lexists(os.path.join(run_dir, n))]
+    if clashes:
+        if FAILED_START in names:  # made by an earlier failed start
+            _delete_contents(aside, [FAILED_START])
+            names.remove(FAILED_START)
+        os.makedirs(os.path.join(run_dir, FAILED_START), exist_ok=True)
+        for name in clashes:
+            os.replace(os.path.join(run_dir, name), os.path.join(run_dir, FAILED_START, name))
+    for name in names:
+        os.replace(os.path.join(aside, name), os.path.join(run_dir, name))
+    os.rmdir(aside)
+
+
+def restore_replaced_runs() -> None:
+    """Put back each old run that ``--force`` moved aside in this process for a start that failed."""
+    while _replaced:
+        run_dir = _replaced.pop()
+        try:
+            _restore_replaced(run_dir)
+        except OSError as e:  # the next start puts it back (check_run_dir); the run's own error stays the one line
+            logging.getLogger("kerasrl").warning("The old run in %s could not be put back yet (%s).",
+                                                 os.path.join(run_dir, REPLACED), e.strerror or e)
+
+
 def discard_unstarted_run_dirs() -> None:
     """Remove each run folder this process made (and the folders above it that it made too)
     when no run started in it: it holds nothing but the marker, the lock and empty folders (a
     run that starts writes ``commands.log`` at once). A folder that existed before is left
-    alone, and nothing but those files and empty folders is ever deleted."""
+    alone, and nothing but those files and empty folders is ever deleted. An old run that
+    ``--force`` moved aside is put back first (:func:`restore_replaced_runs`)."""
+    restore_replaced_runs()
     while _made:
         run_dir, top = _made.popitem()
         if not os.path.isdir(run_dir) or _holds_files(run_dir):
@@ -257,7 +301,9 @@ def discard_unstarted_run_dirs() -> None:
 
 def release_run_dirs() -> None:
     """Let go of every run folder this process locked: its run has ended (a later run of the
-    same Python process, or another process, may then take it)."""
+    same Python process, or another process, may then take it); an old run still moved aside by
+    ``--force`` is put back first."""
+    restore_replaced_runs()
     _made.clear()
     while _held:
         _, fd = _held.popitem()
@@ -333,7 +379,8 @@ def check_run_dir(args: argparse.Namespace) -> str:
     """Every check of the run's folder that needs no writing (made before the environment
     starts): an existing run is continued only with ``--resume`` (or run with
     ``--inference``) and replaced only with ``--force``; a folder that is not a kerasrl run
-    (:func:`is_run_folder`) is never used, let alone deleted; no other process runs in it."""
+    (:func:`is_run_folder`) is never used, let alone deleted; no other process runs in it. Its
+    one write: an old run that a killed ``--force`` start left moved aside is put back."""
     check_run_name("--run-id", args.run_id)
     run_dir = os.path.join(args.results_dir, args.run_id)
     if args.inference and not _contents(run_dir):
@@ -345,20 +392,35 @@ def check_run_dir(args: argparse.Namespace) -> str:
         raise TrainerError(f"{run_dir} exists and is not a kerasrl run folder (no marker {MARKER}): choose another "
                            "--run-id or --results-dir; nothing was changed.")
     _check_not_held(run_dir)
+    if os.path.realpath(run_dir) not in _replaced:  # a start killed while the old run was moved aside
+        try:
+            _restore_replaced(run_dir)
+        except OSError as e:
+            raise TrainerError(f"{os.path.join(run_dir, REPLACED)} (an old run that --force moved aside) cannot be "
+                               f"put back: {e.strerror or e}; move its contents back into {run_dir}.") from e
     if _contents(run_dir) and not (args.load or args.inference or args.force):
         raise TrainerError(f"The run folder {run_dir} already exists: continue it with --resume, or start it "
                            "afresh with --force (which deletes it).")
     return run_dir
 
 
-def prepare_run_dir(args: argparse.Namespace) -> str:
+def prepare_run_dir(args: argparse.Namespace, started: bool = True) -> str:
     """The run's folder, checked again (:func:`check_run_dir`: it may have changed since),
     made, locked (:func:`lock_run_dir`), emptied with ``--force`` and marked; it must be
     writable. The command line calls it once every other check has passed, just before the
-    run writes its first file; again, it changes nothing in a folder this process holds."""
+    run writes its first file; again, it changes nothing in a folder this process holds but
+    deletes the old run that ``--force`` moved aside. ``started=False`` (before a Unity player
+    starts): ``--force`` only moves the old run aside (:data:`REPLACED`), restored if the start fails."""
     run_dir = os.path.join(args.results_dir, args.run_id)
     held = _held.get(os.path.realpath(run_dir))
     if held is not None and _same_file(held, os.path.join(run_dir, LOCK)):
+        if started and os.path.realpath(run_dir) in _replaced:
+            _replaced.discard(os.path.realpath(run_dir))
+            try:
+                _delete_contents(run_dir, [REPLACED])
+            except OSError as e:
+                raise TrainerError(f"--force: the old run in {os.path.join(run_dir, REPLACED)} cannot be deleted: "
+                                   f"{e.strerror or e}.") from e
         return run_dir
     check_run_dir(args)
     try:
@@ -371,9 +433,14 @@ def prepare_run_dir(args: argparse.Namespace) -> str:
         if names and not (args.load or args.inference or args.force):
             raise TrainerError(f"The run folder {run_dir} already exists: continue it with --resume, or start it "
                                "afresh with --force (which deletes it).")
-        if args.force:
+        _mark(run_dir)  # first: an old run moved aside stays in a marked folder
+        if args.force and started:
             _delete_contents(run_dir, names)
-        _mark(run_dir)
+        elif args.force and names:
+            os.mkdir(os.path.join(run_dir, REPLACED))
+            _replaced.add(os.path.realpath(run_dir))
+            for name in names:
+                os.replace(os.path.join(run_dir, name), os.path.join(run_dir, REPLACED, name))
         with tempfile.TemporaryFile(dir=run_dir):
             pass
     except OSError as e:

@@ -126,7 +126,7 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
     if is_unity_env(args.env):
         if args.env.lower() != EDITOR:
             find_player(args.env)  # a missing player is an error before its run folder is made
-        prepare_run_dir(args)  # except for Unity players, which log into it from their start
+        prepare_run_dir(args, started=False)  # except for Unity players, which log into it from their start
     seed_given = getattr(args, "seed_given", args.seed >= 0)
     recorded = RecordedRun()
     if args.load and not args.inference and not (seed_given and args.steps is not None):
