@@ -1,6 +1,7 @@
 """Curricula: lesson progression, config errors, lessons saved and resumed."""
 import csv
 import json
+import os
 
 import pytest
 
@@ -193,3 +194,21 @@ def test_a_saved_lesson_the_curriculum_no_longer_has_is_an_error(tmp_path):
     with pytest.raises(CurriculumError, match=r"saved lesson 2 of Ball is not a lesson of .*Ball\.json \(0 to 1\).*--lesson"):
         load_lessons(shorter, str(tmp_path / "models"))
     assert shorter.lesson_nums == {"Ball": 0}
+
+
+def test_resume_takes_the_lessons_of_the_save_the_restored_checkpoint_belongs_to(tmp_path):
+    write(tmp_path / "lessons")
+    meta, models = MetaCurriculum(str(tmp_path / "lessons")), str(tmp_path / "models")
+    for step, lesson in ((100, 0), (200, 1), (300, 2)):
+        meta.lesson_nums = {"Ball": lesson}
+        save_lessons(meta, models, {"Ball": step})
+    fresh = MetaCurriculum(str(tmp_path / "lessons"))
+    assert load_lessons(fresh, models) and fresh.lesson_nums == {"Ball": 2}  # without steps: the newest
+    for restored, lesson in ((300, 2), (200, 1), (250, 1), (100, 0)):  # an older checkpoint; a crash between writes
+        assert load_lessons(fresh, models, {"Ball": restored}) and fresh.lesson_nums == {"Ball": lesson}
+    with pytest.raises(CurriculumError, match=r"all of steps after the checkpoint's \{'Ball': 50\}.*--lesson"):
+        load_lessons(fresh, models, {"Ball": 50})
+    for step in range(400, 2000, 100):  # only the latest saves are kept
+        save_lessons(meta, models, {"Ball": step})
+    with open(os.path.join(models, "lessons.json")) as f:
+        assert [e["steps"]["Ball"] for e in json.load(f)["history"]] == list(range(1000, 2000, 100))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from kerasrl.curriculum import MetaCurriculum, load_lessons
 from kerasrl.exception import TrainerError
@@ -37,14 +37,15 @@ class EnvParameters:
         curricula = self.meta_curriculum.curricula if self.meta_curriculum is not None else {}
         return {name: c.min_lesson_length for name, c in curricula.items()}
 
-    def controller_kwargs(self, args: argparse.Namespace, model_path: str, seed: int) -> dict[str, Any]:
+    def controller_kwargs(self, args: argparse.Namespace, model_path: str, seed: int,
+                          steps: Optional[Mapping[str, int]] = None) -> dict[str, Any]:
         """The controller's curriculum and sampler arguments; the lessons start at ``--lesson``,
-        else (with ``--resume``) where the run's last checkpoint left them."""
+        else (with ``--resume``) where the checkpoint the trainers restored (at ``steps``) left them."""
         meta = self.meta_curriculum
         if meta is not None:
             if args.lesson is not None:
                 meta.set_all_curriculums_to_lesson_num(args.lesson)
-            elif args.load and load_lessons(meta, model_path):
+            elif args.load and load_lessons(meta, model_path, steps):
                 print(f"Resumed the curricula at lessons {meta.lesson_nums}.", flush=True)
         sampler = SamplerManager(self.sampler_config, seed) if self.sampler_config is not None else None
         return {"meta_curriculum": meta, "sampler_manager": sampler,

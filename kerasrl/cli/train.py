@@ -200,7 +200,8 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
         progress_freq=max(args.progress_every // n_agents, 1), save_every_seconds=60.0 * minutes if minutes else None,
         inference_steps=max(args.steps // n_agents, 1) if args.inference and args.steps else None,
         timers_path=os.path.join(args.results_dir, args.run_id, "timers.json"), export=export_trainers,
-        **(env_params or EnvParameters()).controller_kwargs(args, context.model_path, context.seed))
+        **(env_params or EnvParameters()).controller_kwargs(args, context.model_path, context.seed,
+                                                            {name: t.get_step for name, t in trainers.items()}))
     tc.reset_environment(manager)
     prepare_run_dir(args)
     for trainer in trainers.values() if args.load and not args.inference else ():
