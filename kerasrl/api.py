@@ -203,19 +203,9 @@ class _FitController(TrainerController):
         self._epoch_open = self._rollout_open = False
         self._epoch_start = (time.perf_counter(), trainer.step)
 
-    def start_learning(self, env_manager: Any) -> None:
-        """Train; for this ``fit`` the trainer's ``update_policy`` begins the epoch first."""
-        trainer = self.trainer
-        trainer.update_policy = self._update_policy
-        try:
-            super().start_learning(env_manager)
-        finally:
-            del trainer.update_policy  # the class's own again
-
-    def _update_policy(self) -> None:
+    def _before_update(self, trainer: Any) -> None:
         if not self._epoch_open:
             self._begin_epoch()
-        type(self.trainer).update_policy(self.trainer)
 
     def _should_continue(self) -> bool:
         return (not self.model.stop_training and self.trainer.step < self.target_step

@@ -210,10 +210,15 @@ class TrainerController:
             if self.train_model and trainer.get_step <= trainer.get_max_steps:
                 trainer.increment_step(self._agent_steps(new_step_infos, name))
                 if trainer.is_ready_update():
+                    self._before_update(trainer)
                     with hierarchical_timer("update_policy"):
                         trainer.update_policy()
                     env.set_policy(name, trainer.policy)
         return len(new_step_infos)
+
+    def _before_update(self, trainer: Any) -> None:
+        """Called right before ``trainer`` starts an update (threaded: before it hands the update
+        over); a subclass's hook, for example ``fit``'s epoch callbacks."""
 
     @staticmethod
     def _agent_steps(step_infos: list[StepInfo], behavior: str) -> int:
