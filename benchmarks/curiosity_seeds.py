@@ -9,6 +9,7 @@
     python benchmarks/curiosity_seeds.py --task minigrid_snake --seeds 1301-1305 --steps 600000 \
         --set curiosity.learning_rate=1e-4
     python benchmarks/curiosity_seeds.py --task mountaincar --seeds 401-405
+    python benchmarks/curiosity_seeds.py --task minigrid_ell3 --seeds 401-403 --progress
 
 Both runs of a seed use ``SETTINGS`` (ML-Agents 0.9's default keys but a 2048-step buffer and 4
 env copies) with the task's few changes and any ``--set KEY=VALUE`` (``curiosity.KEY`` for a
@@ -166,6 +167,30 @@ learning_rate_schedule=constant --set beta_end=0.01``, with the slower model) ga
 next observation's encoding in the forward loss, and a random-network-distillation bonus in place
 of the forward error (both prototypes outside this script), did worse on 402 and 404.
 
+``minigrid_ell``: an L-shaped corridor one cell wide (32×8): 30 cells east along the top row from
+(1, 1), then 6 south to the goal; same view, actions and settings, 300k steps, strength 0.1.
+Random policies over the seven actions never reached the goal in 2,000 episodes; one that steps
+forward with probability 0.8 in 4%. ``minigrid_ell3``: the same corridor with the three moving
+actions only. Development seeds 401–403, not run on fresh seeds because neither split cleanly:
+
+    seed   ell: extrinsic   ell: curiosity   ell3: extrinsic   ell3: curiosity
+    401      0%               0%               0%                0%
+    402      0%             100%               0%              100%
+    403    100%               —                100%              100%
+
+(A straight corridor of 30 cells, tried outside this script, was solved by extrinsic PPO alone on
+seed 401: its unrewarded drift towards stepping forward is enough there.) Where curiosity fails it
+stalls: on ell3 seed 401 it got 52% of the way on average in the fourth tenth of the run and
+ended at 44%. On ell seed 401 it stayed at 10%, less far than extrinsic PPO (20%); a 120k-step
+rerun still took each of the seven actions 13–17% of the time at its end. Recording the unscaled
+forward error of every transition (a temporary patch) shows that curiosity does see novelty, but
+that little of the agent's experience reaches it. In a 60k-step run of ell seed 402, a step into
+columns 8–11 of the corridor earned 4–5 times the error of a step that changed nothing (3.7e-2
+against 7.9e-3 in the fourth fifth of the run) and columns 12–15 about 10 times, but only about
+2% of the steps were there. Steps into the first four columns, where most of the experience is, earned the same as
+standing still, so most transitions' rewards are alike and the few novel ones are a weak signal
+after the advantages are normalised.
+
 ``mountaincar``: MountainCar-v0 with observations scaled to [−1, 1], 150k steps, curiosity
 strength 0.1. Not a demonstration: on seed 401, curiosity of strength 0.1, 1 and 10 (raw
 observations) and 1 and 100 (scaled) reached the flag no more often than extrinsic alone:
@@ -216,6 +241,7 @@ LOCKED_DOOR, KEY = (4, 5), (2, 4)
 FIRST_DOOR, SECOND_DOOR, TWO_DOORS_KEY = (4, 3), (7, 3), (2, 4)
 #: The winding corridor's grid (width, height): four corridors of ten cells, joined at alternate ends.
 SNAKE = (12, 9)
+ELL = (30, 6)
 
 
 class Task(NamedTuple):
@@ -345,6 +371,35 @@ def make_minigrid_snake(**kwargs: Any) -> Any:
     return walled_room(SNAKE, furnish, **kwargs)
 
 
+def make_minigrid_ell(**kwargs: Any) -> Any:
+    """An L-shaped corridor one cell wide: ``ELL[0]`` cells east along the top row from the agent's
+    corner, then ``ELL[1]`` cells south to the goal. Same view as the other MiniGrid tasks."""
+    from minigrid.core.world_object import Goal
+
+    def furnish(env: Any, width: int, height: int) -> None:
+        for y in range(2, height - 1):
+            env.grid.horz_wall(1, y, width - 3)
+        env.put_obj(Goal(), width - 2, height - 2)
+
+    return walled_room((ELL[0] + 2, ELL[1] + 2), furnish, **kwargs)
+
+
+class MovingActions(gymnasium.ActionWrapper):  # type: ignore[misc]
+    """A MiniGrid task with its three moving actions only: turn left, turn right, step forward."""
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        self.action_space = gymnasium.spaces.Discrete(3)
+
+    def action(self, action: Any) -> Any:
+        return action
+
+
+def make_minigrid_ell3(**kwargs: Any) -> Any:
+    """``make_minigrid_ell`` with the three moving actions only."""
+    return MovingActions(make_minigrid_ell(**kwargs))
+
+
 TASKS = {
     "mountaincar": Task("ScaledMountainCar-v0", {}, 150_000, -200.0, "reached the flag", 0.1),
     "minigrid": Task("MiniGridEmpty16Full-v0", {"time_horizon": 128, "beta": 0.01}, 300_000, 0.0, "reached the goal", 1.0),
@@ -356,13 +411,17 @@ TASKS = {
                               "reached the goal", 1.0),
     "minigrid_snake": Task("MiniGridSnake12x9Full-v0", {"time_horizon": 128, "beta": 0.01}, 300_000, 0.0,
                            "reached the goal", 0.1),
+    "minigrid_ell": Task("MiniGridEll30x6Full-v0", {"time_horizon": 128, "beta": 0.01}, 300_000, 0.0,
+                         "reached the goal", 0.1),
+    "minigrid_ell3": Task("MiniGridEll30x6Moves-v0", {"time_horizon": 128, "beta": 0.01}, 300_000, 0.0,
+                          "reached the goal", 0.1),
     "minigrid_two_doors": Task("MiniGridTwoDoors11Full-v0", {"time_horizon": 128, "beta": 0.01}, 1_500_000, 0.0,
                                "reached the goal", 1.0),
 }
 FACTORIES = {"mountaincar": make_scaled_mountain_car, "minigrid": make_minigrid_empty,
              "minigrid_inner": make_minigrid_inner, "minigrid_two_rooms": make_minigrid_two_rooms,
              "minigrid_door_key": make_minigrid_door_key, "minigrid_two_doors": make_minigrid_two_doors,
-             "minigrid_snake": make_minigrid_snake}
+             "minigrid_snake": make_minigrid_snake, "minigrid_ell": make_minigrid_ell, "minigrid_ell3": make_minigrid_ell3}
 
 
 #: ``--progress``: how far along the way to the goal each finished episode got, in order.
