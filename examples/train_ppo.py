@@ -7,8 +7,9 @@
 
 The last line is machine-readable:
 ``final steps=<int> mean_return=<float> steps_per_sec=<float> wall_s=<float>``.
-The run goes to ``results/cartpole_ppo``; run it again with ``--force`` (start afresh) or
-``--resume`` (continue), or give another ``--run-id``.
+The run goes to ``results/<env>_ppo`` (``results/cartpole_ppo`` by default, ``results/lunarlander_ppo``
+with ``--env LunarLander-v3``); run it again with ``--force`` (start afresh) or ``--resume``
+(continue), or give another ``--run-id``.
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ if __name__ == "__main__":
     parser = build_parser(prog="train_ppo.py", config_required=False)
     # The Zoo budget is 100k steps; like SB3's, about one seed in ten is still short of a rolling
     # mean of 475 there, so the demo trains 150k steps (the schedules stretch to the budget).
-    parser.set_defaults(steps=150_000, seed=0, run_id="cartpole_ppo")
+    parser.set_defaults(steps=150_000, seed=0)
     env = parser.parse_known_args()[0].env
+    name = os.path.splitext(os.path.basename(env))[0].split("-v")[0].lower()
+    parser.set_defaults(run_id=f"{name}_ppo")  # results/cartpole_ppo, results/lunarlander_ppo, ...
     sys.exit(main(parser=parser, default_config=DEFAULT_CONFIG if env == "CartPole-v1" else None))

@@ -134,6 +134,17 @@ def test_main_job_script_runs(tmp_path, capsys, monkeypatch):
     assert (tmp_path / "cartpole_ppo" / "models" / "CartPole-v1").exists()
 
 
+def test_main_job_names_its_run_folder_after_another_env(tmp_path, capsys, monkeypatch):
+    """With ``--env`` and no ``--run-id`` the run goes to ``<env>_ppo``, not the CartPole run's folder."""
+    script = os.path.join(ROOT, "examples", "train_ppo.py")
+    monkeypatch.setattr(sys, "argv", [script, "--env", "Pendulum-v1", "--steps", "1000", "--results-dir", str(tmp_path)])
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    with pytest.raises(SystemExit) as done:
+        runpy.run_path(script, run_name="__main__")
+    assert done.value.code == 0, capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == ["pendulum_ppo"]
+
+
 def test_main_job_keeps_its_compiled_update_for_the_next_run(tmp_path):
     """The main job's XLA cache: the first run publishes the compiled update, the second loads
     it, and TensorFlow's spurious errors about the load stay hidden (no TF_CPP_MIN_LOG_LEVEL set)."""

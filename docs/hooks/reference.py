@@ -230,7 +230,8 @@ def cli_reference() -> str:
     for name, parser in cli_parsers().items():
         out += ["", f"## `{name}`"] + _parser_section(parser, "###")
     out += ["", "`examples/train_ppo.py` takes the flags of `kerasrl-learn`, with the trainer config as `--config` "
-            "(default: the shipped `cartpole_zoo`) and its own defaults: `--steps 150000 --seed 0 --run-id cartpole_ppo`."]
+            "(default: the shipped `cartpole_zoo`) and its own defaults: `--steps 150000 --seed 0` and `--run-id` "
+            "from the env (`cartpole_ppo`, `lunarlander_ppo`)."]
     return "\n".join(out) + "\n"
 
 
