@@ -42,6 +42,7 @@ from kerasrl.envs.gym_adapter import GymnasiumEnv
 from kerasrl.envs.registry import make_env
 from kerasrl.exception import TrainerConfigError, TrainerError
 from kerasrl.fields import Field
+from kerasrl.interrupts import sigterm_interrupts
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.sac.networks import SACNetworks
 from kerasrl.sac.policy import SACPolicy
@@ -108,10 +109,30 @@ def as_env_manager(env: Any, num_envs: Optional[int], seed: int) -> Any:
 def _temporary_run_dir(agent: Any) -> str:
     """A new temporary run folder for ``agent`` (``PPO`` or ``SAC`` without ``run_dir``):
     ``agent._remove_run_dir`` removes it when called (``close``), when the agent is
-    garbage-collected or when Python exits; ``fit`` detaches it once a Ctrl-C saved into it."""
+    garbage-collected or when Python exits; ``fit`` detaches it once a Ctrl-C or SIGTERM saved into it."""
     path = tempfile.mkdtemp(prefix="kerasrl-")
     agent._remove_run_dir = weakref.finalize(agent, shutil.rmtree, path, ignore_errors=True)
     return path
+
+
+def _check_run_dir_is_new(run_dir: str, context: RunContext, behavior: str, algorithm: str) -> None:
+    """Refuse a ``run_dir`` that already holds a run (a ``fit``'s or ``kerasrl-learn``'s: checkpoints,
+    summaries, the metrics CSV, kerasrl's ``.kerasrl-*`` marker and lock): training there would
+    delete that run's checkpoints (only the newest two are kept) and mix its summaries and CSV rows
+    with the new ones. A missing or empty folder, or one holding only other files, is fine."""
+    if not os.path.lexists(run_dir):
+        return
+    try:
+        names = os.listdir(run_dir)
+    except OSError as e:
+        raise TrainerError(f"kerasrl.{algorithm}: run_dir {run_dir} cannot be used: {e.strerror or e}.") from e
+    own = {os.path.basename(p) for p in (context.model_path, context.summaries_dir, context.metrics_path(behavior))}
+    found = sorted(n for n in names if n in own or n.startswith(".kerasrl-"))
+    if found:
+        raise TrainerError(f"kerasrl.{algorithm}: run_dir {run_dir} already holds a run ({', '.join(found)}); training "
+                           "in it would delete that run's checkpoints and mix its summaries with the new ones. Give a "
+                           "new or empty run_dir; to train a saved agent on, kerasrl.load(archive, env=..., "
+                           "run_dir=<a new folder>). Nothing was changed.")
 
 
 # -- what the callbacks see as the model -----------------------------------------------
@@ -301,6 +322,8 @@ class _Agent:
     model: Optional[_TrainingModel]
     #: Set by ``close``: the agent can still ``predict`` and ``save``, not ``fit``.
     _closed: bool
+    #: Set once a ``fit`` began: until then the run folder is checked again (another agent may have trained in it).
+    _run_started: bool
 
     def __init__(self, env: Any, config: ConfigArg = None, behavior: Optional[str] = None, seed: Optional[int] = None,
                  gpus: Optional[int] = None, cpu_replicas: Optional[int] = None, *, num_envs: Optional[int] = None,
@@ -311,9 +334,9 @@ class _Agent:
             self.strategy = distribute.learner_strategy()
         self.seed = int(seed) if seed is not None else random.randrange(10000)
         #: Removes the temporary run folder (``run_dir`` not given) when called, at ``close``, or
-        #: when the agent is garbage-collected or Python exits; detached once a Ctrl-C saved into it.
+        #: when the agent is garbage-collected or Python exits; detached once a Ctrl-C or SIGTERM saved into it.
         self._remove_run_dir: Optional[weakref.finalize] = None
-        self._closed = False
+        self._closed = self._run_started = False
         self.env_manager = as_env_manager(env, self.DEFAULT_NUM_ENVS if num_envs is None else num_envs, self.seed)
         try:
             trainer = self._make_trainer(config, behavior, hyperparameters, run_dir, gpus)
@@ -342,6 +365,7 @@ class _Agent:
         self.context = RunContext.in_results_dir(os.path.dirname(os.path.abspath(self.run_dir)),
                                                  os.path.basename(os.path.abspath(self.run_dir)), seed=self.seed,
                                                  keep_checkpoints=2)
+        _check_run_dir_is_new(self.run_dir, self.context, self.behavior, self.ALGORITHM)
         trainer = create_trainer(self.behavior, self.spec, self.settings, self.context)
         if not isinstance(trainer, self.TRAINER):
             trainer.close()
@@ -394,8 +418,8 @@ class _Agent:
         earlier at the config's ``max_steps`` or when a callback sets ``model.stop_training``).
         One epoch per update. ``verbose``: 1 (or ``"auto"``) one progress bar over ``total_steps``
         on a terminal, else a line per summary period (``summary_freq`` steps); 2: a line per
-        summary period; 0: silent (:class:`kerasrl.callbacks.FitProgress`). Ctrl-C saves a
-        checkpoint in the run folder, says where on stderr, and raises ``KeyboardInterrupt``."""
+        summary period; 0: silent (:class:`kerasrl.callbacks.FitProgress`). Ctrl-C or SIGTERM saves
+        a checkpoint in the run folder, says where on stderr, and raises ``KeyboardInterrupt``."""
         trainer, model = self._active_trainer(), self.model
         assert model is not None  # a model with a trainer has its callback model
         if self._closed:
@@ -406,6 +430,9 @@ class _Agent:
         verbose = 1 if verbose == "auto" else verbose
         if verbose not in (0, 1, 2):
             raise TrainerError(f"verbose must be 0, 1, 2 or 'auto', got {verbose!r}.")
+        if not self._run_started:
+            _check_run_dir_is_new(self.run_dir, self.context, self.behavior, self.ALGORITHM)
+            self._run_started = True
         epochs = max(1, math.ceil(int(total_steps) / max(self._steps_per_epoch(), 1)))
         progress = [FitProgress(int(total_steps), self.settings.summary_freq, int(verbose))] if verbose else []
         cbs = keras.callbacks.CallbackList([*(callbacks or []), *progress], add_history=True, add_progbar=False,
@@ -415,16 +442,17 @@ class _Agent:
         model.stop_training = False
         model._initial_epoch = None
         start = (time.perf_counter(), trainer.step)
-        with self._fitting(cbs):
+        with sigterm_interrupts() as sigterm, self._fitting(cbs):
             self._settle(trainer)
             cbs.on_train_begin()
             first_epoch = model._initial_epoch or trainer.update_count
             controller = _FitController(self, trainer, model, cbs, trainer.step + int(total_steps), first_epoch)
             controller.start_learning(self.env_manager)
-        if controller.interrupted:  # Ctrl-C: the controller saved a checkpoint; the caller sees it, as in Keras
+        if controller.interrupted:  # Ctrl-C or SIGTERM: the controller saved a checkpoint; the caller sees it, as in Keras
             if self._remove_run_dir is not None:
                 self._remove_run_dir.detach()  # a temporary run folder now holds the checkpoint: it stays
-            print(f"kerasrl: interrupted at step {trainer.step}; the checkpoint is in {self.context.model_path} "
+            stopped = "stopped by SIGTERM" if sigterm.received else "interrupted"
+            print(f"kerasrl: {stopped} at step {trainer.step}; the checkpoint is in {self.context.model_path} "
                   f"(run_dir={self.run_dir!r}, kept)", file=sys.stderr, flush=True)
             raise KeyboardInterrupt
         cbs.on_train_end(self._epoch_logs(*start))  # where training stopped; fps over the whole call
@@ -460,7 +488,7 @@ class _Agent:
 
     def close(self) -> None:
         """Close the environment and the trainer's summary writers, and remove the temporary run
-        folder (one kerasrl made because no ``run_dir`` was given, unless a Ctrl-C saved into it).
+        folder (one kerasrl made because no ``run_dir`` was given, unless a Ctrl-C or SIGTERM saved into it).
         The agent can still ``predict`` and ``save``; ``fit`` raises an error."""
         self._closed = True
         if self.trainer is not None:
@@ -511,25 +539,33 @@ class _Agent:
     # -- saving --------------------------------------------------------------------------
     def save(self, path: str, overwrite: bool = True) -> str:
         """Write a self-contained archive (settings, behavior spec, counters, the networks' weights
-        with the normalizer) to ``path`` atomically; :func:`load` reads it. Returns ``path``."""
+        with the normalizer) to ``path`` atomically; :func:`load` reads it. Returns ``path``. A
+        folder at ``path`` or a failed write (a full disk) is one ``TrainerError`` line, leaving no
+        temporary file and any earlier archive at ``path`` whole."""
+        if os.path.isdir(path):
+            raise TrainerError(f"Cannot save the agent to {path}: it is a folder; give a file path such as "
+                               f"{os.path.join(path, 'agent.keras')}.")
         if os.path.exists(path) and not overwrite:
             raise TrainerError(f"{path} exists and overwrite=False.")
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         step, updates = self._counters(self.trainer) if self.trainer is not None else (self._step, self._updates)
         meta = {"format": self.FORMAT, "behavior": self.behavior, "seed": self.seed, "spec": self.spec.to_dict(),
                 "settings": self.settings.to_dict(), "step": step, "update_count": updates}
         tmp = f"{path}.tmp{os.getpid()}"
-        with tempfile.TemporaryDirectory() as folder:
-            weights = os.path.join(folder, self.WEIGHTS)
-            self._networks.save_weights(weights)
-            try:
-                with zipfile.ZipFile(tmp, "w") as z:
-                    z.writestr("kerasrl.json", json.dumps(meta, indent=1))
-                    z.write(weights, self.WEIGHTS)
-                os.replace(tmp, path)
-            finally:
-                if os.path.exists(tmp):
-                    os.remove(tmp)
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            with tempfile.TemporaryDirectory() as folder:
+                weights = os.path.join(folder, self.WEIGHTS)
+                self._networks.save_weights(weights)
+                try:
+                    with zipfile.ZipFile(tmp, "w") as z:
+                        z.writestr("kerasrl.json", json.dumps(meta, indent=1))
+                        z.write(weights, self.WEIGHTS)
+                    os.replace(tmp, path)
+                finally:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(tmp)
+        except OSError as e:
+            raise TrainerError(f"Cannot save the agent to {path}: {e.strerror or e}.") from e
         return path
 
     @classmethod
@@ -552,7 +588,7 @@ class _Agent:
             agent.behavior, agent.spec, agent.seed = meta["behavior"], spec, int(meta["seed"])
             agent.settings = TrainerSettings.from_dict(meta["settings"], "the saved model's settings")
             agent.trainer, agent.env_manager, agent.model = None, None, None
-            agent._remove_run_dir, agent._closed = None, False
+            agent._remove_run_dir, agent._closed, agent._run_started = None, False, False
             agent._step, agent._updates = int(meta["step"]), int(meta["update_count"])
             agent._build_networks()
             agent._networks.load_weights(weights)
@@ -573,7 +609,9 @@ class PPO(_Agent):
     choose the learner's strategy (:func:`kerasrl.distribute.get_strategy`; logical CPU devices
     must be split before TensorFlow starts). Summaries and checkpoints go to ``run_dir``
     (default: a new temporary folder, removed by ``close``, when the agent is garbage-collected
-    or when Python exits; kept, and named on stderr, once a Ctrl-C saved a checkpoint in it).
+    or when Python exits; kept, and named on stderr, once a Ctrl-C or SIGTERM saved a checkpoint in it).
+    A ``run_dir`` that already holds a run (checkpoints, summaries, a ``kerasrl-learn`` run's marker)
+    is refused: a new run would delete its checkpoints.
     """
 
     ALGORITHM, TRAINER, FORMAT, WEIGHTS = "PPO", PPOTrainer, PPO_FORMAT, "actor_critic.weights.h5"
@@ -638,8 +676,8 @@ class PPO(_Agent):
         ``clip_fraction``), ``learning_rate``, each reward signal's losses, ``step`` and ``episodes``.
         ``verbose``: 1 (or ``"auto"``) one progress bar over ``total_steps`` on a terminal, else a
         line per summary period (``summary_freq`` steps); 2: a line per summary period; 0: silent
-        (:class:`kerasrl.callbacks.FitProgress`). Ctrl-C saves a checkpoint in the run folder, says
-        where on stderr, and raises ``KeyboardInterrupt``. Once a callback sets ``model.optimizer.learning_rate``
+        (:class:`kerasrl.callbacks.FitProgress`). Ctrl-C or SIGTERM saves a checkpoint in the run folder,
+        says where on stderr, and raises ``KeyboardInterrupt``. Once a callback sets ``model.optimizer.learning_rate``
         (``LearningRateScheduler``, ``ReduceLROnPlateau``), the updates use that rate from then on, not the schedule's."""
         return super().fit(total_steps, callbacks, verbose)
 
@@ -727,7 +765,7 @@ class SAC(_Agent):
         One epoch per update; its logs hold ``episode_reward_mean``, ``episode_length_mean`` (last
         100 episodes), ``fps``, the update's mean ``critic_loss``, ``actor_loss``, ``ent_coef_loss``,
         ``ent_coef``, ``q_value``, ``learning_rate``, ``step`` and ``episodes``. ``verbose`` as
-        :meth:`PPO.fit`. Ctrl-C saves a checkpoint in the run folder and raises ``KeyboardInterrupt``.
+        :meth:`PPO.fit`. Ctrl-C or SIGTERM saves a checkpoint in the run folder and raises ``KeyboardInterrupt``.
         Callbacks cannot set the learning rate (``LearningRateScheduler``, ``ReduceLROnPlateau``): SAC
         has three optimizers; the config's ``learning_rate`` and ``learning_rate_schedule`` set it."""
         for c in callbacks or []:
@@ -757,7 +795,8 @@ _AGENTS: dict[str, type[_Agent]] = {PPO.FORMAT: PPO, SAC.FORMAT: SAC}
 def load(path: str, env: Any = None, num_envs: Optional[int] = None, run_dir: Optional[str] = None) -> "PPO | SAC":
     """A model that :meth:`PPO.save` or :meth:`SAC.save` (or ``ModelCheckpoint``) wrote. Without ``env`` it can
     ``predict`` (and ``save``); with one it can also ``fit`` on, from the saved step (the
-    optimizer's moments start afresh: ``BackupAndRestore`` or the run's checkpoints keep them)."""
+    optimizer's moments start afresh: ``BackupAndRestore`` or the run's checkpoints keep them), in
+    ``run_dir`` (as :class:`PPO`'s: a new or empty folder, never one that holds a run)."""
     try:
         with zipfile.ZipFile(path) as z:
             meta = json.loads(z.read("kerasrl.json"))

@@ -9,8 +9,9 @@ environment steps, or every few milliseconds while it waits for an environment o
 :func:`sigint_deferred` holds the signals back for a whole block (a checkpoint save).
 
 Only handlers installed from Python are wrapped: a signal left to its default action (SIGTERM
-outside ``kerasrl-learn``) or ignored (SIGHUP under ``nohup``) is left alone. Other threads than
-the main one never see signals, so there everything here does nothing.
+outside ``kerasrl-learn`` and ``fit``) or ignored (SIGHUP under ``nohup``) is left alone; ``fit``
+first makes a default SIGTERM a Ctrl-C (:func:`sigterm_interrupts`). Other threads than the main
+one never see signals, so there everything here does nothing.
 """
 from __future__ import annotations
 
@@ -101,6 +102,38 @@ def raise_if_stopping() -> None:
     points = _active
     if points is not None and points.pending is not None and threading.current_thread() is threading.main_thread():
         points.take()
+
+
+class SigtermRecord:
+    """Whether a SIGTERM came while :func:`sigterm_interrupts` was installed."""
+
+    def __init__(self) -> None:
+        self.received = False
+
+    def handle(self, signum: int, frame: Any) -> None:
+        """The first SIGTERM raises ``KeyboardInterrupt`` (the run saves and stops); later ones only say so."""
+        if self.received:
+            print("kerasrl: SIGTERM: already stopping.", file=sys.stderr, flush=True)
+            return
+        self.received = True
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[SigtermRecord]:
+    """While the block runs in the main thread, a SIGTERM left to its default action (which ends
+    the process without saving) raises ``KeyboardInterrupt`` as Ctrl-C does, so a library's
+    training run (``fit``) saves and stops on it too; the previous handler comes back after. A
+    SIGTERM that the program handles or ignores, and any other thread, are left alone."""
+    record = SigtermRecord()
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield record
+        return
+    signal.signal(signal.SIGTERM, record.handle)
+    try:
+        yield record
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @contextlib.contextmanager

@@ -1,5 +1,6 @@
 """kerasrl.PPO.fit's callback contract: learning-rate callbacks, paired epochs, the train-end logs, a closed agent."""
 import os
+import tempfile
 
 import keras
 import numpy as np
@@ -13,7 +14,8 @@ HP = dict(batch_size=16, buffer_size=64, learning_rate=5e-3)
 
 
 def agent(tmp_path, **kwargs):
-    return kerasrl.PPO("Simple1D", seed=3, run_dir=str(tmp_path / "run"), **{**HP, **kwargs})
+    """A Simple1D PPO agent in a new run folder under ``tmp_path`` (a run folder holds one run)."""
+    return kerasrl.PPO("Simple1D", seed=3, run_dir=tempfile.mkdtemp(dir=tmp_path), **{**HP, **kwargs})
 
 
 def weights(ppo):
