@@ -21,12 +21,13 @@ renamed into place, so an interrupted export leaves the previous one whole.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shlex
 import shutil
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 import tensorflow as tf
 import yaml
@@ -43,7 +44,14 @@ from kerasrl.sac.networks import SACNetworks
 from kerasrl.settings import TrainerSettings, load_trainer_config
 from kerasrl.spec import BehaviorSpec, behavior_file_name
 from kerasrl.trainers.bc_trainer import BC_TRAINER_TYPES, bc_checkpoint_objects, bc_model
-from kerasrl.trainers.checkpoint import BEHAVIOR_FILE, CheckpointSaver, export_weights, read_behavior_record
+from kerasrl.trainers.checkpoint import (
+    BEHAVIOR_FILE,
+    WRITE_ERRORS,
+    CheckpointSaver,
+    export_weights,
+    read_behavior_record,
+    write_failure,
+)
 from kerasrl.trainers.trainer import Trainer
 from kerasrl.unity_export import save_unity_onnx, unity_contract_supported
 
@@ -53,6 +61,9 @@ logger = logging.getLogger("kerasrl")
 VERSION_NUMBER = 2
 ONNX_OPSET = 13
 ONNX_MISSING = "ONNX export needs the optional extra kerasrl[onnx] (pip install tf2onnx onnxruntime)"
+#: Said once per process when an export skips ONNX because tf2onnx is not installed.
+ONNX_SKIPPED = "kerasrl: ONNX export skipped: tf2onnx is not installed; pip install 'kerasrl[onnx]' adds the .onnx files."
+_onnx_skip_told = False
 
 
 def onnx_available() -> bool:
@@ -129,15 +140,40 @@ class ExportedPolicy(tf.Module):
 
 
 def _replace_path(tmp: str, path: str) -> None:
-    """Move ``tmp`` (file or folder) to ``path``; an old folder is set aside first and removed last."""
+    """Move ``tmp`` (file or folder) to ``path``; an old folder is set aside first and removed
+    last (put back when the move fails)."""
     if os.path.isdir(path):
         old = path + ".old"
         shutil.rmtree(old, ignore_errors=True)
         os.replace(path, old)
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError:
+            os.replace(old, path)
+            raise
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def _export_errors(behavior: str, folder: str) -> Iterator[None]:
+    """A write error of the block (a full disk, a folder that cannot be written) as one-line
+    ``TrainerError`` naming the folder and the cause (the writers leave no temporary file)."""
+    try:
+        yield
+    except WRITE_ERRORS as e:
+        raise TrainerError(f"Exporting {behavior} to {folder} failed: {write_failure(e)}. Its checkpoints are intact: "
+                           "free some space or make the folder writable, then run kerasrl export on the run folder.") from e
+
+
+def _tell_onnx_skipped() -> None:
+    """Say once per process, on stdout with the run's other information (a clean run's stderr
+    stays empty), that ONNX was not written because tf2onnx is missing, and how to get it."""
+    global _onnx_skip_told
+    if not _onnx_skip_told:
+        _onnx_skip_told = True
+        print(ONNX_SKIPPED, flush=True)
 
 
 def save_savedmodel(policy: "ExportedPolicy | SACExportedPolicy", path: str) -> str:
@@ -179,23 +215,34 @@ def export_policy(model: "ActorCritic | SACNetworks", folder: str, behavior: str
     """Export ``model`` (an actor-critic, or SAC's networks: their actor) into ``folder``:
     ``{behavior}.savedmodel``, ``{behavior}.policy.json`` and, when ``onnx`` (default: when
     tf2onnx is installed), ``{behavior}.onnx`` and ``{behavior}.unity.onnx`` (not for recurrent
-    policies: a warning says why it is missing). Returns the paths."""
-    os.makedirs(folder, exist_ok=True)
-    name = behavior_file_name(behavior)
-    policy = SACExportedPolicy(model) if isinstance(model, SACNetworks) else ExportedPolicy(model)
-    paths = {"savedmodel": save_savedmodel(policy, os.path.join(folder, f"{name}.savedmodel"))}
-    if onnx or (onnx is None and onnx_available()):
-        paths["onnx"] = save_onnx(policy, os.path.join(folder, f"{name}.onnx"))
-        why = unity_contract_supported(model)
-        if why:
-            logger.warning("%s: no %s.unity.onnx: %s.", behavior, name, why)
-        else:
-            paths["unity_onnx"] = save_unity_onnx(model, os.path.join(folder, f"{name}.unity.onnx"))
-    info_path = os.path.join(folder, f"{name}.policy.json")
-    with open(info_path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump({"behavior": behavior, **policy.description(), "files": {k: os.path.basename(v) for k, v in paths.items()}},
-                  f, indent=1)
-    os.replace(info_path + ".tmp", info_path)
+    policies: a warning says why it is missing). By default without tf2onnx, one line (once per
+    process) says that ONNX was skipped and how to get it. A write that fails is a one-line
+    ``TrainerError`` naming the folder and the cause. Returns the paths."""
+    with _export_errors(behavior, folder):
+        os.makedirs(folder, exist_ok=True)
+        name = behavior_file_name(behavior)
+        policy = SACExportedPolicy(model) if isinstance(model, SACNetworks) else ExportedPolicy(model)
+        paths = {"savedmodel": save_savedmodel(policy, os.path.join(folder, f"{name}.savedmodel"))}
+        with_onnx = onnx or (onnx is None and onnx_available())
+        if with_onnx:
+            paths["onnx"] = save_onnx(policy, os.path.join(folder, f"{name}.onnx"))
+            why = unity_contract_supported(model)
+            if why:
+                logger.warning("%s: no %s.unity.onnx: %s.", behavior, name, why)
+            else:
+                paths["unity_onnx"] = save_unity_onnx(model, os.path.join(folder, f"{name}.unity.onnx"))
+        info_path = os.path.join(folder, f"{name}.policy.json")
+        files = {k: os.path.basename(v) for k, v in paths.items()}
+        try:
+            with open(info_path + ".tmp", "w", encoding="utf-8") as f:
+                json.dump({"behavior": behavior, **policy.description(), "files": files}, f, indent=1)
+            os.replace(info_path + ".tmp", info_path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(info_path + ".tmp")
+            raise
+    if onnx is None and not with_onnx:
+        _tell_onnx_skipped()
     paths["policy_json"] = info_path
     return paths
 
@@ -207,7 +254,8 @@ def export_trainers(trainers: Mapping[str, Trainer]) -> None:
     for behavior, trainer in trainers.items():
         if trainer.writes_results:
             model = trainer.trained_model
-            export_weights(model, os.path.join(trainer.model_path, f"{behavior_file_name(behavior)}.weights.h5"))
+            with _export_errors(behavior, trainer.model_path):
+                export_weights(model, os.path.join(trainer.model_path, f"{behavior_file_name(behavior)}.weights.h5"))
             export_policy(model, trainer.model_path, behavior)
 
 

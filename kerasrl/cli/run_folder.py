@@ -407,10 +407,11 @@ def check_run_dir(args: argparse.Namespace) -> str:
 def prepare_run_dir(args: argparse.Namespace, started: bool = True) -> str:
     """The run's folder, checked again (:func:`check_run_dir`: it may have changed since),
     made, locked (:func:`lock_run_dir`), emptied with ``--force`` and marked; it must be
-    writable. The command line calls it once every other check has passed, just before the
-    run writes its first file; again, it changes nothing in a folder this process holds but
-    deletes the old run that ``--force`` moved aside. ``started=False`` (before a Unity player
-    starts): ``--force`` only moves the old run aside (:data:`REPLACED`), restored if the start fails."""
+    writable, and so must its ``models`` folders when the run trains. The command line calls it
+    once every other check has passed, just before the run writes its first file; again, it
+    changes nothing in a folder this process holds but deletes the old run that ``--force`` moved
+    aside. ``started=False`` (before a Unity player starts): ``--force`` only moves the old run
+    aside (:data:`REPLACED`), restored if the start fails."""
     run_dir = os.path.join(args.results_dir, args.run_id)
     held = _held.get(os.path.realpath(run_dir))
     if held is not None and _same_file(held, os.path.join(run_dir, LOCK)):
@@ -445,7 +446,27 @@ def prepare_run_dir(args: argparse.Namespace, started: bool = True) -> str:
             pass
     except OSError as e:
         raise TrainerError(f"The run folder {run_dir} cannot be written: {e.strerror or e}.") from e
+    if not args.inference:
+        _check_models_writable(run_dir)
     return run_dir
+
+
+def _check_models_writable(run_dir: str) -> None:
+    """The run's ``models`` folder and each behavior's folder in it, where they exist, take new
+    files: a checkpoint that cannot be written is reported before training, not after it."""
+    models = os.path.join(run_dir, "models")
+    if not os.path.lexists(models):
+        return
+    folder = models
+    try:
+        if not os.path.isdir(models):
+            raise NotADirectoryError(errno.ENOTDIR, "it is not a folder")
+        behaviors = sorted(os.path.join(models, name) for name in os.listdir(models))
+        for folder in [models] + [path for path in behaviors if os.path.isdir(path)]:
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+    except OSError as e:
+        raise TrainerError(f"The run folder {run_dir} cannot be written: {folder}: {e.strerror or e}.") from e
 
 
 def initial_models(args: argparse.Namespace) -> Optional[str]:

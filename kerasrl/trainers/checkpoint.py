@@ -20,7 +20,9 @@ before the new one is recorded. The saver removes those leftovers before its fir
 (not when it is created: a process that only restores must not touch a folder another
 process is writing), adopts checkpoints the state file does not list (a killed save's, or
 all of them when the state file is unreadable) so that ``keep`` applies to them, and
-:meth:`CheckpointSaver.restore` checks every tensor of a checkpoint before using it.
+:meth:`CheckpointSaver.restore` checks every tensor of a checkpoint before using it. A save that
+fails (a full disk, a folder that cannot be written) removes what it added and raises
+:class:`CheckpointWriteError`, one line naming the folder and the cause.
 
 Limitation: saving a step that already has a checkpoint (TF overwrites ``model-N`` in
 place) leaves that one checkpoint damaged if the process is killed in the middle; older
@@ -30,22 +32,25 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import io
 import json
 import logging
 import os
 import re
 import shutil
+import sys
 import time
 import uuid
 from typing import AbstractSet, Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 import tensorflow as tf
+from google.protobuf import descriptor_pool, message_factory, text_format
 from google.protobuf.message import DecodeError
 from google.protobuf.text_format import ParseError
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from kerasrl import distribute
-from kerasrl.exception import UnityTrainerException, describe
+from kerasrl.exception import UnityTrainerException, describe, one_line
 from kerasrl.interrupts import sigint_deferred
 
 logger = logging.getLogger("kerasrl.trainers")
@@ -71,12 +76,39 @@ _STALE_NAMES = (
 #: object graph.
 _RESTORE_ERRORS = (tf.errors.OpError, ValueError, IndexError, KeyError, AssertionError, DecodeError, ParseError,
                    OSError)
+#: What writing a checkpoint or an export raises on a full disk or a folder that cannot be written:
+#: TensorFlow's ``OpError`` (``ResourceExhaustedError``, ``PermissionDeniedError``...), Python's ``OSError``.
+WRITE_ERRORS = (tf.errors.OpError, OSError)
+#: The state file's message, ``tensorflow.CheckpointState`` (TF's public API has no constructor for it).
+_CHECKPOINT_STATE = message_factory.GetMessageClass(
+    descriptor_pool.Default().FindMessageTypeByName("tensorflow.CheckpointState"))
+#: State files already reported unreadable (path, inode, size, mtime): a restore and the first
+#: save read the same file, and the user is told once.
+_reported_states: set[tuple[str, int, int, int]] = set()
 
 
 class CheckpointMismatch(UnityTrainerException):
     """An intact checkpoint that does not fit the objects being restored (a setting that shapes
     the model, such as ``hidden_units``, changed since it was saved): one line naming the
     variable and both shapes."""
+
+
+class CheckpointWriteError(UnityTrainerException):
+    """A checkpoint could not be written (a full disk, a folder that cannot be written): one line
+    naming the folder and the cause; the checkpoints written before it are intact."""
+
+
+def write_failure(error: BaseException) -> str:
+    """Why a write failed, on one line: the OS's reason and the error's type, without the path
+    and the op that TensorFlow's message adds (the caller names the folder)."""
+    if isinstance(error, OSError) and error.strerror:
+        return f"{error.strerror} ({type(error).__name__})"
+    text = one_line(getattr(error, "message", None) or error)
+    text = re.sub(r"\s*\[Op:\w+\]$", "", re.sub(r"^\{\{.*?\}\}\s*", "", text))
+    quoted = re.search(r"error message = '([^']+)'", text)  # HDF5's report of the OS's error
+    reason = quoted.group(1) if quoted else text.rsplit("; ", 1)[-1].strip() or text
+    reason = reason if len(reason) <= 200 else reason[:197] + "..."
+    return f"{reason} ({type(error).__name__})"
 
 
 class _DamagedCheckpoint(Exception):
@@ -97,21 +129,40 @@ def _step_of(prefix: str) -> int:
 
 def read_state(folder: str) -> Optional[Any]:
     """The ``checkpoint`` state file's ``CheckpointState`` (paths made absolute), or None when
-    it is missing or unreadable (empty, cut short, garbage): a warning names an unreadable one,
-    and the caller then relies on the ``model-*.index`` files instead."""
+    it is missing or unreadable (empty, cut short, garbage): a warning names an unreadable one
+    (once per version of the file), and the caller then relies on the ``model-*.index`` files
+    instead. Parsed here rather than by ``tf.train.get_checkpoint_state``, which would log its
+    own warnings about the same file and hide the reason."""
     path = os.path.join(folder, STATE_FILE)
     if not os.path.exists(path):
         return None
     try:
-        state = tf.train.get_checkpoint_state(folder)
-    except (tf.errors.OpError, ValueError, DecodeError, ParseError, OSError) as e:
-        logger.warning("Checkpoint state file %s is unreadable (%s); looking for model-*.index files instead.",
-                       path, describe(e, 200))
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        state = _CHECKPOINT_STATE()
+        text_format.Merge(text, state)
+        if not state.model_checkpoint_path:
+            raise ValueError("it names no checkpoint")
+    except (ValueError, ParseError, OSError) as e:
+        _report_unreadable(path, describe(e, 200))
         return None
-    if state is None:
-        logger.warning("Checkpoint state file %s is unreadable (not a CheckpointState); "
-                       "looking for model-*.index files instead.", path)
+    state.model_checkpoint_path = os.path.join(folder, state.model_checkpoint_path)
+    for i, listed in enumerate(state.all_model_checkpoint_paths):
+        state.all_model_checkpoint_paths[i] = os.path.join(folder, listed)
     return state
+
+
+def _report_unreadable(path: str, reason: str) -> None:
+    """Warn that the state file ``path`` is unreadable, unless this version of it was reported already."""
+    try:
+        stat = os.stat(path)
+        key = (os.path.realpath(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    except OSError:
+        key = (os.path.realpath(path), -1, -1, -1)
+    if key in _reported_states:
+        return
+    _reported_states.add(key)
+    logger.warning("Checkpoint state file %s is unreadable (%s); looking for model-*.index files instead.", path, reason)
 
 
 def _state_prefixes(folder: str, state: Any) -> list[str]:
@@ -131,6 +182,14 @@ def _disk_prefixes(folder: str) -> list[str]:
         return []
     steps = sorted((int(m.group(1)) for m in map(_INDEX_FILE.match, names) if m), reverse=True)
     return [os.path.normpath(os.path.join(folder, f"{CHECKPOINT_NAME}-{step}")) for step in steps]
+
+
+def _names(folder: str) -> set[str]:
+    """The names in ``folder`` (none when it cannot be listed)."""
+    try:
+        return set(os.listdir(folder))
+    except OSError:
+        return set()
 
 
 def _unique(prefixes: list[str]) -> list[str]:
@@ -256,17 +315,50 @@ class CheckpointSaver:
         """A new checkpoint numbered ``step``; returns its prefix. In the main thread, Ctrl-C
         waits until the checkpoint and the state file are written, then raises
         ``KeyboardInterrupt``; checkpoints beyond ``keep`` are deleted only after that.
-        Under a multi-host strategy only the chief writes (the others return ``""``)."""
+        Under a multi-host strategy only the chief writes (the others return ``""``).
+
+        A write that fails (a full disk, a folder that cannot be written) raises
+        :class:`CheckpointWriteError` after removing what it added to the folder; the
+        checkpoints written before stay intact, and the next save starts from the folder as it is."""
         if not distribute.is_chief():
             return ""
         with sigint_deferred(f"the checkpoint save in {self.model_path}"):
             self._step.assign(step)
             self._updates.assign(updates)
-            path = self._checkpoint_manager().save(checkpoint_number=step)
+            before = _names(self.model_path)
+            try:
+                path = self._checkpoint_manager().save(checkpoint_number=step)
+            except WRITE_ERRORS as e:
+                self._manager = None  # TF's manager may hold this save's path: the next save reads the folder again
+                self._remove_failed_save(step, before)
+                raise CheckpointWriteError(
+                    f"Checkpoint {CHECKPOINT_NAME}-{step} could not be written in {self.model_path}: {write_failure(e)}. "
+                    "The checkpoints written before it are intact: free some space or make the folder writable, "
+                    "then continue with --resume.") from e
             if self._behavior_record is not None:
-                write_json_atomically(os.path.join(self.model_path, BEHAVIOR_FILE), self._behavior_record)
+                try:
+                    write_json_atomically(os.path.join(self.model_path, BEHAVIOR_FILE), self._behavior_record)
+                except OSError as e:
+                    raise CheckpointWriteError(
+                        f"{os.path.join(self.model_path, BEHAVIOR_FILE)} could not be written: {write_failure(e)}. "
+                        "The checkpoints are intact: free some space or make the folder writable, then continue "
+                        "with --resume.") from e
                 self._behavior_record = None
         return path
+
+    def _remove_failed_save(self, step: int, before: AbstractSet[str]) -> None:
+        """Delete what the failed save of ``step`` added to the folder: TF's temporaries, and its
+        ``model-N`` files unless the state file records them (TF failed after recording them, while
+        deleting older checkpoints). Nothing that was there before the save is touched."""
+        folder = os.path.abspath(self.model_path)
+        own = re.compile(rf"^{CHECKPOINT_NAME}-{step}\.(index|data-\d{{5}}-of-\d{{5}})$")
+        state = read_state(folder)
+        recorded = state is not None and os.path.join(folder, f"{CHECKPOINT_NAME}-{step}") in _state_prefixes(folder, state)
+        for name in sorted(_names(folder) - before):
+            if any(p.search(name) for p in _STALE_NAMES) or (own.match(name) and not recorded):
+                path = os.path.join(folder, name)
+                with contextlib.suppress(OSError):  # what stays is removed before the next save (remove_stale_files)
+                    shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
 
     def restore(self) -> tuple[int, int]:
         """Restore the newest intact checkpoint; returns its ``(step, updates)``.
@@ -434,11 +526,16 @@ def _data_file(prefix: str) -> str:
 
 
 def write_json_atomically(path: str, value: Any) -> None:
-    """``value`` as JSON at ``path``, whole or not at all."""
+    """``value`` as JSON at ``path``, whole or not at all (no temporary file left when it fails)."""
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=1)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(value, f, indent=1)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
 
 
 def read_behavior_record(model_path: str) -> Optional[dict[str, Any]]:
@@ -456,8 +553,25 @@ def export_weights(model: Any, path: str) -> None:
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     tmp = path + ".tmp.weights.h5"
     try:
-        model.save_weights(tmp)
+        _save_weights(model, tmp)
         os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
+
+
+def _save_weights(model: Any, path: str) -> None:
+    """``model.save_weights(path)``; a failed write raises a plain ``OSError`` with h5py's reason.
+    After a failed write (a full disk) h5py prints a traceback for each handle it cannot close,
+    as the error's traceback is released: that happens here, with stderr set aside, so the
+    failure is said once (what a successful save writes to stderr is passed on)."""
+    failure: Optional[OSError] = None
+    with contextlib.redirect_stderr(io.StringIO()) as noise:
+        try:
+            model.save_weights(path)
+        except OSError as e:
+            failure = OSError(e.errno, os.strerror(e.errno) if e.errno else one_line(e), path)
+    if failure is not None:
+        raise failure
+    if noise.getvalue():
+        sys.stderr.write(noise.getvalue())

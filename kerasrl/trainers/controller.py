@@ -1,19 +1,21 @@
 """TrainerController: runs trainers over an env manager until ``max_steps`` (as ML-Agents 0.9's)."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
-from kerasrl.curriculum import save_lessons
+from kerasrl.curriculum import LESSONS_FILE, save_lessons
 from kerasrl.envs.env_manager import EnvManager, StepInfo
 from kerasrl.exception import EnvironmentException, TrainerError, UnityTrainerException
 from kerasrl.interrupts import raise_if_stopping, sigint_deferred, stops_at_safe_points
 from kerasrl.timers import hierarchical_timer, timed, write_timer_tree
+from kerasrl.trainers.checkpoint import WRITE_ERRORS, CheckpointWriteError, write_failure
 from kerasrl.trainers.trainer import Trainer
 
 logger = logging.getLogger("kerasrl")
@@ -28,6 +30,20 @@ def _check_arguments(save_freq: int, resampling_interval: Optional[int], save_ev
         raise TrainerError(f"save_freq must be >= 1, got {save_freq}.")
     if save_every_seconds is not None and not save_every_seconds > 0:
         raise TrainerError(f"save_every_seconds must be > 0, got {save_every_seconds}.")
+
+
+@contextlib.contextmanager
+def _saving(what: str, leftover: Optional[str] = None) -> Iterator[None]:
+    """A write error of the block (the OS's, TensorFlow's) as one-line :class:`CheckpointWriteError`
+    naming ``what`` and the cause; ``leftover``, the block's temporary file, is removed."""
+    try:
+        yield
+    except WRITE_ERRORS as e:
+        if leftover is not None:
+            with contextlib.suppress(OSError):
+                os.remove(leftover)
+        raise CheckpointWriteError(f"{what} failed: {write_failure(e)}. The checkpoints written before are intact: "
+                                   "free some space or make the folder writable, then continue with --resume.") from e
 
 
 class TrainerController:
@@ -138,10 +154,12 @@ class TrainerController:
         if self._steps() == self.saved_steps:
             return
         with sigint_deferred("the checkpoint save"):
-            for trainer in self.trainers.values():
-                trainer.save_model()
+            for name, trainer in self.trainers.items():
+                with _saving(f"Saving {name} in {trainer.model_path}"):  # the saver's own errors are one line already
+                    trainer.save_model()
             if self.meta_curriculum is not None:
-                save_lessons(self.meta_curriculum, self.model_path, self._steps())
+                with _saving(f"Saving the lessons in {self.model_path}", os.path.join(self.model_path, LESSONS_FILE + ".tmp")):
+                    save_lessons(self.meta_curriculum, self.model_path, self._steps())
             self.saved_steps = self._steps()
         self._saved_at = self._save_marks()
         self._last_save_time = time.monotonic()
@@ -307,6 +325,8 @@ class TrainerController:
             return
         try:
             self._save_models()
+        except TrainerError as e:  # one line already
+            logger.warning("Saving the models after the environment failed did not work either: %s", e)
         except Exception:
             logger.warning("Saving the models after the environment failed did not work either.", exc_info=True)
 
@@ -359,18 +379,23 @@ class TrainerController:
     def _finish(self, env_manager: EnvManager, failed: bool) -> None:
         """Export the trained weights (not after a failure: the checkpoints hold the last good
         state), write the timers and close everything; while an error propagates, problems here
-        are logged so that they cannot hide it."""
+        are logged so that they cannot hide it. The first step that fails otherwise (the export on
+        a full disk) is raised once the others have run, so that the summaries are still closed."""
         steps = [("export", self._export_models)] if self.train_model and self.global_step != 0 and not failed else []
         steps += [("close the environment", env_manager.close)]  # first: worker processes hand over their timers
         steps += [("timers", self._write_timing_tree)]
         steps += [(f"close {name}", trainer.close) for name, trainer in self.trainers.items()]
+        error: Optional[Exception] = None
         for what, step in steps:
             try:
                 step()
-            except Exception:
-                if not failed:
-                    raise
+            except Exception as e:
+                if not failed and error is None:
+                    error = e
+                    continue
                 logger.warning("While stopping after an error, %s failed too.", what, exc_info=True)
+        if error is not None:
+            raise error
 
     def _write_timing_tree(self) -> None:
         path = self.timers_path or os.path.join(self.summaries_dir, f"{self.run_id}_timers.json")

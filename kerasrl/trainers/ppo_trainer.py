@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from kerasrl.bc.module import BCModule
 from kerasrl.buffer import AgentBuffer, Buffer
+from kerasrl.common.fast_path import numpy_mirror
 from kerasrl.common.gae import gae_and_returns, segmented_gae_and_returns
 from kerasrl.distribute import learner_strategy
 from kerasrl.envs.base import StepResult
@@ -151,10 +152,12 @@ class PPOTrainer(RLTrainer):
             raise TrainerConfigError(f"Behavior {self.behavior_name}: threaded: true is not available when "
                                      "training on several hosts; set threaded: false.")
         if self._policy.numpy_model is None:
+            if numpy_mirror(self._policy.model).supports(self._policy.model):  # only inference: tf keeps it from numpy
+                why, fix = "inference: tf makes this policy act with TensorFlow", "set inference: auto or threaded: false"
+            else:
+                why, fix = "no numpy mirror exists for this network (a recurrent visual or resnet one)", "set threaded: false"
             raise TrainerConfigError(
-                f"Behavior {self.behavior_name}: threaded: true acts with the numpy mirror of the policy, and this "
-                f"policy acts with TensorFlow (inference: {self.settings.inference}, a recurrent visual or resnet "
-                "network); set threaded: false or inference: auto.")
+                f"Behavior {self.behavior_name}: threaded: true acts with the numpy mirror of the policy, and {why}; {fix}.")
         self.processor.policy_version = self.update_count
         self.processor.deferred.stats = self._thread_stats
         if not self.processor.deferred:

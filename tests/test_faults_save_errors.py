@@ -1,0 +1,250 @@
+"""Writes that fail (a full disk, a folder that cannot be written) are one line, exit 2, and lose
+nothing already saved: a failed checkpoint leaves no ``_temp`` folder and the earlier checkpoints
+intact, a failed export leaves no temporary folder, and a ``models`` folder that cannot be written
+is reported before training. Also: an unreadable state file is reported once, the threaded
+rejection gives only advice that works, and an export without tf2onnx says ONNX was skipped.
+
+The failures are simulated without root: TensorFlow's checkpoint write and SavedModel save are
+replaced by ones that leave what the real ones leave on a full disk, then raise its error.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import logging
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+from test_faults_checkpoints import assert_filled, fill, new_saver
+
+from kerasrl import export as export_module
+from kerasrl.cli import main, tools
+from kerasrl.exception import TrainerConfigError, TrainerError
+from kerasrl.export import export_policy
+from kerasrl.models.actor_critic import ActorCritic
+from kerasrl.settings import NetworkSettings
+from kerasrl.spec import BehaviorSpec
+from kerasrl.trainers import initialize_trainers
+from kerasrl.trainers.checkpoint import CheckpointWriteError, verify_checkpoint
+
+CONFIG = "default:\n  batch_size: 16\n  buffer_size: 32\n  hidden_units: 8\n  num_layers: 1\n"
+FULL = "No space left on device"
+
+
+def _full_disk_write(fail_from: int):
+    """A ``tf.train.Checkpoint._write`` that, from step ``fail_from``, leaves what a save that
+    ran out of space leaves (``model-N_temp/``, a data file, TF's state temporary), then raises."""
+    real = tf.train.Checkpoint._write
+
+    def write(self, prefix, options=None):
+        if int(prefix.rsplit("-", 1)[1]) < fail_from:
+            return real(self, prefix, options=options)
+        os.makedirs(f"{prefix}_temp")
+        Path(f"{prefix}_temp/part-00000-of-00001.data-00000-of-00001.tempstate123").write_bytes(b"x")
+        Path(f"{prefix}.data-00000-of-00001").write_bytes(b"x")
+        Path(os.path.dirname(prefix), "checkpoint.tmp0a1b").write_text("model")
+        raise tf.errors.ResourceExhaustedError(None, None, f"{prefix}_temp/part-00000; {FULL} [Op:SaveV2]")
+
+    return write
+
+
+def learn(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
+    """``kerasrl-learn`` on Simple1D with a tiny config, run by its ``main`` in this process."""
+    (tmp_path / "cfg.yaml").write_text(CONFIG)
+    out, err, previous = io.StringIO(), io.StringIO(), os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main([str(tmp_path / "cfg.yaml"), "--env", "Simple1D", "--seed", "1", "--results-dir",
+                           str(tmp_path / "results"), "--run-id", "r", *argv])
+    finally:
+        os.chdir(previous)
+    return subprocess.CompletedProcess(argv, status, out.getvalue(), err.getvalue())
+
+
+def one_line_error(run: subprocess.CompletedProcess) -> str:
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith("kerasrl-learn: error: ") and run.stderr.count("\n") == 1, run.stderr
+    return run.stderr
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*") if "_temp" in p.name or ".tmp" in p.name or "tempstate" in p.name)
+
+
+# -- the saver ---------------------------------------------------------------------------
+def test_a_checkpoint_that_cannot_be_written_is_one_error_and_leaves_the_earlier_ones(tmp_path, monkeypatch):
+    folder = tmp_path / "models"
+    saver, model, optimizer = new_saver(folder)
+    fill(model, optimizer, 10)
+    saver.save(10, 1)
+    (folder / "notes.txt").write_text("mine")
+    monkeypatch.setattr(tf.train.Checkpoint, "_write", _full_disk_write(fail_from=20))
+    fill(model, optimizer, 20)
+    with pytest.raises(CheckpointWriteError) as failure:
+        saver.save(20, 2)
+    message = str(failure.value)
+    assert "\n" not in message and str(folder) in message and f"{FULL} (ResourceExhaustedError)" in message
+    assert "model-20" in message and "[Op:" not in message
+    assert leftovers(folder) == [] and not list(folder.glob("model-20*"))
+    assert (folder / "notes.txt").read_text() == "mine"  # only what the save made is removed
+    verify_checkpoint(str(folder / "model-10"))
+    restored, model2, optimizer2 = new_saver(folder)
+    assert restored.restore() == (10, 1)
+    assert_filled(model2, optimizer2, 10)
+    monkeypatch.undo()  # space again: the same saver goes on
+    fill(model, optimizer, 30)
+    saver.save(30, 3)
+    state = tf.train.get_checkpoint_state(str(folder))
+    assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["model-10", "model-30"]
+
+
+def test_a_folder_that_cannot_be_made_is_one_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    saver, _, _ = new_saver(blocker / "models")
+    with pytest.raises(CheckpointWriteError, match=rf"could not be written in {blocker / 'models'}: Not a directory"):
+        saver.save(10, 1)
+
+
+def test_an_unreadable_state_file_is_reported_once_and_by_kerasrl_only(tmp_path, caplog):
+    folder = tmp_path / "models"
+    saver, model, optimizer = new_saver(folder)
+    fill(model, optimizer, 10)
+    saver.save(10, 1)
+    (folder / "checkpoint").write_text("garbage {{\n")
+    tf_logger = logging.getLogger("tensorflow")
+    tf_logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.WARNING):
+            again, model2, optimizer2 = new_saver(folder)
+            assert again.restore() == (10, 1)
+            fill(model2, optimizer2, 20)
+            again.save(20, 2)
+    finally:
+        tf_logger.removeHandler(caplog.handler)
+    messages = [r.getMessage() for r in caplog.records]
+    assert not [m for m in messages if "Checkpoint ignored" in m], messages
+    unreadable = [m for m in messages if "is unreadable" in m]
+    assert len(unreadable) == 1 and "ParseError" in unreadable[0], messages
+
+
+# -- the command line --------------------------------------------------------------------
+def test_kerasrl_learn_on_a_full_disk_is_one_line_and_keeps_the_earlier_checkpoint(tmp_path, monkeypatch):
+    monkeypatch.setattr(tf.train.Checkpoint, "_write", _full_disk_write(fail_from=100))
+    run = learn(tmp_path, "--steps", "200", "--save-freq", "50", "--keep-checkpoints", "10")
+    err = one_line_error(run)
+    models = tmp_path / "results" / "r" / "models" / "Simple1D"
+    assert f"could not be written in {models}: {FULL} (ResourceExhaustedError)" in err
+    assert leftovers(models) == []
+    saved = sorted(models.glob("model-*.index"))
+    assert saved and all(int(p.name[6:-6]) < 100 for p in saved)
+    for index in saved:
+        verify_checkpoint(str(index)[: -len(".index")])
+
+
+def test_an_export_on_a_full_disk_is_one_line_and_leaves_no_temporary_folder(tmp_path, monkeypatch):
+    def full_disk_save(obj, path, signatures=None, options=None):
+        os.makedirs(os.path.join(path, "variables"))
+        Path(path, "variables", "variables.data-00000-of-00001").write_bytes(b"x")
+        raise tf.errors.ResourceExhaustedError(None, None, f"{path}/variables/variables_temp; {FULL}")
+
+    monkeypatch.setattr(tf.saved_model, "save", full_disk_save)
+    err = one_line_error(learn(tmp_path, "--steps", "100"))
+    models = tmp_path / "results" / "r" / "models" / "Simple1D"
+    assert f"Exporting Simple1D to {models} failed: {FULL} (ResourceExhaustedError)" in err
+    assert leftovers(models) == [] and not (models / "Simple1D.savedmodel").exists()
+    assert list(models.glob("model-*.index"))  # the final checkpoint was written before the export
+    assert (tmp_path / "results" / "r" / "timers.json").exists()  # the run's end went on after the export failed
+
+
+def test_a_models_folder_that_cannot_be_written_is_reported_before_training(tmp_path, monkeypatch):
+    assert learn(tmp_path, "--steps", "60").returncode == 0
+    models = tmp_path / "results" / "r" / "models" / "Simple1D"
+    before = sorted(p.name for p in models.iterdir())
+    real = tempfile.TemporaryFile
+
+    def immutable(*args, **kwargs):  # what chattr +i on models/Simple1D does to a new file
+        if kwargs.get("dir") == str(models):
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", immutable)
+    run = learn(tmp_path, "--steps", "200", "--resume")
+    err = one_line_error(run)
+    assert f"cannot be written: {models}: Operation not permitted" in err
+    assert "Resumed" not in run.stdout and sorted(p.name for p in models.iterdir()) == before
+
+
+# -- the threaded rejection ----------------------------------------------------------------
+@pytest.mark.parametrize("spec,network,advice", [
+    (BehaviorSpec(((20, 20, 3),), "discrete", (2,)),
+     {"use_recurrent": True, "memory_size": 16, "sequence_length": 4}, "set threaded: false."),
+    (BehaviorSpec(((4,),), "discrete", (2,)), {"inference": "tf"}, "set inference: auto or threaded: false."),
+])
+def test_the_threaded_rejection_gives_only_advice_that_works(tmp_path, spec, network, advice):
+    config = {"default": {"batch_size": 16, "buffer_size": 64, "hidden_units": 8, "num_layers": 1, "threaded": True,
+                          **network}}
+    with pytest.raises(TrainerConfigError) as rejected:
+        initialize_trainers(config, {"B": spec}, str(tmp_path / "s"), "run", str(tmp_path / "m"), keep_checkpoints=1,
+                            train_model=True, load_model=False, seed=0)
+    message = str(rejected.value)
+    assert message.startswith("Behavior B: threaded: true acts with the numpy mirror") and message.endswith(advice)
+    if "inference" not in network:
+        assert "inference: auto" not in message
+
+
+# -- ONNX skipped --------------------------------------------------------------------------
+def test_an_export_without_tf2onnx_says_once_that_onnx_was_skipped(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(export_module, "onnx_available", lambda: False)
+    monkeypatch.setattr(export_module, "_onnx_skip_told", False, raising=False)
+    model = ActorCritic(BehaviorSpec(((3,),), "discrete", (2,)), network=NetworkSettings(hidden_units=8), seed=0)
+    export_policy(model, str(tmp_path / "a"), "a", onnx=False)
+    assert "ONNX" not in capsys.readouterr().out  # --no-onnx: asked for, nothing to say
+    export_policy(model, str(tmp_path / "b"), "b")
+    export_policy(model, str(tmp_path / "c"), "c")
+    out = capsys.readouterr()
+    assert out.out.count("ONNX export skipped") == 1 and "pip install 'kerasrl[onnx]'" in out.out and out.err == ""
+
+
+def test_kerasrl_learn_and_kerasrl_export_say_that_onnx_was_skipped(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(export_module, "onnx_available", lambda: False)
+    monkeypatch.setattr(export_module, "_onnx_skip_told", False, raising=False)
+    run = learn(tmp_path, "--steps", "60")
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    assert "kerasrl: ONNX export skipped: tf2onnx is not installed; pip install 'kerasrl[onnx]'" in run.stdout
+    monkeypatch.setattr(export_module, "_onnx_skip_told", False)  # a new process
+    assert tools.main(["export", str(tmp_path / "results" / "r")]) == 0
+    out = capsys.readouterr()
+    assert out.out.count("ONNX export skipped") == 1 and "Simple1D.savedmodel" in out.out and out.err == ""
+
+
+def test_kerasrl_export_into_a_folder_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
+    assert learn(tmp_path, "--steps", "60").returncode == 0
+    models = tmp_path / "results" / "r" / "models" / "Simple1D"
+    def denied(obj, path, signatures=None, options=None):
+        raise tf.errors.PermissionDeniedError(None, None, f"{path}/saved_model.pb; Permission denied")
+
+    monkeypatch.setattr(tf.saved_model, "save", denied)
+    assert tools.main(["export", str(tmp_path / "results" / "r"), "--no-onnx"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"Exporting Simple1D to {models} failed: Permission denied (PermissionDeniedError)" in err
+    assert leftovers(models) == []
+
+
+def test_export_trainers_names_the_weights_file_failure(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+
+    class Trainer:
+        writes_results = True
+        model_path = str(blocker / "models")
+        trained_model = ActorCritic(BehaviorSpec(((3,),), "discrete", (2,)), network=NetworkSettings(hidden_units=8))
+
+    with pytest.raises(TrainerError, match=rf"Exporting B to {blocker / 'models'} failed: Not a directory"):
+        export_module.export_trainers({"B": Trainer()})
