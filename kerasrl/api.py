@@ -42,7 +42,7 @@ from kerasrl.envs.gym_adapter import GymnasiumEnv
 from kerasrl.envs.registry import make_env
 from kerasrl.exception import TrainerConfigError, TrainerError
 from kerasrl.fields import Field
-from kerasrl.interrupts import sigterm_interrupts
+from kerasrl.interrupts import stop_signal_interrupts
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.sac.networks import SACNetworks
 from kerasrl.sac.policy import SACPolicy
@@ -109,7 +109,7 @@ def as_env_manager(env: Any, num_envs: Optional[int], seed: int) -> Any:
 def _temporary_run_dir(agent: Any) -> str:
     """A new temporary run folder for ``agent`` (``PPO`` or ``SAC`` without ``run_dir``):
     ``agent._remove_run_dir`` removes it when called (``close``), when the agent is
-    garbage-collected or when Python exits; ``fit`` detaches it once a Ctrl-C or SIGTERM saved into it."""
+    garbage-collected or when Python exits; ``fit`` detaches it once a Ctrl-C, SIGTERM or SIGHUP saved into it."""
     path = tempfile.mkdtemp(prefix="kerasrl-")
     agent._remove_run_dir = weakref.finalize(agent, shutil.rmtree, path, ignore_errors=True)
     return path
@@ -334,7 +334,7 @@ class _Agent:
             self.strategy = distribute.learner_strategy()
         self.seed = int(seed) if seed is not None else random.randrange(10000)
         #: Removes the temporary run folder (``run_dir`` not given) when called, at ``close``, or
-        #: when the agent is garbage-collected or Python exits; detached once a Ctrl-C or SIGTERM saved into it.
+        #: when the agent is garbage-collected or Python exits; detached once a Ctrl-C, SIGTERM or SIGHUP saved into it.
         self._remove_run_dir: Optional[weakref.finalize] = None
         self._closed = self._run_started = False
         self.env_manager = as_env_manager(env, self.DEFAULT_NUM_ENVS if num_envs is None else num_envs, self.seed)
@@ -418,7 +418,7 @@ class _Agent:
         earlier at the config's ``max_steps`` or when a callback sets ``model.stop_training``).
         One epoch per update. ``verbose``: 1 (or ``"auto"``) one progress bar over ``total_steps``
         on a terminal, else a line per summary period (``summary_freq`` steps); 2: a line per
-        summary period; 0: silent (:class:`kerasrl.callbacks.FitProgress`). Ctrl-C or SIGTERM saves
+        summary period; 0: silent (:class:`kerasrl.callbacks.FitProgress`). Ctrl-C, SIGTERM or SIGHUP saves
         a checkpoint in the run folder, says where on stderr, and raises ``KeyboardInterrupt``."""
         trainer, model = self._active_trainer(), self.model
         assert model is not None  # a model with a trainer has its callback model
@@ -442,16 +442,16 @@ class _Agent:
         model.stop_training = False
         model._initial_epoch = None
         start = (time.perf_counter(), trainer.step)
-        with sigterm_interrupts() as sigterm, self._fitting(cbs):
+        with stop_signal_interrupts() as stop_signal, self._fitting(cbs):
             self._settle(trainer)
             cbs.on_train_begin()
             first_epoch = model._initial_epoch or trainer.update_count
             controller = _FitController(self, trainer, model, cbs, trainer.step + int(total_steps), first_epoch)
             controller.start_learning(self.env_manager)
-        if controller.interrupted:  # Ctrl-C or SIGTERM: the controller saved a checkpoint; the caller sees it, as in Keras
+        if controller.interrupted:  # Ctrl-C, SIGTERM, SIGHUP: the controller saved a checkpoint; the caller sees it, as in Keras
             if self._remove_run_dir is not None:
                 self._remove_run_dir.detach()  # a temporary run folder now holds the checkpoint: it stays
-            stopped = "stopped by SIGTERM" if sigterm.received else "interrupted"
+            stopped = f"stopped by {stop_signal.received}" if stop_signal.received else "interrupted"
             print(f"kerasrl: {stopped} at step {trainer.step}; the checkpoint is in {self.context.model_path} "
                   f"(run_dir={self.run_dir!r}, kept)", file=sys.stderr, flush=True)
             raise KeyboardInterrupt
@@ -488,7 +488,7 @@ class _Agent:
 
     def close(self) -> None:
         """Close the environment and the trainer's summary writers, and remove the temporary run
-        folder (one kerasrl made because no ``run_dir`` was given, unless a Ctrl-C or SIGTERM saved into it).
+        folder (one kerasrl made because no ``run_dir`` was given, unless a Ctrl-C, SIGTERM or SIGHUP saved into it).
         The agent can still ``predict`` and ``save``; ``fit`` raises an error."""
         self._closed = True
         if self.trainer is not None:
@@ -609,7 +609,7 @@ class PPO(_Agent):
     choose the learner's strategy (:func:`kerasrl.distribute.get_strategy`; logical CPU devices
     must be split before TensorFlow starts). Summaries and checkpoints go to ``run_dir``
     (default: a new temporary folder, removed by ``close``, when the agent is garbage-collected
-    or when Python exits; kept, and named on stderr, once a Ctrl-C or SIGTERM saved a checkpoint in it).
+    or when Python exits; kept, and named on stderr, once a Ctrl-C, SIGTERM or SIGHUP saved a checkpoint in it).
     A ``run_dir`` that already holds a run (checkpoints, summaries, a ``kerasrl-learn`` run's marker)
     is refused: a new run would delete its checkpoints.
     """
@@ -676,7 +676,7 @@ class PPO(_Agent):
         ``clip_fraction``), ``learning_rate``, each reward signal's losses, ``step`` and ``episodes``.
         ``verbose``: 1 (or ``"auto"``) one progress bar over ``total_steps`` on a terminal, else a
         line per summary period (``summary_freq`` steps); 2: a line per summary period; 0: silent
-        (:class:`kerasrl.callbacks.FitProgress`). Ctrl-C or SIGTERM saves a checkpoint in the run folder,
+        (:class:`kerasrl.callbacks.FitProgress`). Ctrl-C, SIGTERM or SIGHUP saves a checkpoint in the run folder,
         says where on stderr, and raises ``KeyboardInterrupt``. Once a callback sets ``model.optimizer.learning_rate``
         (``LearningRateScheduler``, ``ReduceLROnPlateau``), the updates use that rate from then on, not the schedule's."""
         return super().fit(total_steps, callbacks, verbose)
@@ -765,7 +765,7 @@ class SAC(_Agent):
         One epoch per update; its logs hold ``episode_reward_mean``, ``episode_length_mean`` (last
         100 episodes), ``fps``, the update's mean ``critic_loss``, ``actor_loss``, ``ent_coef_loss``,
         ``ent_coef``, ``q_value``, ``learning_rate``, ``step`` and ``episodes``. ``verbose`` as
-        :meth:`PPO.fit`. Ctrl-C or SIGTERM saves a checkpoint in the run folder and raises ``KeyboardInterrupt``.
+        :meth:`PPO.fit`. Ctrl-C, SIGTERM or SIGHUP saves a checkpoint in the run folder and raises ``KeyboardInterrupt``.
         Callbacks cannot set the learning rate (``LearningRateScheduler``, ``ReduceLROnPlateau``): SAC
         has three optimizers; the config's ``learning_rate`` and ``learning_rate_schedule`` set it."""
         for c in callbacks or []:

@@ -10,7 +10,7 @@ environment steps, or every few milliseconds while it waits for an environment o
 
 Only handlers installed from Python are wrapped: a signal left to its default action (SIGTERM
 outside ``kerasrl-learn`` and ``fit``) or ignored (SIGHUP under ``nohup``) is left alone; ``fit``
-first makes a default SIGTERM a Ctrl-C (:func:`sigterm_interrupts`). Other threads than the main
+first makes a default SIGTERM or SIGHUP a Ctrl-C (:func:`stop_signal_interrupts`). Other threads than the main
 one never see signals, so there everything here does nothing.
 """
 from __future__ import annotations
@@ -104,36 +104,42 @@ def raise_if_stopping() -> None:
         points.take()
 
 
-class SigtermRecord:
-    """Whether a SIGTERM came while :func:`sigterm_interrupts` was installed."""
+class StopSignalRecord:
+    """Which stop signal (``"SIGTERM"``, ``"SIGHUP"``) came while :func:`stop_signal_interrupts` was installed."""
 
     def __init__(self) -> None:
-        self.received = False
+        self.received: Optional[str] = None
 
     def handle(self, signum: int, frame: Any) -> None:
-        """The first SIGTERM raises ``KeyboardInterrupt`` (the run saves and stops); later ones only say so."""
-        if self.received:
-            print("kerasrl: SIGTERM: already stopping.", file=sys.stderr, flush=True)
+        """The first signal raises ``KeyboardInterrupt`` (the run saves and stops); later ones only say so."""
+        if self.received is not None:
+            print(f"kerasrl: {_name(signum)}: already stopping.", file=sys.stderr, flush=True)
             return
-        self.received = True
+        self.received = _name(signum)
         raise KeyboardInterrupt
 
 
+#: The signals :func:`stop_signal_interrupts` takes over: what ``timeout``, Docker and Slurm send, and a closed terminal.
+_STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
 @contextlib.contextmanager
-def sigterm_interrupts() -> Iterator[SigtermRecord]:
-    """While the block runs in the main thread, a SIGTERM left to its default action (which ends
-    the process without saving) raises ``KeyboardInterrupt`` as Ctrl-C does, so a library's
-    training run (``fit``) saves and stops on it too; the previous handler comes back after. A
-    SIGTERM that the program handles or ignores, and any other thread, are left alone."""
-    record = SigtermRecord()
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
-        yield record
-        return
-    signal.signal(signal.SIGTERM, record.handle)
+def stop_signal_interrupts() -> Iterator[StopSignalRecord]:
+    """While the block runs in the main thread, SIGTERM and SIGHUP left to their default action
+    (which ends the process without saving) raise ``KeyboardInterrupt`` as Ctrl-C does, so a
+    library's training run (``fit``) saves and stops on them too; the defaults come back after. A
+    signal that the program handles or ignores (SIGHUP under ``nohup``), and any other thread,
+    are left alone."""
+    record = StopSignalRecord()
+    main = threading.current_thread() is threading.main_thread()
+    taken = [s for s in _STOP_SIGNALS if main and signal.getsignal(s) == signal.SIG_DFL]
+    for signum in taken:
+        signal.signal(signum, record.handle)
     try:
         yield record
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for signum in taken:
+            signal.signal(signum, signal.SIG_DFL)
 
 
 @contextlib.contextmanager

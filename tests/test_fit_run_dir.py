@@ -119,15 +119,17 @@ FIT_UNTIL_STOPPED = textwrap.dedent("""
     try:
         agent.fit(10_000_000, callbacks=[Epochs()], verbose=0)
     except KeyboardInterrupt:
-        print("KeyboardInterrupt; SIGTERM restored:", signal.getsignal(signal.SIGTERM) == signal.SIG_DFL, flush=True)
+        restored = all(signal.getsignal(s) == signal.SIG_DFL for s in (signal.SIGTERM, signal.SIGHUP))
+        print("KeyboardInterrupt; defaults restored:", restored, flush=True)
         raise
     print("not reached", flush=True)
 """)
 
 
-def test_sigterm_during_fit_saves_a_checkpoint_and_stops_as_ctrl_c_does(tmp_path):
-    """A script whose ``fit`` gets SIGTERM: the run saves, ``fit`` raises ``KeyboardInterrupt``
-    (uncaught, Python then exits as after Ctrl-C: by SIGINT, status 130) with the handler restored."""
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_during_fit_saves_a_checkpoint_and_stops_as_ctrl_c_does(tmp_path, signum):
+    """A script whose ``fit`` gets SIGTERM or SIGHUP: the run saves, ``fit`` raises ``KeyboardInterrupt``
+    (uncaught, Python then exits as after Ctrl-C: by SIGINT, status 130) with the handlers restored."""
     run_dir = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-c", FIT_UNTIL_STOPPED, str(run_dir)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -138,15 +140,15 @@ def test_sigterm_during_fit_saves_a_checkpoint_and_stops_as_ctrl_c_does(tmp_path
             if sum(x.startswith("epoch") for x in head) == 2:
                 break
         assert proc.poll() is None, "".join(head) + proc.stderr.read()  # type: ignore[union-attr]
-        os.kill(proc.pid, signal.SIGTERM)
+        os.kill(proc.pid, signum)
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
     assert proc.returncode == -signal.SIGINT, (proc.returncode, err)
-    assert "KeyboardInterrupt; SIGTERM restored: True" in out and "not reached" not in out, out
-    assert "kerasrl: stopped by SIGTERM at step" in err and f"run_dir={str(run_dir)!r}, kept" in err, err
+    assert "KeyboardInterrupt; defaults restored: True" in out and "not reached" not in out, out
+    assert f"kerasrl: stopped by {signal.Signals(signum).name} at step" in err and f"run_dir={str(run_dir)!r}, kept" in err, err
     assert any(n.endswith(".index") for n in os.listdir(run_dir / "models" / "Simple1D")), "no checkpoint"
 
 
