@@ -32,6 +32,7 @@ from typing import Any, ClassVar, Iterator, Mapping, Optional, Sequence, TypeVar
 import gymnasium
 import keras
 import numpy as np
+import tensorflow as tf
 
 from kerasrl import distribute
 from kerasrl.callbacks import FitProgress, rl_callbacks, wants_episodes
@@ -55,6 +56,8 @@ from kerasrl.trainers.rl_trainer import RLTrainer
 from kerasrl.trainers.sac_trainer import SACTrainer
 
 PPO_FORMAT = "kerasrl.ppo/1"
+#: The archive's TensorFlow checkpoint of the reward state (``RLTrainer.reward_state``), when the agent has one.
+REWARD_STATE = "reward_state"
 #: The losses every PPO epoch's logs hold (from the learner's update), besides the reward signals'.
 PPO_UPDATE_KEYS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "learning_rate")
 
@@ -539,7 +542,8 @@ class _Agent:
     # -- saving --------------------------------------------------------------------------
     def save(self, path: str, overwrite: bool = True) -> str:
         """Write a self-contained archive (settings, behavior spec, counters, the networks' weights
-        with the normalizer) to ``path`` atomically; :func:`load` reads it. Returns ``path``. A
+        with the normalizer, and the reward signals' models and the reward normalizer, which
+        ``fit`` after :func:`load` goes on with) to ``path`` atomically; :func:`load` reads it. Returns ``path``. A
         folder at ``path`` or a failed write (a full disk) is one ``TrainerError`` line, leaving no
         temporary file and any earlier archive at ``path`` whole."""
         if os.path.isdir(path):
@@ -556,10 +560,13 @@ class _Agent:
             with tempfile.TemporaryDirectory() as folder:
                 weights = os.path.join(folder, self.WEIGHTS)
                 self._networks.save_weights(weights)
+                state_files = self._write_reward_state(folder)
                 try:
                     with zipfile.ZipFile(tmp, "w") as z:
                         z.writestr("kerasrl.json", json.dumps(meta, indent=1))
                         z.write(weights, self.WEIGHTS)
+                        for name in state_files:
+                            z.write(os.path.join(folder, name), name)
                     os.replace(tmp, path)
                 finally:
                     with contextlib.suppress(FileNotFoundError):
@@ -567,6 +574,32 @@ class _Agent:
         except OSError as e:
             raise TrainerError(f"Cannot save the agent to {path}: {e.strerror or e}.") from e
         return path
+
+    def _write_reward_state(self, folder: str) -> list[str]:
+        """Write the trainer's reward state (model signals, reward normalizer) as a TensorFlow
+        checkpoint ``REWARD_STATE`` in ``folder``; its file names (none without such state)."""
+        trainer = self.trainer
+        state = trainer.reward_state() if trainer is not None else {}
+        if trainer is None or not state:
+            return []
+        with trainer.learner_lock:
+            if trainer.reward_normalizer is not None:
+                trainer.reward_normalizer.write_variables()
+            tf.train.Checkpoint(**state).write(os.path.join(folder, REWARD_STATE))
+        return sorted(n for n in os.listdir(folder) if n.startswith(REWARD_STATE + "."))
+
+    def _read_reward_state(self, archive: zipfile.ZipFile, folder: str) -> None:
+        """Restore the reward state an archive holds (none in an archive of an agent without it,
+        or of a kerasrl before it was kept): the signals go on rewarding as they had learned to."""
+        names = [n for n in archive.namelist() if n.startswith(REWARD_STATE + ".")]
+        trainer = self.trainer
+        if not names or trainer is None:
+            return
+        for name in names:
+            archive.extract(name, folder)
+        tf.train.Checkpoint(**trainer.reward_state()).read(os.path.join(folder, REWARD_STATE)).expect_partial()
+        if trainer.reward_normalizer is not None:
+            trainer.reward_normalizer.read_variables()
 
     @classmethod
     def _from_archive(cls: type[AgentT], meta: Mapping[str, Any], archive: zipfile.ZipFile, env: Any,
@@ -582,6 +615,7 @@ class _Agent:
                     raise TrainerError(f"The environment's behavior {meta['behavior']} is {agent.spec}; the saved "
                                        f"model's is {spec}.")
                 agent._networks.load_weights(weights)
+                agent._read_reward_state(archive, folder)
                 agent._sync_from_weights(int(meta["step"]), int(meta["update_count"]))
                 return agent
             agent = cls.__new__(cls)

@@ -364,13 +364,9 @@ class PPOTrainer(RLTrainer):
     def _make_saver(self) -> CheckpointSaver:
         """Checkpoints of the model, the optimizers (PPO's, BC's) and the reward signals' state."""
         bc_state = {} if self.bc_module is None else {"bc_optimizer": self.bc_module.optimizer}
-        signal_states = {f"reward_signal_{name}": signal.checkpoint_state()
-                         for name, signal in self.reward_signals.items() if signal.checkpoint_state() is not None}
-        if self.reward_normalizer is not None:
-            signal_states["reward_normalizer"] = self.reward_normalizer.statistics
         return CheckpointSaver(self.model_path, self.context.keep_checkpoints, self.behavior_record(),
                                model=self.learner.actor_critic, optimizer=self.learner.optimizer, learner=self.learner,
-                               **bc_state, **signal_states)
+                               **bc_state, **self.reward_state())
 
     def expected_update_rows(self, agents: int) -> int:
         """Rows of a large update buffer, the size the update is compiled for ahead of time:

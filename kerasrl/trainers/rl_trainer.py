@@ -13,6 +13,7 @@ from kerasrl.rewards import RewardSignal, create_reward_signal
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec
 from kerasrl.trainers.agent_processor import AgentProcessor, ValueEstimates
+from kerasrl.trainers.reward_normalization import RewardNormalizer
 from kerasrl.trainers.trainer import Trainer
 from kerasrl.trainers.trajectory import Trajectory, TrajectoryQueue
 
@@ -23,6 +24,9 @@ class RLTrainer(Trainer):
     Subclasses create their policy and then ``self.processor = self.make_processor(fields)``
     with the policy outputs that are stored as experience.
     """
+
+    #: The extrinsic rewards' normalizer (PPO's ``normalize_rewards``), or None.
+    reward_normalizer: Optional[RewardNormalizer] = None
 
     def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
@@ -48,6 +52,17 @@ class RLTrainer(Trainer):
         #: Held while the learner's state changes or is read whole (a trainer that updates in its
         #: own thread, ``threaded``, needs it; for the others it is never contended).
         self.learner_lock = threading.RLock()
+
+    def reward_state(self) -> dict[str, Any]:
+        """What the rewards depend on besides the policy, as checkpointable objects: each model
+        signal's model, optimizer and update count, and the reward normalizer's statistics (call
+        its ``write_variables`` first). The trainer's checkpoints hold it, and so do the archives
+        of ``kerasrl.PPO.save`` and ``kerasrl.SAC.save``."""
+        state = {f"reward_signal_{name}": signal.checkpoint_state() for name, signal in self.reward_signals.items()}
+        state = {key: value for key, value in state.items() if value is not None}
+        if self.reward_normalizer is not None:
+            state["reward_normalizer"] = self.reward_normalizer.statistics
+        return state
 
     def make_processor(self, experience_fields: list[str],
                        value_estimates: Optional[ValueEstimates] = None) -> AgentProcessor:

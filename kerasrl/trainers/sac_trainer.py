@@ -104,11 +104,9 @@ class SACTrainer(RLTrainer):
         self.last_update_metrics: dict[str, float] = {}
         #: Transitions added to the replay since the last update.
         self.new_transitions = 0
-        signal_states = {f"reward_signal_{name}": signal.checkpoint_state()
-                         for name, signal in self.reward_signals.items() if signal.checkpoint_state() is not None}
         bc_state = {} if self.bc_module is None else {"bc_optimizer": self.bc_module.optimizer}
         self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, self.behavior_record(),
-                                     model=self.networks, **self.learner.optimizers, **signal_states, **bc_state)
+                                     model=self.networks, **self.learner.optimizers, **self.reward_state(), **bc_state)
         self.saver.late_state = (self._targets_before_they_were_saved(),)
         if context.load_model:
             self.load_model()
