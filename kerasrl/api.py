@@ -77,9 +77,10 @@ def _raw_config(config: ConfigArg) -> dict[str, Any]:
     return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in raw.items()}
 
 
-def behavior_settings(config: ConfigArg, behavior: str, overrides: Mapping[str, Any]) -> TrainerSettings:
+def behavior_settings(config: ConfigArg, behavior: str, overrides: Mapping[str, Any],
+                      source: str = "kerasrl.PPO's config") -> TrainerSettings:
     """``behavior``'s settings from ``config`` with ``overrides`` (ML-Agents keys) applied to its
-    section (or to ``default`` when it has none), checked as a YAML file is."""
+    section (or to ``default`` when it has none), checked as a YAML file is; errors name ``source``."""
     raw = _raw_config(config)
     raw.setdefault("default", {})
     name = behavior if behavior in raw else "default"
@@ -90,9 +91,9 @@ def behavior_settings(config: ConfigArg, behavior: str, overrides: Mapping[str, 
     if isinstance(section, dict):
         raw[name] = {**section, **overrides}
     elif overrides:  # an alias that does not resolve: the config's own error names it
-        trainer_config_from_dict(raw, "kerasrl.PPO's config")
+        trainer_config_from_dict(raw, source)
         raise TrainerConfigError(f"Section {name} of the config is not a mapping; cannot apply {sorted(overrides)}.")
-    return trainer_config_from_dict(raw, "kerasrl.PPO's config").settings_for(behavior)
+    return trainer_config_from_dict(raw, source).settings_for(behavior)
 
 
 # -- environments ----------------------------------------------------------------------
@@ -107,6 +108,24 @@ def as_env_manager(env: Any, num_envs: Optional[int], seed: int) -> Any:
     if isinstance(env, (gymnasium.Env, gymnasium.vector.VectorEnv)):
         return SimpleEnvManager(GymnasiumEnv(env, seed=seed))
     raise TrainerError(f"env must be a Gymnasium id or env, or a kerasrl environment or env manager; got {env!r}.")
+
+
+def _callback_list(callbacks: Any) -> list[keras.callbacks.Callback]:
+    """``fit``'s ``callbacks`` as a list: one callback alone is taken as Keras's ``fit`` takes it."""
+    if callbacks is None:
+        return []
+    if isinstance(callbacks, keras.callbacks.Callback):
+        return [callbacks]
+    return list(callbacks)
+
+
+def _checked_int(name: str, value: Any, allow_none: bool = True) -> Optional[int]:
+    """An integer argument (a Python or NumPy integer), else one ``TrainerError`` line naming it."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TrainerError(f"{name} must be an integer, got {value!r}.")
+    return int(value)
 
 
 def _temporary_run_dir(agent: Any) -> str:
@@ -335,7 +354,8 @@ class _Agent:
             self.strategy = distribute.get_strategy(gpus=gpus, cpu_replicas=cpu_replicas)
         else:
             self.strategy = distribute.learner_strategy()
-        self.seed = int(seed) if seed is not None else random.randrange(10000)
+        seed, num_envs = _checked_int("seed", seed), _checked_int("num_envs", num_envs)
+        self.seed = seed if seed is not None else random.randrange(10000)
         #: Removes the temporary run folder (``run_dir`` not given) when called, at ``close``, or
         #: when the agent is garbage-collected or Python exits; detached once a Ctrl-C, SIGTERM or SIGHUP saved into it.
         self._remove_run_dir: Optional[weakref.finalize] = None
@@ -360,7 +380,7 @@ class _Agent:
         raw = _raw_config(config)
         if isinstance(raw.get("default", {}), Mapping):  # the algorithm's trainer unless the config names one
             raw["default"] = {"trainer": self.ALGORITHM.lower(), **(raw.get("default") or {})}
-        self.settings = behavior_settings(raw, self.behavior, hyperparameters)
+        self.settings = behavior_settings(raw, self.behavior, hyperparameters, f"kerasrl.{self.ALGORITHM}'s config")
         if gpus:
             net = self.settings.network
             distribute.warn_if_small(net.hidden_units, net.num_layers, bool(self.spec.visual_observation_shapes), gpus)
@@ -438,7 +458,7 @@ class _Agent:
             self._run_started = True
         epochs = max(1, math.ceil(int(total_steps) / max(self._steps_per_epoch(), 1)))
         progress = [FitProgress(int(total_steps), self.settings.summary_freq, int(verbose))] if verbose else []
-        cbs = keras.callbacks.CallbackList([*(callbacks or []), *progress], add_history=True, add_progbar=False,
+        cbs = keras.callbacks.CallbackList([*_callback_list(callbacks), *progress], add_history=True, add_progbar=False,
                                            model=model, verbose=verbose, epochs=epochs, steps=1)
         for p in progress:
             p.start(trainer.step)
@@ -530,13 +550,13 @@ class _Agent:
                                    "(or a list holding one such array).")
         if len(obs) != len(shapes):
             raise TrainerError(f"predict: the behavior has {len(shapes)} observation(s), got {len(obs)}.")
-        obs = [np.asarray(o, np.float32) for o in obs]
+        obs = [_float32_observation(i, o) for i, o in enumerate(obs)]
         for i, (o, shape) in enumerate(zip(obs, shapes)):
             if o.shape[1:] != shape:
                 expected = ", ".join(map(str, shape))
                 raise TrainerError(f"predict: observation {i} has shape {o.shape}; expected (n, {expected}).")
             if not np.isfinite(o).all():
-                raise TrainerError(f"predict: observation {i} holds NaN or inf.")
+                raise TrainerError(f"predict: observation {i} holds NaN, inf or a value beyond float32's range.")
         return obs
 
     # -- saving --------------------------------------------------------------------------
@@ -734,6 +754,15 @@ class PPO(_Agent):
         return self._predict_fns[deterministic](inputs, noise)[Field.ACTIONS].numpy()
 
 
+def _float32_observation(i: int, observation: Any) -> np.ndarray:
+    """Observation ``i`` of ``predict`` as float32, else one ``TrainerError`` line (strings, objects)."""
+    try:
+        with np.errstate(over="ignore"):  # a value beyond float32's range becomes inf: reported as such
+            return np.asarray(observation, np.float32)
+    except (ValueError, TypeError) as e:
+        raise TrainerError(f"predict: observation {i} is not numbers: {e}.") from e
+
+
 def _one_array_of(obs: list[Any], shape: tuple[int, ...]) -> bool:
     """Whether ``obs`` is one array ``[n, *shape]`` (a list read as one array per observation)."""
     try:
@@ -802,7 +831,7 @@ class SAC(_Agent):
         :meth:`PPO.fit`. Ctrl-C, SIGTERM or SIGHUP saves a checkpoint in the run folder and raises ``KeyboardInterrupt``.
         Callbacks cannot set the learning rate (``LearningRateScheduler``, ``ReduceLROnPlateau``): SAC
         has three optimizers; the config's ``learning_rate`` and ``learning_rate_schedule`` set it."""
-        for c in callbacks or []:
+        for c in _callback_list(callbacks):
             if isinstance(c, LEARNING_RATE_CALLBACKS):
                 raise TrainerError(f"kerasrl.SAC.fit: {type(c).__name__} cannot set SAC's learning rate (it has three "
                                    "optimizers: actor, critics, entropy coefficient); set learning_rate and "
