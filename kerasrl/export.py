@@ -313,7 +313,7 @@ def export_run(run_dir: str, onnx: Optional[bool] = None) -> dict[str, dict[str,
         settings = config.settings_for(behavior)
         kind = saved.get("trainer") if saved is not None else None
         model, objects = _checkpointed_model(behavior, kind, spec, settings, seed)
-        CheckpointSaver(folder, 1, **objects).restore()
+        CheckpointSaver(folder, 1, **objects).restore(missing_advice="Check the run folder path.")
         exported[behavior] = export_policy(model, folder, behavior, onnx)
     return exported
 

@@ -26,15 +26,27 @@ def read_curves(run_dir: str, key: str) -> dict[str, tuple[list[float], list[flo
     curves = {}
     for name in files:
         steps, values = [], []
-        with open(os.path.join(run_dir, name), newline="", encoding="utf-8") as f:
-            for row in csv.DictReader(f):
-                value = row.get(key) or ""
-                if value and row.get("Step") and math.isfinite(float(value)):
-                    steps.append(float(row["Step"]))
-                    values.append(float(value))
+        path = os.path.join(run_dir, name)
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            for row in reader:
+                value, step = row.get(key) or "", row.get("Step") or ""
+                if value and step:
+                    number = _number(path, reader.line_num, key, value)
+                    if math.isfinite(number):
+                        steps.append(_number(path, reader.line_num, "Step", step))
+                        values.append(number)
         if steps:
             curves[name[: -len(".csv")]] = (steps, values)
     return curves
+
+
+def _number(path: str, line: int, column: str, text: str) -> float:
+    """``text`` of ``column`` on ``line`` of ``path`` as a number; a hand-edited or corrupt cell is a one-line error."""
+    try:
+        return float(text)
+    except ValueError:
+        raise TrainerError(f"{path} line {line}, column {column!r}: {text!r} is not a number.") from None
 
 
 def _cannot_write(output: str, e: OSError) -> TrainerError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import numbers
 import types
 import typing
 from dataclasses import field
@@ -59,7 +60,8 @@ def _fail(where: str, key: str, value: Any, what: str) -> TrainerConfigError:
 
 
 def _as_float(where: str, key: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+    """``value`` as a plain ``float``; NumPy scalars (from a grid search, ``np.linspace``) are numbers too."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, str)):
         raise _fail(where, key, value, "must be a number")
     if isinstance(value, str) and "e" not in value.lower():
         # PyYAML leaves only exponent forms (``1e-5``, ``5.0e5``) as strings: this one was quoted
@@ -74,8 +76,9 @@ def _as_float(where: str, key: str, value: Any) -> float:
 
 
 def _as_int(where: str, key: str, value: Any) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
+    """``value`` as a plain ``int`` (so settings dump to YAML/JSON), e.g. from ``np.int64``."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
     number = _as_float(where, key, value)  # ML-Agents writes ``max_steps: 5.0e5``
     if not number.is_integer():
         raise _fail(where, key, value, "must be a whole number")

@@ -59,6 +59,9 @@ CHECKPOINT_NAME = "model"
 STATE_FILE = "checkpoint"
 #: Beside the checkpoints: the behavior's spec, settings and seed (``Trainer.behavior_record``).
 BEHAVIOR_FILE = "behavior.json"
+#: What to check when a model folder holds no checkpoint, for kerasrl-learn (--resume and the like);
+#: other commands pass their own advice to :meth:`CheckpointSaver.restore`.
+RUN_ID_ADVICE = "Make sure you specified the right --run-id."
 _INDEX_FILE = re.compile(r"^model-(\d+)\.index$")
 _DATA_FILE = re.compile(r"^(model-\d+)\.data-\d{5}-of-\d{5}$")
 #: Names only an interrupted write leaves behind (TF's temporaries and export_weights').
@@ -360,8 +363,9 @@ class CheckpointSaver:
                 with contextlib.suppress(OSError):  # what stays is removed before the next save (remove_stale_files)
                     shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
 
-    def restore(self) -> tuple[int, int]:
-        """Restore the newest intact checkpoint; returns its ``(step, updates)``.
+    def restore(self, missing_advice: str = RUN_ID_ADVICE) -> tuple[int, int]:
+        """Restore the newest intact checkpoint; returns its ``(step, updates)``. With none,
+        the error ends with ``missing_advice``, the caller's hint on what to check.
 
         Candidates come newest first (:func:`checkpoint_candidates`); a damaged one is logged
         (a warning naming the file) and skipped. Every tensor of a candidate is read, checksums
@@ -376,7 +380,7 @@ class CheckpointSaver:
         candidates = checkpoint_candidates(self.model_path)
         if not candidates:
             raise UnityTrainerException(
-                f"The model {self.model_path} could not be found. Make sure you specified the right --run-id."
+                f"The model {self.model_path} could not be found. {missing_advice}"
             )
         failures = []
         for prefix in candidates:
