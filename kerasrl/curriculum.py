@@ -20,6 +20,7 @@ import math
 import os
 from typing import Any, Mapping, Optional
 
+from kerasrl.common.step_history import entry_at, read_entries, write_entry
 from kerasrl.compat import mlagents_names
 from kerasrl.exception import TrainerError
 
@@ -235,37 +236,12 @@ class MetaCurriculum:
 LESSONS_FILE = "lessons.json"
 
 
-#: How many saves' lessons ``lessons.json`` keeps: a resume that falls back to an older checkpoint finds its own.
-LESSONS_KEPT = 10
-
-
 def save_lessons(meta_curriculum: MetaCurriculum, model_path: str, steps: Mapping[str, int]) -> str:
     """Write the lessons (with the trainers' steps they belong to) to ``{model_path}/lessons.json``
-    atomically (a crash leaves the previous file whole), with those of the ``LESSONS_KEPT`` latest saves."""
+    atomically (a crash leaves the previous file whole), with those of the latest saves."""
     path = os.path.join(model_path, LESSONS_FILE)
-    os.makedirs(model_path, exist_ok=True)
-    entry = {"steps": {k: int(v) for k, v in steps.items()}, "lessons": meta_curriculum.state()}
-    history = [e for e in _saved_lessons(path) if e["steps"] != entry["steps"]][-(LESSONS_KEPT - 1):] + [entry]
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({**entry, "history": history}, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_entry(path, steps, "lessons", meta_curriculum.state())
     return path
-
-
-def _saved_lessons(path: str) -> list[dict[str, Any]]:
-    """The saves that ``lessons.json`` keeps, oldest first (a file of an older kerasrl: its one save)."""
-    if not os.path.exists(path):
-        return []
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        entries = data.get("history") or [{"steps": data.get("steps", {}), "lessons": data["lessons"]}]
-        return [{"steps": {str(k): int(v) for k, v in e["steps"].items()}, "lessons": e["lessons"]} for e in entries]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise CurriculumError(f"The saved lessons {path} cannot be read: {e}.") from e
 
 
 def load_lessons(meta_curriculum: MetaCurriculum, model_path: str, steps: Optional[Mapping[str, int]] = None) -> bool:
@@ -273,16 +249,18 @@ def load_lessons(meta_curriculum: MetaCurriculum, model_path: str, steps: Option
     restored trainers' ``steps``: the lessons of the newest save at or before them (the save the
     checkpoint belongs to, or the one before when a crash came between the two writes)."""
     path = os.path.join(model_path, LESSONS_FILE)
-    entries = _saved_lessons(path)
+    try:
+        entries = read_entries(path, "lessons")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CurriculumError(f"The saved lessons {path} cannot be read: {e}.") from e
     if not entries:
         return False
-    if steps is not None:
-        entries = [e for e in entries if all(v <= steps.get(k, v) for k, v in e["steps"].items())]
-        if not entries:
-            raise CurriculumError(f"The saved lessons {path} are all of steps after the checkpoint's {dict(steps)}: "
-                                  "pass --lesson N to choose the lesson.")
+    entry = entry_at(entries, steps)
+    if entry is None:
+        raise CurriculumError(f"The saved lessons {path} are all of steps after the checkpoint's {dict(steps or {})}: "
+                              "pass --lesson N to choose the lesson.")
     try:
-        meta_curriculum.load_state(entries[-1]["lessons"])
+        meta_curriculum.load_state(entry["lessons"])
     except (ValueError, KeyError, TypeError) as e:
         raise CurriculumError(f"The saved lessons {path} cannot be read: {e}.") from e
     return True

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 from typing import Any, Mapping, Optional
 
 import numpy as np
 import yaml
 
+from kerasrl.common.step_history import entry_at, read_entries, write_entry
 from kerasrl.exception import TrainerError
 
 
@@ -138,6 +140,8 @@ class SamplerManager:
     def __init__(self, reset_param_dict: Optional[Mapping[str, Any]], seed: Optional[int] = None) -> None:
         self.reset_param_dict = dict(reset_param_dict or {})
         self.samplers: dict[str, Sampler] = {}
+        #: ``sample_all`` calls so far: a resumed run draws on from where its checkpoint was saved.
+        self.draws = 0
         for i, (param_name, cur) in enumerate(self.reset_param_dict.items()):
             if not isinstance(param_name, str):
                 raise SamplerException(f"The parameter name {param_name!r} must be a string.")
@@ -154,7 +158,37 @@ class SamplerManager:
         return not self.samplers
 
     def sample_all(self) -> dict[str, float]:
+        self.draws += 1
         return {name: sampler.sample_parameter() for name, sampler in self.samplers.items()}
+
+    def fast_forward(self, draws: int) -> None:
+        """Draw (and drop) until ``draws`` draws are done, as the run being resumed had."""
+        while self.draws < draws:
+            self.sample_all()
+
+
+#: Beside the checkpoints: how many draws the samplers had made at each save.
+SAMPLER_FILE = "sampler.json"
+
+
+def save_draws(manager: SamplerManager, model_path: str, steps: Mapping[str, int]) -> None:
+    """Record the draws made so far with the trainers' steps (``{model_path}/sampler.json``, atomic)."""
+    write_entry(os.path.join(model_path, SAMPLER_FILE), steps, "draws", manager.draws)
+
+
+def resume_draws(manager: SamplerManager, model_path: str, steps: Mapping[str, int]) -> bool:
+    """Fast-forward ``manager`` to one draw before those of the save the restored checkpoint (at
+    ``steps``) belongs to, so that the resumed run's first reset draws the parameters in use at
+    that save and the later ones follow as in a run never stopped; False when none was saved."""
+    path = os.path.join(model_path, SAMPLER_FILE)
+    try:
+        entry = entry_at(read_entries(path, "draws"), steps)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise SamplerException(f"The saved sampler state {path} cannot be read: {e}.") from e
+    if entry is None:
+        return False
+    manager.fast_forward(max(int(entry["draws"]) - 1, 0))
+    return True
 
 
 def load_sampler_file(path: str, seed: Optional[int] = None) -> tuple[SamplerManager, int]:

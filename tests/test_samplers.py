@@ -210,3 +210,29 @@ def test_unknown_keys_and_unhashable_types_are_one_line_naming_the_file_and_key(
 def test_a_parameter_name_must_be_a_string():
     with pytest.raises(SamplerException, match="parameter name 3 must be a string"):
         SamplerManager({3: {"sampler-type": "uniform", "min_value": 0, "max_value": 1}})
+
+
+def test_a_resumed_run_draws_on_where_its_checkpoint_was_saved(tmp_path):
+    """``--resume`` with ``--sampler``: the parameters go on as in a run never stopped (same values on
+    the same steps), not from the start of the seeded sequence."""
+    import csv
+
+    from kerasrl.cli import main
+
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("default:\n  batch_size: 32\n  buffer_size: 64\n  hidden_units: 8\n  summary_freq: 100\n")
+    sampler = tmp_path / "s.yaml"
+    sampler.write_text("resampling-interval: 100\nlength: {sampler-type: uniform, min_value: 0.4, max_value: 0.6}\n")
+    base = [str(cfg), "--env", "CartPole-v1", "--num-envs", "2", "--seed", "1", "--results-dir", str(tmp_path),
+            "--sampler", str(sampler)]
+    assert main(base + ["--run-id", "whole", "--steps", "600"]) == 0
+    assert main(base + ["--run-id", "parts", "--steps", "300"]) == 0
+    assert main(base + ["--run-id", "parts", "--steps", "600", "--resume"]) == 0
+
+    def lengths(run):
+        with open(tmp_path / run / "CartPole-v1.csv", newline="") as f:
+            return {int(r["Step"]): float(r["Environment/Parameter/length"]) for r in csv.DictReader(f)}
+
+    whole, parts = lengths("whole"), lengths("parts")
+    assert len(whole) == 6 and len(set(whole.values())) == 6
+    assert parts == whole

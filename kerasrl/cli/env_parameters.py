@@ -8,7 +8,7 @@ from typing import Any, Mapping, Optional
 
 from kerasrl.curriculum import MetaCurriculum, load_lessons
 from kerasrl.exception import TrainerError
-from kerasrl.samplers import SamplerManager, load_sampler_file
+from kerasrl.samplers import SamplerManager, load_sampler_file, resume_draws
 
 
 @dataclass
@@ -48,5 +48,7 @@ class EnvParameters:
             elif args.load and load_lessons(meta, model_path, steps):
                 print(f"Resumed the curricula at lessons {meta.lesson_nums}.", flush=True)
         sampler = SamplerManager(self.sampler_config, seed) if self.sampler_config is not None else None
+        if sampler is not None and args.load and resume_draws(sampler, model_path, steps or {}):
+            print(f"Resumed the samplers: their next draw is number {sampler.draws + 1}.", flush=True)
         return {"meta_curriculum": meta, "sampler_manager": sampler,
                 "resampling_interval": self.resampling_interval if sampler is not None else None}

@@ -14,6 +14,7 @@ from kerasrl.curriculum import LESSONS_FILE, save_lessons
 from kerasrl.envs.env_manager import EnvManager, StepInfo
 from kerasrl.exception import EnvironmentException, TrainerError, UnityTrainerException
 from kerasrl.interrupts import raise_if_stopping, sigint_deferred, stops_at_safe_points
+from kerasrl.samplers import SAMPLER_FILE, save_draws
 from kerasrl.timers import hierarchical_timer, timed, write_timer_tree
 from kerasrl.trainers.checkpoint import WRITE_ERRORS, CheckpointWriteError, write_failure
 from kerasrl.trainers.trainer import Trainer
@@ -87,6 +88,7 @@ class TrainerController:
         self._init_parameters(meta_curriculum, sampler_manager, resampling_interval)
         self._init_checkpoints(save_freq, save_every_seconds)
         self.trainers = trainers
+        self.env_steps = sum(int(t.get_step) for t in trainers.values())
         #: Called with the trainers once training ends well (the command line and ``fit`` pass
         #: ``kerasrl.export.export_trainers``); trainers themselves know nothing of export.
         self.export = export
@@ -117,7 +119,8 @@ class TrainerController:
         self.resampling_interval = resampling_interval
         #: The reset parameters of the latest reset (sampled, overlaid by the lessons).
         self.reset_params: dict[str, float] = {}
-        #: Environment steps (every agent of every behavior) taken in this session.
+        #: Environment steps (every agent of every behavior) taken in this run, from the restored
+        #: trainers' steps on a resume, so that resampling falls on the same steps as in a run never stopped.
         self.env_steps = 0
 
     def _init_checkpoints(self, save_freq: int, save_every_seconds: Optional[float]) -> None:
@@ -160,6 +163,10 @@ class TrainerController:
             if self.meta_curriculum is not None:
                 with _saving(f"Saving the lessons in {self.model_path}", os.path.join(self.model_path, LESSONS_FILE + ".tmp")):
                     save_lessons(self.meta_curriculum, self.model_path, self._steps())
+            if self.sampler_manager is not None and not self.sampler_manager.is_empty():
+                with _saving(f"Saving the samplers' draws in {self.model_path}",
+                             os.path.join(self.model_path, SAMPLER_FILE + ".tmp")):
+                    save_draws(self.sampler_manager, self.model_path, self._steps())
             self.saved_steps = self._steps()
         self._saved_at = self._save_marks()
         self._last_save_time = time.monotonic()
