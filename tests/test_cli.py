@@ -38,10 +38,13 @@ def test_cli_trains_builtin_env_and_resumes(tmp_path, capsys):
     m = FINAL.search(out)
     assert int(m.group(1)) == 501  # the whole run: 301 → 501
     assert (models / "model-501.index").exists()
+    timers = (tmp_path / "r" / "timers.json").read_bytes()
     assert main(base + ["--steps", "50", "--resume", "--inference"]) == 0
     m = FINAL.search(capsys.readouterr().out)
     assert int(m.group(1)) == 50
     assert sorted(p.name for p in models.glob("model-*.index"))[-1] == "model-501.index"  # nothing new saved
+    assert (tmp_path / "r" / "timers.json").read_bytes() == timers  # the training's timings stay
+    assert (tmp_path / "r" / "inference_timers.json").exists()
 
 
 def one_line_error(capsys) -> str:

@@ -199,7 +199,8 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
         train=not args.inference, training_seed=context.seed, progress=report.progress,
         progress_freq=max(args.progress_every // n_agents, 1), save_every_seconds=60.0 * minutes if minutes else None,
         inference_steps=max(args.steps // n_agents, 1) if args.inference and args.steps else None,
-        timers_path=os.path.join(args.results_dir, args.run_id, "timers.json"), export=export_trainers,
+        timers_path=os.path.join(args.results_dir, args.run_id, "inference_timers.json" if args.inference else "timers.json"),
+        export=export_trainers,
         **(env_params or EnvParameters()).controller_kwargs(args, context.model_path, context.seed,
                                                             {name: t.get_step for name, t in trainers.items()}))
     tc.reset_environment(manager)
@@ -240,7 +241,8 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
         record_returns(run_dir, trainers)
     result = {**report.summary(), "trace_s": report.trace_seconds(), "interrupted": float(tc.interrupted)}
     if tc.interrupted:
-        print("Interrupted: the model was saved; continue with --resume.", flush=True)
+        print("Interrupted: nothing to save in an inference run." if args.inference
+              else "Interrupted: the model was saved; continue with --resume.", flush=True)
     print(f"final steps={int(result['steps'])} mean_return={result['mean_return']:.3f} "
           f"steps_per_sec={result['steps_per_sec']:.1f} wall_s={result['wall_s']:.2f}", flush=True)
     if math.isnan(result["mean_return"]) and not args.inference and any(report.first_step.values()):
