@@ -62,6 +62,11 @@ BEHAVIOR_FILE = "behavior.json"
 #: What to check when a model folder holds no checkpoint, for kerasrl-learn (--resume and the like);
 #: other commands pass their own advice to :meth:`CheckpointSaver.restore`.
 RUN_ID_ADVICE = "Make sure you specified the right --run-id."
+#: How to fix a checkpoint that does not fit the configuration, for kerasrl-learn (--resume);
+#: --initialize-from passes :func:`initialize_from_advice`'s instead.
+RESUME_FIX = "resume with the run's settings, or start afresh with --force or a new --run-id."
+INITIALIZE_FIX = ("use the network settings of the run it initializes from (hidden_units, num_layers, ...), "
+                  "or drop --initialize-from.")
 _INDEX_FILE = re.compile(r"^model-(\d+)\.index$")
 _DATA_FILE = re.compile(r"^(model-\d+)\.data-\d{5}-of-\d{5}$")
 #: Names only an interrupted write leaves behind (TF's temporaries and export_weights').
@@ -197,6 +202,17 @@ def _names(folder: str) -> set[str]:
 
 def _unique(prefixes: list[str]) -> list[str]:
     return list(dict.fromkeys(prefixes))
+
+
+def initialize_from_advice(model_path: str) -> str:
+    """What to check when ``model_path`` (``<run>/models/<behavior>``, given to --initialize-from)
+    holds no checkpoint: the behaviors that the source run does have."""
+    models = os.path.dirname(os.path.normpath(model_path))
+    run = os.path.dirname(models) if os.path.basename(models) == "models" else models
+    names = sorted(os.listdir(models)) if os.path.isdir(models) else []
+    behaviors = [n for n in names if os.path.isdir(os.path.join(models, n)) and checkpoint_candidates(os.path.join(models, n))]
+    has = f"it has {', '.join(behaviors)}" if behaviors else "it has no checkpoint at all"
+    return f"--initialize-from {run} has no checkpoint of behavior {os.path.basename(os.path.normpath(model_path))}; {has}."
 
 
 def checkpoint_candidates(folder: str) -> list[str]:
@@ -363,9 +379,10 @@ class CheckpointSaver:
                 with contextlib.suppress(OSError):  # what stays is removed before the next save (remove_stale_files)
                     shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
 
-    def restore(self, missing_advice: str = RUN_ID_ADVICE) -> tuple[int, int]:
+    def restore(self, missing_advice: str = RUN_ID_ADVICE, mismatch_fix: str = RESUME_FIX) -> tuple[int, int]:
         """Restore the newest intact checkpoint; returns its ``(step, updates)``. With none,
-        the error ends with ``missing_advice``, the caller's hint on what to check.
+        the error ends with ``missing_advice``, the caller's hint on what to check; one that
+        does not fit, with ``mismatch_fix``.
 
         Candidates come newest first (:func:`checkpoint_candidates`); a damaged one is logged
         (a warning naming the file) and skipped. Every tensor of a candidate is read, checksums
@@ -385,7 +402,7 @@ class CheckpointSaver:
         failures = []
         for prefix in candidates:
             try:
-                self._restore_from(prefix)
+                self._restore_from(prefix, mismatch_fix)
             except _DamagedCheckpoint as e:
                 logger.warning("Checkpoint file %s is damaged (%s); trying an older checkpoint.", e.file, e.reason)
                 failures.append(f"{os.path.basename(e.file)} ({e.reason})")
@@ -394,13 +411,13 @@ class CheckpointSaver:
             return int(self._step.numpy()), int(self._updates.numpy())
         raise UnityTrainerException(f"No intact checkpoint in {self.model_path}: {'; '.join(failures)}")
 
-    def _restore_from(self, prefix: str) -> None:
+    def _restore_from(self, prefix: str, mismatch_fix: str = RESUME_FIX) -> None:
         """Check, then restore ``prefix`` into the objects; raises :class:`_DamagedCheckpoint`
         or :class:`CheckpointMismatch`. Values the checkpoint holds that no object asks for
         (TF's ``save_counter``) are expected, so TF logs no warning about them."""
         verify_checkpoint(prefix)
         allowed = {id(v) for late in self.late_state for v in late.variables}
-        lacking = check_fit(prefix, self._checkpoint, may_lack=allowed)
+        lacking = check_fit(prefix, self._checkpoint, may_lack=allowed, fix=mismatch_fix)
         lacking_states = [late for late in self.late_state if any(id(v) in lacking for v in late.variables)]
         for late in lacking_states:
             if not all(id(v) in lacking for v in late.variables):
@@ -432,8 +449,8 @@ def _is_variable(obj: Any) -> bool:
     return isinstance(obj, tf.Variable) or (hasattr(obj, "assign") and hasattr(obj, "shape") and hasattr(obj, "path"))
 
 
-def check_fit(prefix: str, root: Any, may_lack: AbstractSet[int] = frozenset()) -> set[int]:
-    """Raise :class:`CheckpointMismatch` (one line) when checkpoint ``prefix`` holds another
+def check_fit(prefix: str, root: Any, may_lack: AbstractSet[int] = frozenset(), fix: str = RESUME_FIX) -> set[int]:
+    """Raise :class:`CheckpointMismatch` (one line, ending with ``fix``) when checkpoint ``prefix`` holds another
     shape for one of ``root``'s variables, or lacks one of them (unless its ``id`` is in
     ``may_lack``: those it lacks are returned); before anything is assigned,
     so TF neither half-restores nor warns. Objects are matched as TF's restore matches them: by
@@ -469,7 +486,6 @@ def check_fit(prefix: str, root: Any, may_lack: AbstractSet[int] = frozenset()) 
         for ref in node.children:
             if ref.local_name in children:
                 queue.append((ref.node_id, children[ref.local_name], f"{path}/{ref.local_name}".lstrip("/")))
-    fix = "resume with the run's settings, or start afresh with --force or a new --run-id."
     if mismatches:
         # Name a weight of the model rather than an optimizer's slot for it.
         weights = {id(v) for v in getattr(view.children(root).get("model"), "weights", [])}

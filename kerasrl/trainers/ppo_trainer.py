@@ -25,7 +25,7 @@ from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec
 from kerasrl.timers import get_timer_root, get_timer_stack, hierarchical_timer, merge_worker_tree, set_gauge
 from kerasrl.trainers.agent_processor import Rollout
-from kerasrl.trainers.checkpoint import CheckpointSaver
+from kerasrl.trainers.checkpoint import INITIALIZE_FIX, CheckpointSaver, initialize_from_advice
 from kerasrl.trainers.reward_normalization import RewardNormalizer
 from kerasrl.trainers.rl_trainer import RLTrainer
 from kerasrl.trainers.trajectory import Trajectory
@@ -404,7 +404,7 @@ class PPOTrainer(RLTrainer):
         with the step and update count back at 0."""
         learner = self.learner
         CheckpointSaver(model_path, 1, model=learner.actor_critic, optimizer=learner.optimizer,
-                        learner=learner).restore()
+                        learner=learner).restore(initialize_from_advice(model_path), INITIALIZE_FIX)
         self.step, self.update_count = 0, 0
         learner.set_schedules(0)
         self._policy.refresh()

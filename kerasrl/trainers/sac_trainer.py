@@ -21,7 +21,7 @@ from kerasrl.sac.replay import ReplayBuffer
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec
 from kerasrl.timers import hierarchical_timer
-from kerasrl.trainers.checkpoint import CHECKPOINT_NAME, CheckpointSaver, LateState
+from kerasrl.trainers.checkpoint import CHECKPOINT_NAME, INITIALIZE_FIX, CheckpointSaver, LateState, initialize_from_advice
 from kerasrl.trainers.rl_trainer import RLTrainer
 from kerasrl.trainers.trajectory import Trajectory
 
@@ -351,7 +351,7 @@ class SACTrainer(RLTrainer):
         """Start from another run's newest intact checkpoint with the step counters back at 0."""
         saver = CheckpointSaver(model_path, 1, model=self.networks, **self.learner.optimizers)
         saver.late_state = self.saver.late_state
-        saver.restore()
+        saver.restore(initialize_from_advice(model_path), INITIALIZE_FIX)
         self.step, self.update_steps = 0, 0
         self._policy.refresh()
         logger.info("Initialized %s from %s", self.behavior_name, model_path)

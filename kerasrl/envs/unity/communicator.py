@@ -34,7 +34,7 @@ from kerasrl.interrupts import raise_if_stopping
 from kerasrl.protos import unity_protocol_pb2 as pb
 from kerasrl.protos import unity_protocol_pb2_grpc as pb_grpc
 
-__all__ = ["Communicator", "PlayerProcess", "UnityCommunicationError", "find_player"]
+__all__ = ["Communicator", "PlayerProcess", "UnityCommunicationError", "describe_player", "find_player"]
 
 #: How often a waiting trainer checks on the player's process.
 POLL_SECONDS = 0.05
@@ -78,6 +78,12 @@ def find_player(path: str) -> str:
     raise UnityCommunicationError(f"--env {path}: no Unity player there (looked for an executable file at {tried}).")
 
 
+def describe_player(path: str, port: int, log_file: Optional[str]) -> str:
+    """The player at ``path`` on ``port``, for messages (also before it is launched)."""
+    log = f", its log: {log_file}" if log_file else ""
+    return f"the Unity player {path} (port {port}{log})"
+
+
 @dataclass
 class PlayerProcess:
     """A launched player, in its own process group so that it is stopped with everything it
@@ -106,8 +112,7 @@ class PlayerProcess:
         return cls(path, port, log_file, process)
 
     def describe(self) -> str:
-        log = f", its log: {self.log_file}" if self.log_file else ""
-        return f"the Unity player {self.path} (port {self.port}{log})"
+        return describe_player(self.path, self.port, self.log_file)
 
     def exit_code(self) -> Optional[int]:
         return self.process.poll()
@@ -192,15 +197,17 @@ class Communicator:
     def describe(self) -> str:
         return self.player.describe() if self.player is not None else f"the Unity Editor (port {self.port})"
 
-    def start(self) -> None:
-        check_port_free(self.port, self.describe())
+    def start(self, label: Optional[str] = None) -> None:
+        """Serve on the port; ``label`` names the peer in errors (the player before it is launched)."""
+        label = label or self.describe()
+        check_port_free(self.port, label)
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), options=[
             ("grpc.so_reuseport", 0), ("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)])
         pb_grpc.add_UnityToExternalProtoServicer_to_server(self.servicer, server)
         try:
             server.add_insecure_port(f"[::]:{self.port}")
         except RuntimeError as e:
-            raise UnityCommunicationError(f"Cannot listen on port {self.port} for {self.describe()} ({e}); choose "
+            raise UnityCommunicationError(f"Cannot listen on port {self.port} for {label} ({e}); choose "
                                           "another --base-port.") from e
         server.start()
         self.server = server

@@ -26,7 +26,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from kerasrl.envs.base import ActionType, BehaviorSpec, Environment, EnvironmentException, StepResult, check_actions
-from kerasrl.envs.unity.communicator import Communicator, PlayerProcess, UnityCommunicationError
+from kerasrl.envs.unity.communicator import Communicator, PlayerProcess, UnityCommunicationError, describe_player
 from kerasrl.envs.unity.observations import observation_arrays, observation_shape
 from kerasrl.envs.unity.side_channels import (
     EngineConfig,
@@ -130,9 +130,10 @@ class UnityEnvironment(Environment):
         self._comm = comm
         self._finalizer = weakref.finalize(self, comm.close)  # no player outlives its environment
         try:
-            comm.start()
             if file_name is not None:
                 self.player_log = os.path.join(log_folder, f"Player-{worker_id}.log") if log_folder else None
+            comm.start(describe_player(file_name, port, self.player_log) if file_name is not None else None)
+            if file_name is not None:
                 comm.player = PlayerProcess.launch(file_name, port, self.player_log, no_graphics, additional_args)
             self._handshake(seed, num_areas)
         except BaseException:
