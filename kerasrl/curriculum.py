@@ -20,7 +20,7 @@ import math
 import os
 from typing import Any, Mapping, Optional
 
-from kerasrl.common.step_history import entry_at, read_entries, write_entry
+from kerasrl.step_history import entry_at, read_entries, write_entry
 from kerasrl.compat import mlagents_names
 from kerasrl.exception import TrainerError
 

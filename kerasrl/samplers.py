@@ -20,7 +20,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 import yaml
 
-from kerasrl.common.step_history import entry_at, read_entries, write_entry
+from kerasrl.step_history import entry_at, read_entries, write_entry
 from kerasrl.exception import TrainerError
 
 

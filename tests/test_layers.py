@@ -17,7 +17,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "kerasrl"
 #: Bottom to top; a unit is a folder of ``kerasrl/`` or a module at its root.
 LAYERS: list[set[str]] = [
     {"_buffer", "_kernels", "compat", "exception", "spec", "fields", "settings", "buffer", "timers", "arrays", "configs",
-     "xla_cache", "interrupts", "distribute", "samplers", "curriculum", "optimizers", "demos", "protos"},
+     "xla_cache", "interrupts", "distribute", "samplers", "curriculum", "optimizers", "demos", "protos",
+     "step_history"},
     {"envs", "models"},
     {"common"},
     {"rewards"},
