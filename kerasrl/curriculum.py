@@ -20,9 +20,9 @@ import math
 import os
 from typing import Any, Mapping, Optional
 
-from kerasrl.step_history import entry_at, read_entries, write_entry
 from kerasrl.compat import mlagents_names
 from kerasrl.exception import TrainerError
+from kerasrl.step_history import entry_at, read_entries, write_entry
 
 logger = logging.getLogger("kerasrl")
 

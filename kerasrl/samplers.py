@@ -20,8 +20,8 @@ from typing import Any, Mapping, Optional
 import numpy as np
 import yaml
 
-from kerasrl.step_history import entry_at, read_entries, write_entry
 from kerasrl.exception import TrainerError
+from kerasrl.step_history import entry_at, read_entries, write_entry
 
 
 class SamplerException(TrainerError):
