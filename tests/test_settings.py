@@ -250,6 +250,42 @@ def test_misspelled_section_is_an_error_suggesting_the_behavior():
     assert_names(error, "CartPol-v1", "test.yaml", "CartPole-v1", "Acrobot-v1", "did you mean CartPole-v1")
 
 
+def test_lone_section_differing_only_in_case_suggests_the_behavior():
+    with raises_config_error("CARTPOLE-V1") as error:
+        config_of("CARTPOLE-V1").check_behaviors(["CartPole-v1", "Acrobot-v1"])
+    assert_names(error, "matches no behavior", "did you mean CartPole-v1?")
+
+
+def one_warning(caplog: pytest.LogCaptureFixture) -> str:
+    """The one warning kerasrl logged, which must be one line."""
+    [record] = [r for r in caplog.records if r.name == "kerasrl"]
+    assert record.levelno == logging.WARNING and "\n" not in record.getMessage()
+    return record.getMessage()
+
+
+def test_sections_differing_only_in_case_warn_suggesting_the_behavior(caplog):
+    """Sections shared across environments only warn, and the warning names the behavior a
+    section meant when their names differ only in letter case, configured or not."""
+    with caplog.at_level(logging.WARNING, logger="kerasrl"):
+        config_of("cartpole-v1", "Pendulum-v1").check_behaviors(["CartPole-v1"])
+    message = one_warning(caplog)
+    assert "Sections cartpole-v1, Pendulum-v1 of test.yaml match no behavior" in message
+    assert "Section cartpole-v1: did you mean CartPole-v1?" in message
+    assert "Pendulum-v1: did you mean" not in message
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kerasrl"):
+        config_of("CartPole-v1", "CARTPOLE-V1").check_behaviors(["CartPole-v1", "Acrobot-v1"])
+    assert "Section CARTPOLE-V1: did you mean CartPole-v1?" in one_warning(caplog)
+
+
+def test_shared_config_warning_suggests_a_close_behavior_without_a_section(caplog):
+    with caplog.at_level(logging.WARNING, logger="kerasrl"):
+        config_of("Cartpole-v0", "Pendulum-v1").check_behaviors(["CartPole-v1", "Acrobot-v1"])
+    message = one_warning(caplog)
+    assert "Section Cartpole-v0: did you mean CartPole-v1?" in message
+    assert "Pendulum-v1: did you mean" not in message
+
+
 def test_single_section_matching_nothing_is_an_error():
     with raises_config_error("PushBlockLearning") as error:
         config_of("PushBlockLearning").check_behaviors(["CartPole-v1"])
@@ -265,6 +301,7 @@ def test_shared_config_matching_nothing_only_warns(caplog):
     for section in ("PushBlockLearning", "3DBallLearning", "BasicLearning"):
         assert section in record.getMessage()
     assert "CartPole-v1" in record.getMessage()
+    assert "did you mean" not in record.getMessage()  # no section is close to CartPole-v1
 
 
 def test_partly_matching_config_warns_about_the_rest(caplog):

@@ -10,7 +10,7 @@ import difflib
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping, Union
+from typing import Any, Mapping, Optional, Union
 
 import yaml
 
@@ -46,7 +46,7 @@ class TrainerConfig:
         A lone section that matches nothing is an error (a misspelled behavior name), and so
         is, beside sections that do match, one whose name is close to a behavior without a
         section. Otherwise unmatched sections are taken for a config shared across
-        environments (as ML-Agents' own): a warning names them.
+        environments (as ML-Agents' own): a warning names them and the behavior each likely meant.
         """
         names = list(dict.fromkeys(_without_team(b) for b in behaviors))
         unmatched = [s for s in self.behavior_sections if s not in names and s not in behaviors]
@@ -54,18 +54,30 @@ class TrainerConfig:
             return
         listed = f"(behaviors: {', '.join(names)})"
         if len(self.behavior_sections) == 1:
-            close = difflib.get_close_matches(unmatched[0], names, n=1, cutoff=0.6)
-            hint = f": did you mean {close[0]}?" if close else "."
+            guess = _likely_behavior(unmatched[0], names, names)
+            hint = f": did you mean {guess}?" if guess else "."
             raise TrainerConfigError(f"Section {unmatched[0]} of {self.source} matches no behavior {listed}{hint}")
+        without_section = [n for n in names if n not in self.sections]
         if len(unmatched) < len(self.behavior_sections):
-            without_section = [n for n in names if n not in self.sections]
             for section in unmatched:
                 close = difflib.get_close_matches(section, without_section, n=1, cutoff=0.75)
                 if close:
                     raise TrainerConfigError(
                         f"Section {section} of {self.source} matches no behavior {listed}: did you mean {close[0]}?")
+        guesses = {s: _likely_behavior(s, names, without_section) for s in unmatched}
+        hints = "".join(f" Section {s}: did you mean {g}?" for s, g in guesses.items() if g)
         logger.warning("Sections %s of %s match no behavior of this environment %s: ignored, as in a config shared "
-                       "across environments.", ", ".join(unmatched), self.source, listed)
+                       "across environments.%s", ", ".join(unmatched), self.source, listed, hints)
+
+
+def _likely_behavior(section: str, names: list[str], without_section: list[str]) -> Optional[str]:
+    """The behavior a section most likely meant: one whose name differs only in letter case, else
+    a close name among the behaviors without their own section (others are already configured)."""
+    folded = [n for n in names if n.casefold() == section.casefold()]
+    if folded:
+        return folded[0]
+    close = difflib.get_close_matches(section, without_section, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def _without_team(behavior: str) -> str:
