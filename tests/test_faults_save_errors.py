@@ -104,6 +104,27 @@ def test_a_checkpoint_that_cannot_be_written_is_one_error_and_leaves_the_earlier
     assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["model-10", "model-30"]
 
 
+def test_a_failed_sac_save_removes_the_replay_it_wrote(tmp_path, monkeypatch):
+    """The replay is written before the checkpoint; when the checkpoint then fails, the replay
+    file of that step goes with it, and the earlier checkpoint keeps its own replay."""
+    config = {"default": {"trainer": "sac", "batch_size": 16, "buffer_size": 64, "hidden_units": 8, "num_layers": 1,
+                          "save_replay_buffer": True}}
+    (trainer,) = initialize_trainers(config, {"B": BehaviorSpec(((3,),), "continuous", (2,))}, str(tmp_path / "s"),
+                                     "run", str(tmp_path / "m"), keep_checkpoints=5, train_model=True,
+                                     load_model=False, seed=0).values()
+    folder = Path(trainer.model_path)
+    trainer.step = 10
+    trainer.save_model()
+    (folder / "model-30.replay.h5").write_text("not this save's")
+    monkeypatch.setattr(tf.train.Checkpoint, "_write", _full_disk_write(fail_from=20))
+    for step in (20, 30):
+        trainer.step = step
+        with pytest.raises(CheckpointWriteError, match=f"model-{step} could not be written"):
+            trainer.save_model()
+    assert sorted(p.name for p in folder.glob("*.replay.h5*")) == ["model-10.replay.h5", "model-30.replay.h5"]
+    assert leftovers(folder) == [] and (folder / "model-10.index").exists()
+
+
 def test_a_folder_that_cannot_be_made_is_one_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")

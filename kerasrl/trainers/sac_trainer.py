@@ -1,6 +1,7 @@
 """SACTrainer: trajectories → replay buffer → SAC updates of many gradient steps per call."""
 from __future__ import annotations
 
+import contextlib
 import glob
 import logging
 import os
@@ -298,11 +299,23 @@ class SACTrainer(RLTrainer):
 
     def save_model(self) -> str:
         """Checkpoint the networks, the optimizers, the step and the gradient steps taken; with
-        ``save_replay_buffer`` the replay first (a checkpoint never lacks its replay)."""
+        ``save_replay_buffer`` the replay first (a checkpoint never lacks its replay). A save that
+        fails before its checkpoint is written removes the replay file it created, as the saver
+        removes its own files, so no replay without a checkpoint is left."""
+        replay = self._replay_path(self.step)
+        created_replay = False
         if self.hyperparameters.save_replay_buffer:
             os.makedirs(self.model_path, exist_ok=True)
-            self.replay.save(self._replay_path(self.step))
-        path = self.saver.save(self.step, self.update_steps)
+            created_replay = not os.path.exists(replay)
+            self.replay.save(replay)
+        try:
+            path = self.saver.save(self.step, self.update_steps)
+        except BaseException:
+            index = os.path.join(self.model_path, f"{CHECKPOINT_NAME}-{self.step}.index")
+            if created_replay and not os.path.exists(index):
+                with contextlib.suppress(OSError):  # what stays is removed after the next save (orphan replays)
+                    os.remove(replay)
+            raise
         if self.hyperparameters.save_replay_buffer:
             self._remove_orphan_replays()
         return path
