@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import json
 import logging
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -24,6 +26,8 @@ from test_faults_checkpoints import assert_filled, fill, new_saver
 
 from kerasrl import export as export_module
 from kerasrl.cli import main, tools
+from kerasrl.cli import train as train_module
+from kerasrl.cli.run_folder import RETURNS
 from kerasrl.exception import TrainerConfigError, TrainerError
 from kerasrl.export import export_policy
 from kerasrl.models.actor_critic import ActorCritic
@@ -169,19 +173,43 @@ def test_kerasrl_learn_on_a_full_disk_is_one_line_and_keeps_the_earlier_checkpoi
         verify_checkpoint(str(index)[: -len(".index")])
 
 
-def test_an_export_on_a_full_disk_is_one_line_and_leaves_no_temporary_folder(tmp_path, monkeypatch):
-    def full_disk_save(obj, path, signatures=None, options=None):
-        os.makedirs(os.path.join(path, "variables"))
-        Path(path, "variables", "variables.data-00000-of-00001").write_bytes(b"x")
-        raise tf.errors.ResourceExhaustedError(None, None, f"{path}/variables/variables_temp; {FULL}")
+def _full_disk_saved_model(obj, path, signatures=None, options=None):
+    """A ``tf.saved_model.save`` that leaves what one that ran out of space leaves, then raises."""
+    os.makedirs(os.path.join(path, "variables"))
+    Path(path, "variables", "variables.data-00000-of-00001").write_bytes(b"x")
+    raise tf.errors.ResourceExhaustedError(None, None, f"{path}/variables/variables_temp; {FULL}")
 
-    monkeypatch.setattr(tf.saved_model, "save", full_disk_save)
+
+def _checkpoint_error_on_export(trainers):
+    raise CheckpointWriteError(f"Checkpoint model-100 could not be written in models: {FULL} (OSError).")
+
+
+def test_an_export_on_a_full_disk_is_one_line_and_leaves_no_temporary_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(tf.saved_model, "save", _full_disk_saved_model)
     err = one_line_error(learn(tmp_path, "--steps", "100"))
     models = tmp_path / "results" / "r" / "models" / "Simple1D"
     assert f"Exporting Simple1D to {models} failed: {FULL} (ResourceExhaustedError)" in err
     assert leftovers(models) == [] and not (models / "Simple1D.savedmodel").exists()
     assert list(models.glob("model-*.index"))  # the final checkpoint was written before the export
     assert (tmp_path / "results" / "r" / "timers.json").exists()  # the run's end went on after the export failed
+
+
+@pytest.mark.parametrize("target,name,failing,said", [
+    (tf.saved_model, "save", _full_disk_saved_model, f"Exporting Simple1D to {{models}} failed: {FULL}"),
+    (train_module, "export_trainers", _checkpoint_error_on_export, "Checkpoint model-100 could not be written"),
+], ids=["export write error", "CheckpointWriteError"])
+def test_a_failed_export_after_training_still_records_the_returns_and_the_final_line(tmp_path, monkeypatch, target,
+                                                                                      name, failing, said):
+    """Training ended before the export failed: returns.json and the final summary line are
+    written, and only then the export's one-line error and exit 2."""
+    monkeypatch.setattr(target, name, failing)
+    run = learn(tmp_path, "--steps", "100")
+    err = one_line_error(run)
+    assert said.format(models=tmp_path / "results" / "r" / "models" / "Simple1D") in err
+    final = re.match(r"final steps=(\d+) mean_return=", run.stdout.splitlines()[-1])
+    assert final and int(final.group(1)) >= 100, run.stdout
+    returns = json.loads((tmp_path / "results" / "r" / RETURNS).read_text())
+    assert returns["Simple1D"]["step"] == int(final.group(1)) and returns["Simple1D"]["returns"], returns
 
 
 def test_a_models_folder_that_cannot_be_written_is_reported_before_training(tmp_path, monkeypatch):

@@ -223,6 +223,7 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
     print(f"kerasrl: {algorithm} on {args.env} x{n_agents}{where}, seed {context.seed}, results in "
           f"{results} (set-up {report.start - start:.1f} s)", flush=True)
     report.resumed(context.seed)
+    end_error: Optional[Exception] = None
     try:
         tc.start_learning(manager)
     except EnvironmentException as e:
@@ -235,6 +236,10 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
             step = max(tc.saved_steps.values())
             raise UpdateThreadError(f"{e} The newest checkpoint is at step {step}; continue with --resume.") from e
         raise
+    except Exception as e:
+        if not tc.finished:
+            raise
+        end_error = e  # the export after training failed: the run's returns and final line come first
     finally:
         report.close()
     if not args.inference:
@@ -251,6 +256,8 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
     for trainer in trainers.values():
         if hasattr(trainer, "summary_line"):
             print(f"kerasrl: {trainer.summary_line()}", flush=True)
+    if end_error is not None:
+        raise end_error
     return result
 
 

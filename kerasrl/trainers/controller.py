@@ -107,6 +107,9 @@ class TrainerController:
         self.global_step = 0
         self._last_step_infos: list[StepInfo] = []
         self.interrupted = False
+        #: Whether the latest ``start_learning`` ran to its end, the final checkpoint included: an
+        #: error it raises then is the end-of-run export's or clean-up's, and the run's results stand.
+        self.finished = False
         self._environment_ready = False
         self.training_start_time = time.time()
         np.random.seed(training_seed)
@@ -272,8 +275,10 @@ class TrainerController:
         marks the run as interrupted.
 
         An error raised while training propagates as it is: the end-of-run export and clean-up
-        never replace it (their own failures are logged instead).
+        never replace it (their own failures are logged instead). One that fails after training
+        ended (the export on a full disk) is raised with :attr:`finished` set.
         """
+        self.finished = False
         self._prepare()
         with stops_at_safe_points() as stops:
             self._learn(env_manager)
@@ -302,6 +307,7 @@ class TrainerController:
             failed = sys.exc_info()[0] is not None
             if failed:
                 self._finish_updates(drain=False)
+            self.finished = not failed
             self._finish(env_manager, failed=failed)
 
     def _finish_updates(self, drain: bool) -> None:
