@@ -48,6 +48,7 @@ from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.sac.networks import SACNetworks
 from kerasrl.sac.policy import SACPolicy
 from kerasrl.settings import RunContext, TrainerSettings, read_trainer_config, trainer_config_from_dict
+from kerasrl.settings.run_context import HIDDEN_PREFIX
 from kerasrl.spec import BehaviorSpec, pick_behavior
 from kerasrl.trainers.controller import TrainerController
 from kerasrl.trainers.factory import create_trainer
@@ -149,7 +150,7 @@ def _check_run_dir_is_new(run_dir: str, context: RunContext, behavior: str, algo
     except OSError as e:
         raise TrainerError(f"kerasrl.{algorithm}: run_dir {run_dir} cannot be used: {e.strerror or e}.") from e
     own = {os.path.basename(p) for p in (context.model_path, context.summaries_dir, context.metrics_path(behavior))}
-    found = sorted(n for n in names if n in own or n.startswith(".kerasrl-"))
+    found = sorted(n for n in names if n in own or n.startswith(HIDDEN_PREFIX))
     if found:
         raise TrainerError(f"kerasrl.{algorithm}: run_dir {run_dir} already holds a run ({', '.join(found)}); training "
                            "in it would delete that run's checkpoints and mix its summaries with the new ones. Give a "

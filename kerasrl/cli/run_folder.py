@@ -30,17 +30,18 @@ import yaml
 
 from kerasrl import __version__
 from kerasrl.exception import TrainerError
+from kerasrl.settings.run_context import HIDDEN_PREFIX
 
 #: Written into a run folder when kerasrl prepares it: what ``--force`` may delete.
-MARKER = ".kerasrl-run"
+MARKER = f"{HIDDEN_PREFIX}run"
 #: Its first line (the rest: the version that wrote it and when).
 MARKER_TEXT = "kerasrl run folder"
 #: Locked (``flock``) by the process running in the folder for as long as it lives; holds its PID.
-LOCK = ".kerasrl-lock"
+LOCK = f"{HIDDEN_PREFIX}lock"
 #: Where ``--force`` keeps the old run while a Unity player starts (:func:`prepare_run_dir`).
-REPLACED = ".kerasrl-replaced"
+REPLACED = f"{HIDDEN_PREFIX}replaced"
 #: Where a failed ``--force`` start's own files go when the restored old run has the same names (``run_logs``).
-FAILED_START = ".kerasrl-failed-start"
+FAILED_START = f"{HIDDEN_PREFIX}failed-start"
 #: The top-level names a run folder of a kerasrl without the marker could hold (besides ``*.csv``).
 _LEGACY_NAMES = {"models", "summaries", "configuration.yaml", "configuration.yaml.tmp", "commands.log", "timers.json"}
 #: ``configuration.yaml``'s keys that kerasrl has recorded since it first wrote the file.

@@ -9,6 +9,10 @@ from kerasrl.exception import TrainerConfigError
 from kerasrl.settings.trainer import TrainerSettings
 from kerasrl.spec import behavior_file_name
 
+#: How the names of kerasrl's own hidden files in a run folder begin (its marker, its lock...:
+#: ``kerasrl.cli.run_folder``); here so that the Python API, which must not import the command line, sees them too.
+HIDDEN_PREFIX = ".kerasrl-"
+
 
 @dataclass(frozen=True, kw_only=True)
 class RunContext:
