@@ -82,11 +82,18 @@ def leftovers(folder: Path) -> list[str]:
 
 
 # -- the saver ---------------------------------------------------------------------------
-def test_a_checkpoint_that_cannot_be_written_is_one_error_and_leaves_the_earlier_ones(tmp_path, monkeypatch):
-    folder = tmp_path / "models"
+def saved_at_step_10(folder: Path):
+    """A saver over a fresh model and optimizer (returned with them) that wrote its first
+    checkpoint in ``folder``: step 10, 1 update, every variable filled for step 10."""
     saver, model, optimizer = new_saver(folder)
     fill(model, optimizer, 10)
     saver.save(10, 1)
+    return saver, model, optimizer
+
+
+def test_a_checkpoint_that_cannot_be_written_is_one_error_and_leaves_the_earlier_ones(tmp_path, monkeypatch):
+    folder = tmp_path / "models"
+    saver, model, optimizer = saved_at_step_10(folder)
     (folder / "notes.txt").write_text("mine")
     monkeypatch.setattr(tf.train.Checkpoint, "_write", _full_disk_write(fail_from=20))
     fill(model, optimizer, 20)
@@ -139,9 +146,7 @@ def test_a_folder_that_cannot_be_made_is_one_error(tmp_path):
 
 def test_an_unreadable_state_file_is_reported_once_and_by_kerasrl_only(tmp_path, caplog):
     folder = tmp_path / "models"
-    saver, model, optimizer = new_saver(folder)
-    fill(model, optimizer, 10)
-    saver.save(10, 1)
+    saved_at_step_10(folder)
     (folder / "checkpoint").write_text("garbage {{\n")
     tf_logger = logging.getLogger("tensorflow")
     tf_logger.addHandler(caplog.handler)

@@ -11,7 +11,7 @@ import time
 from typing import Optional
 
 import pytest
-from process_tools import group_members
+from process_tools import group_members, killed_on_exit, read_until
 
 from kerasrl.cli import main
 from kerasrl.cli.main import is_start_up_chatter
@@ -45,13 +45,8 @@ def _stop_once_training(cmd: list[str], signum: int, group: bool = False, then: 
     if given; return the process with its stdout and stderr."""
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=_ignore_sighup if nohup else None)
-    head = []
-    try:
-        for line in proc.stdout:  # type: ignore[union-attr]
-            head.append(line)
-            if sum(x.startswith("steps=") for x in head) == 2:
-                break
-        assert proc.poll() is None, "".join(head) + proc.stderr.read()  # type: ignore[union-attr]
+    with killed_on_exit(proc):
+        head = read_until(proc, "steps=")
         if group:
             assert len(group_members(proc.pid)) >= 3, "the main process and its 2 workers"
             os.killpg(proc.pid, signum)
@@ -61,10 +56,6 @@ def _stop_once_training(cmd: list[str], signum: int, group: bool = False, then: 
             time.sleep(0.05)
             os.kill(proc.pid, then)
         out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
     return proc, "".join(head) + out, err
 
 

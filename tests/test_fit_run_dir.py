@@ -12,6 +12,7 @@ import zipfile
 import keras
 import numpy as np
 import pytest
+from process_tools import killed_on_exit, read_until
 
 import kerasrl
 from kerasrl.exception import TrainerError
@@ -133,19 +134,10 @@ def test_a_stop_signal_during_fit_saves_a_checkpoint_and_stops_as_ctrl_c_does(tm
     run_dir = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-c", FIT_UNTIL_STOPPED, str(run_dir)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        head = []
-        for line in proc.stdout:  # type: ignore[union-attr]
-            head.append(line)
-            if sum(x.startswith("epoch") for x in head) == 2:
-                break
-        assert proc.poll() is None, "".join(head) + proc.stderr.read()  # type: ignore[union-attr]
+    with killed_on_exit(proc):
+        read_until(proc, "epoch")
         os.kill(proc.pid, signum)
         out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
     assert proc.returncode == -signal.SIGINT, (proc.returncode, err)
     assert "KeyboardInterrupt; defaults restored: True" in out and "not reached" not in out, out
     assert f"kerasrl: stopped by {signal.Signals(signum).name} at step" in err and f"run_dir={str(run_dir)!r}, kept" in err, err
