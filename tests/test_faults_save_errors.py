@@ -28,7 +28,8 @@ from kerasrl import export as export_module
 from kerasrl.cli import main, tools
 from kerasrl.cli import train as train_module
 from kerasrl.cli.run_folder import RETURNS
-from kerasrl.exception import TrainerConfigError, TrainerError
+from kerasrl.envs.env_manager import SimpleEnvManager
+from kerasrl.exception import EnvironmentException, TrainerConfigError, TrainerError
 from kerasrl.export import export_policy
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.settings import NetworkSettings
@@ -75,6 +76,14 @@ def one_line_error(run: subprocess.CompletedProcess) -> str:
     assert run.returncode == 2, run.stderr
     assert run.stderr.startswith("kerasrl-learn: error: ") and run.stderr.count("\n") == 1, run.stderr
     return run.stderr
+
+
+def assert_returns_recorded(tmp_path: Path, run: subprocess.CompletedProcess, steps: int) -> None:
+    """The run's last stdout line is the final summary of at least ``steps`` steps, and returns.json holds that step's returns."""
+    final = re.match(r"final steps=(\d+) mean_return=", run.stdout.splitlines()[-1])
+    assert final and int(final.group(1)) >= steps, run.stdout
+    returns = json.loads((tmp_path / "results" / "r" / RETURNS).read_text())
+    assert returns["Simple1D"]["step"] == int(final.group(1)) and returns["Simple1D"]["returns"], returns
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -211,10 +220,26 @@ def test_a_failed_export_after_training_still_records_the_returns_and_the_final_
     run = learn(tmp_path, "--steps", "100")
     err = one_line_error(run)
     assert said.format(models=tmp_path / "results" / "r" / "models" / "Simple1D") in err
-    final = re.match(r"final steps=(\d+) mean_return=", run.stdout.splitlines()[-1])
-    assert final and int(final.group(1)) >= 100, run.stdout
-    returns = json.loads((tmp_path / "results" / "r" / RETURNS).read_text())
-    assert returns["Simple1D"]["step"] == int(final.group(1)) and returns["Simple1D"]["returns"], returns
+    assert_returns_recorded(tmp_path, run, 100)
+
+
+def test_an_environment_that_fails_to_close_after_training_still_records_the_returns_and_the_final_line(tmp_path,
+                                                                                                       monkeypatch):
+    """The environment fails as it is closed, after the final checkpoint and the export: returns.json
+    and the final line are written, then the environment's one-line error (training had finished:
+    no advice to resume) and exit 2."""
+    real_close = SimpleEnvManager.close
+
+    def failing_close(self):
+        real_close(self)
+        raise EnvironmentException("The environment could not be closed: its process is gone.")
+
+    monkeypatch.setattr(SimpleEnvManager, "close", failing_close)
+    run = learn(tmp_path, "--steps", "100")
+    assert one_line_error(run) == "kerasrl-learn: error: The environment could not be closed: its process is gone.\n"
+    assert_returns_recorded(tmp_path, run, 100)
+    assert (tmp_path / "results" / "r" / "models" / "Simple1D" / "Simple1D.weights.h5").exists()  # exported before
+
 
 
 def test_a_models_folder_that_cannot_be_written_is_reported_before_training(tmp_path, monkeypatch):

@@ -226,20 +226,19 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
     end_error: Optional[Exception] = None
     try:
         tc.start_learning(manager)
-    except EnvironmentException as e:
-        if tc.train_model and tc.saved_steps:  # the controller checkpoints before an env error propagates
+    except Exception as e:
+        if tc.finished:  # it came after training (the export, closing the environment): returns and final line first
+            end_error = e
+        elif not (tc.train_model and tc.saved_steps):
+            raise
+        elif isinstance(e, EnvironmentException):  # the controller checkpoints before an env error propagates
             step = max(tc.saved_steps.values())
             raise EnvironmentException(f"{e} The model was saved at step {step}; continue with --resume.") from e
-        raise
-    except UpdateThreadError as e:  # the learner's state is the failed update's: the newest checkpoint stays
-        if tc.train_model and tc.saved_steps:
+        elif isinstance(e, UpdateThreadError):  # the learner's state is the failed update's: the newest checkpoint stays
             step = max(tc.saved_steps.values())
             raise UpdateThreadError(f"{e} The newest checkpoint is at step {step}; continue with --resume.") from e
-        raise
-    except Exception as e:
-        if not tc.finished:
+        else:
             raise
-        end_error = e  # the export after training failed: the run's returns and final line come first
     finally:
         report.close()
     if not args.inference:
