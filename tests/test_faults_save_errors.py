@@ -16,10 +16,13 @@ import json
 import logging
 import os
 import re
+import resource
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from test_faults_checkpoints import assert_filled, fill, new_saver
@@ -32,12 +35,15 @@ from kerasrl.envs.env_manager import SimpleEnvManager
 from kerasrl.exception import EnvironmentException, TrainerConfigError, TrainerError
 from kerasrl.export import export_policy
 from kerasrl.models.actor_critic import ActorCritic
+from kerasrl.sac.replay import ReplayBuffer
 from kerasrl.settings import NetworkSettings
 from kerasrl.spec import BehaviorSpec
 from kerasrl.trainers import initialize_trainers
 from kerasrl.trainers.checkpoint import CheckpointWriteError, verify_checkpoint
 
 CONFIG = "default:\n  batch_size: 16\n  buffer_size: 32\n  hidden_units: 8\n  num_layers: 1\n"
+SAC_CONFIG = ("default:\n  trainer: sac\n  batch_size: 16\n  buffer_size: 256\n  buffer_init_steps: 20\n  hidden_units: 8\n"
+              "  num_layers: 1\n  save_replay_buffer: true\n")
 FULL = "No space left on device"
 
 
@@ -58,9 +64,23 @@ def _full_disk_write(fail_from: int):
     return write
 
 
-def learn(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
+@contextlib.contextmanager
+def files_cut_at(size: int):
+    """Writes that would make a file longer than ``size`` bytes fail in the OS (``EFBIG``, as
+    under ``ulimit -f``), as writes fail on a full disk; SIGXFSZ is ignored meanwhile."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+
+
+def learn(tmp_path: Path, *argv: str, config: str = CONFIG) -> subprocess.CompletedProcess:
     """``kerasrl-learn`` on Simple1D with a tiny config, run by its ``main`` in this process."""
-    (tmp_path / "cfg.yaml").write_text(CONFIG)
+    (tmp_path / "cfg.yaml").write_text(config)
     out, err, previous = io.StringIO(), io.StringIO(), os.getcwd()
     os.chdir(tmp_path)
     try:
@@ -124,14 +144,20 @@ def test_a_checkpoint_that_cannot_be_written_is_one_error_and_leaves_the_earlier
     assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["model-10", "model-30"]
 
 
-def test_a_failed_sac_save_removes_the_replay_it_wrote(tmp_path, monkeypatch):
-    """The replay is written before the checkpoint; when the checkpoint then fails, the replay
-    file of that step goes with it, and the earlier checkpoint keeps its own replay."""
+def sac_trainer(tmp_path: Path):
+    """A small SAC trainer that checkpoints its replay, in ``tmp_path / "m"``."""
     config = {"default": {"trainer": "sac", "batch_size": 16, "buffer_size": 64, "hidden_units": 8, "num_layers": 1,
                           "save_replay_buffer": True}}
     (trainer,) = initialize_trainers(config, {"B": BehaviorSpec(((3,),), "continuous", (2,))}, str(tmp_path / "s"),
                                      "run", str(tmp_path / "m"), keep_checkpoints=5, train_model=True,
                                      load_model=False, seed=0).values()
+    return trainer
+
+
+def test_a_failed_sac_save_removes_the_replay_it_wrote(tmp_path, monkeypatch):
+    """The replay is written before the checkpoint; when the checkpoint then fails, the replay
+    file of that step goes with it, and the earlier checkpoint keeps its own replay."""
+    trainer = sac_trainer(tmp_path)
     folder = Path(trainer.model_path)
     trainer.step = 10
     trainer.save_model()
@@ -143,6 +169,29 @@ def test_a_failed_sac_save_removes_the_replay_it_wrote(tmp_path, monkeypatch):
             trainer.save_model()
     assert sorted(p.name for p in folder.glob("*.replay.h5*")) == ["model-10.replay.h5", "model-30.replay.h5"]
     assert leftovers(folder) == [] and (folder / "model-10.index").exists()
+
+
+def test_a_replay_that_cannot_be_written_is_a_checkpoint_write_error_and_changes_nothing(tmp_path):
+    """A replay write that the OS refuses (past a file-size limit, as on a full disk) is one
+    CheckpointWriteError naming the replay file, its folder and the cause, as a failed checkpoint
+    is: the folder is as before (no replay, temporary file or checkpoint of that step, the earlier
+    checkpoint and its replay untouched), and with room again the next save goes on."""
+    trainer = sac_trainer(tmp_path)
+    folder = Path(trainer.model_path)
+    trainer.replay.add({"obs": np.arange(24, dtype=np.float32).reshape(8, 3)})
+    trainer.step = 10
+    trainer.save_model()
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    trainer.step = 20
+    with files_cut_at(1024), pytest.raises(CheckpointWriteError) as failure:
+        trainer.save_model()
+    message = str(failure.value)
+    assert message.startswith(f"Replay buffer model-20.replay.h5 could not be written in {folder}: File too large "
+                              "(OSError). The checkpoints written before it are intact") and "\n" not in message
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    trainer.step = 30
+    trainer.save_model()
+    assert (folder / "model-30.index").exists() and len(ReplayBuffer.load(str(folder / "model-30.replay.h5"))) == 8
 
 
 def test_a_folder_that_cannot_be_made_is_one_error(tmp_path):
@@ -185,6 +234,29 @@ def test_kerasrl_learn_on_a_full_disk_is_one_line_and_keeps_the_earlier_checkpoi
     assert saved and all(int(p.name[6:-6]) < 100 for p in saved)
     for index in saved:
         verify_checkpoint(str(index)[: -len(".index")])
+
+
+def test_kerasrl_learn_with_a_replay_that_cannot_be_written_is_one_line_and_keeps_the_earlier_checkpoints(tmp_path,
+                                                                                                         monkeypatch):
+    """SAC with save_replay_buffer: the replay write of step 100 fails in the OS; the error is
+    one line naming the replay file and the cause, exit 2, and each earlier checkpoint keeps its replay."""
+    real_save = ReplayBuffer.save
+
+    def refused_from_step_100(self, path):
+        step = int(re.search(r"model-(\d+)\.replay\.h5$", path).group(1))
+        with files_cut_at(1024) if step >= 100 else contextlib.nullcontext():
+            real_save(self, path)
+
+    monkeypatch.setattr(ReplayBuffer, "save", refused_from_step_100)
+    run = learn(tmp_path, "--steps", "200", "--save-freq", "50", "--keep-checkpoints", "10", config=SAC_CONFIG)
+    err = one_line_error(run)
+    models = tmp_path / "results" / "r" / "models" / "Simple1D"
+    assert f"Replay buffer model-100.replay.h5 could not be written in {models}: File too large (OSError)" in err
+    assert leftovers(models) == []
+    saved = sorted(p.name[: -len(".index")] for p in models.glob("model-*.index"))
+    assert saved == ["model-50"] and sorted(p.name for p in models.glob("*.replay.h5")) == ["model-50.replay.h5"]
+    verify_checkpoint(str(models / "model-50"))
+    assert len(ReplayBuffer.load(str(models / "model-50.replay.h5"))) > 0
 
 
 def _full_disk_saved_model(obj, path, signatures=None, options=None):

@@ -22,14 +22,17 @@ start.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import secrets
 from typing import Any, Mapping, Optional
 
 import h5py
 import numpy as np
 
-from kerasrl.buffer import AgentBuffer, BufferException, atomic_h5_file
+from kerasrl.buffer import AgentBuffer, BufferException
 from kerasrl.fields import Field
 
 _CAPACITY = "kerasrl_replay_capacity"
@@ -234,22 +237,26 @@ class ReplayBuffer:
 
     # -- files ----------------------------------------------------------------------------
     def save(self, path: str) -> None:
-        """Write the rows (oldest first) and the capacity to ``path``, atomically."""
+        """Write the rows (oldest first) and the capacity to ``path``, atomically. The HDF5 file is
+        made in memory, then written whole, so that a failed write (a full disk, a folder that cannot
+        be written) is the OS's ``OSError`` and leaves no file: HDF5 writing to the disk fails
+        messily (a ``RuntimeError``, errors printed as it cleans up, at times a crash at exit)."""
         buffer = AgentBuffer()
         for key, rows in self.chronological().items():
             buffer[key] = rows
+        image = io.BytesIO()
         try:
-            with atomic_h5_file(os.fspath(path)) as hf:
+            with h5py.File(image, "w") as hf:
                 buffer.save_to_file(hf)
                 hf.attrs[_CAPACITY] = self.capacity
                 if self.next_of:
                     hf.attrs[_NEXT_OF] = json.dumps(self.next_of)
                 if self.sequences:
                     hf.attrs[_SEQUENCES] = 1
-        except BufferException:
-            raise
-        except OSError as e:
+        except OSError as e:  # HDF5's own, in memory: not the disk's
             raise BufferException(f"Unable to save the replay buffer to {path!r}: {e}") from e
+        with image.getbuffer() as data:
+            _write_atomically(os.fspath(path), data)
 
     @classmethod
     def load(cls, path: str, capacity: Optional[int] = None) -> "ReplayBuffer":
@@ -280,3 +287,18 @@ class ReplayBuffer:
         else:
             replay.add(columns)
         return replay
+
+
+def _write_atomically(path: str, data: memoryview) -> None:
+    """``data`` as a new file at ``path``, whole or not at all: written as ``path + ".tmp-XXXX"``
+    and renamed into place; on any failure (Ctrl-C included) the temporary file is removed and
+    an existing ``path`` is left untouched."""
+    tmp = f"{path}.tmp-{secrets.token_hex(4)}"
+    try:
+        with open(tmp, "xb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

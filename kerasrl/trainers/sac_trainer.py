@@ -22,7 +22,15 @@ from kerasrl.sac.replay import ReplayBuffer
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec
 from kerasrl.timers import hierarchical_timer
-from kerasrl.trainers.checkpoint import CHECKPOINT_NAME, INITIALIZE_FIX, CheckpointSaver, LateState, initialize_from_advice
+from kerasrl.trainers.checkpoint import (
+    CHECKPOINT_NAME,
+    INITIALIZE_FIX,
+    CheckpointSaver,
+    CheckpointWriteError,
+    LateState,
+    initialize_from_advice,
+    write_failure,
+)
 from kerasrl.trainers.rl_trainer import RLTrainer
 from kerasrl.trainers.trajectory import Trajectory
 
@@ -299,15 +307,23 @@ class SACTrainer(RLTrainer):
 
     def save_model(self) -> str:
         """Checkpoint the networks, the optimizers, the step and the gradient steps taken; with
-        ``save_replay_buffer`` the replay first (a checkpoint never lacks its replay). A save that
-        fails before its checkpoint is written removes the replay file it created, as the saver
-        removes its own files, so no replay without a checkpoint is left."""
+        ``save_replay_buffer`` the replay first (a checkpoint never lacks its replay). A replay that
+        cannot be written (a full disk) is a :class:`CheckpointWriteError`, as a checkpoint that
+        cannot be written is, and leaves no replay file. A save that fails before its checkpoint is
+        written removes the replay file it created, as the saver removes its own files, so no replay
+        without a checkpoint is left."""
         replay = self._replay_path(self.step)
         created_replay = False
         if self.hyperparameters.save_replay_buffer:
             os.makedirs(self.model_path, exist_ok=True)
             created_replay = not os.path.exists(replay)
-            self.replay.save(replay)
+            try:
+                self.replay.save(replay)
+            except OSError as e:
+                raise CheckpointWriteError(
+                    f"Replay buffer {os.path.basename(replay)} could not be written in {self.model_path}: "
+                    f"{write_failure(e)}. The checkpoints written before it are intact: free some space or make the "
+                    "folder writable, then continue with --resume.") from e
         try:
             path = self.saver.save(self.step, self.update_steps)
         except BaseException:
