@@ -1,6 +1,7 @@
 """``--resume`` continues the run that was started: to its recorded target with its recorded
 seed (so the schedules go on decaying over the same steps), says when there is nothing left
-to train, and leaves no step twice in the metrics CSV.
+to train, leaves no step twice in the metrics CSV, and resumes a SAC run stopped before any
+experience reached its replay.
 
 Each test runs ``kerasrl-learn`` on the built-in ``Simple1D`` with a tiny model, a few hundred
 steps, and stops or damages the run as Ctrl-C or a crash would: in a subprocess where a signal
@@ -8,6 +9,7 @@ or TensorFlow's own output is part of the check, else its ``main`` in this proce
 subprocess's TensorFlow import is most of such a short run).
 """
 import csv
+import logging
 import math
 import os
 import re
@@ -24,6 +26,8 @@ from process_tools import free_ports
 from kerasrl.cli import main
 from kerasrl.cli.report import RETURN_KEY
 from kerasrl.ppo.schedules import LR_END, linear_decay
+from kerasrl.sac.replay import ReplayBuffer
+from kerasrl.trainers import TrainerController
 from kerasrl.trainers.stats import CsvStats, StatsWriter
 
 FINAL = re.compile(r"^final steps=(\d+) mean_return=(\S+) steps_per_sec=(\S+) wall_s=(\S+)$", re.M)
@@ -224,3 +228,27 @@ def test_resume_on_two_hosts_takes_the_chiefs_recorded_seed_and_target(tmp_path)
         assert re.search(r"^final steps=196 ", out, re.M)
     chief = yaml.safe_load((tmp_path / "host0" / "r" / "configuration.yaml").read_text())
     assert chief["seed"] == seed and chief["target_steps"] == {"CartPole-v1": 192}
+
+
+def test_a_sac_run_stopped_before_any_experience_resumes(tmp_path, capsys, caplog, monkeypatch):
+    """Ctrl-C before the first step of a SAC run that checkpoints its replay saves step 0 with an
+    empty replay; ``--resume`` restores it (empty) and trains on, filling the replay."""
+    (tmp_path / "cfg.yaml").write_text("default:\n  trainer: sac\n  batch_size: 16\n  buffer_size: 64\n"
+                                       "  buffer_init_steps: 10\n  hidden_units: 8\n  num_layers: 1\n"
+                                       "  time_horizon: 8\n  save_replay_buffer: true\n")
+
+    def stop_at_once(self, env):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(TrainerController, "advance", stop_at_once)
+        assert main(command(tmp_path, "--steps", "40")[3:]) == 130
+    capsys.readouterr()
+    models = tmp_path / "r" / "models" / "Simple1D"
+    assert len(ReplayBuffer.load(str(models / "model-0.replay.h5"))) == 0
+    with caplog.at_level(logging.INFO, logger="kerasrl"):
+        out = learn(tmp_path, capsys, "--resume")
+    assert int(FINAL.search(out).group(1)) == 41, out
+    assert "Simple1D: replay buffer of 0 transitions restored from" in caplog.text
+    saved = max(models.glob("model-*.replay.h5"), key=lambda p: int(p.name.split(".")[0][6:]))
+    assert len(ReplayBuffer.load(str(saved))) >= 32  # every full trajectory of 8 steps

@@ -111,6 +111,33 @@ def test_replay_file_round_trip_keeps_rows_order_dtypes_and_capacity(tmp_path):
         ReplayBuffer.load(str(tmp_path / "missing.h5"))
 
 
+@pytest.mark.parametrize("kind", [{}, {"next_of": {"next_x": "x"}}, {"sequences": True}],
+                         ids=["plain", "next_of", "sequences"])
+def test_an_empty_replay_round_trips_and_then_takes_rows(tmp_path, kind):
+    """A replay saved before any rows came (a checkpoint at a run's start) loads empty with its
+    capacity and kind, and then takes rows and samples them as a new one does."""
+    path = str(tmp_path / "replay.h5")
+    ReplayBuffer(6, **kind).save(path)
+    loaded = ReplayBuffer.load(path)
+    assert len(loaded) == 0 and loaded.capacity == 6 and ReplayBuffer.load(path, 3).capacity == 3
+    assert loaded.next_of == kind.get("next_of", {}) and loaded.sequences == kind.get("sequences", False)
+    trajectory = rows(0, 5)
+    added = {"x": trajectory["x"][:4], "a": trajectory["a"][:4], Field.DONE: np.zeros(4, bool)}
+    if "next_of" in kind:
+        added["next_x"] = trajectory["x"][1:]
+    loaded.add(added, agent="A")
+    assert len(loaded) == 4
+    np.testing.assert_array_equal(loaded.chronological()["a"][:4], [0, 1, 2, 3])
+    batch = loaded.sample(np.random.default_rng(0), (50,))
+    assert set(np.unique(batch["a"])) == {0, 1, 2, 3}
+    if "next_of" in kind:
+        np.testing.assert_array_equal(batch["next_x"][:, 0], batch["a"] + 1)
+    if "sequences" in kind:
+        steps = loaded.sample_sequences(np.random.default_rng(0), (50,), 2)
+        np.testing.assert_array_equal(steps["a"][:, 1][steps[Field.MASKS][:, 1] == 1],
+                                      steps["a"][:, 0][steps[Field.MASKS][:, 1] == 1] + 1)
+
+
 # -- discrete actions ---------------------------------------------------------------------
 def test_discrete_step_gives_masked_actions_no_probability_and_moves_every_network():
     settings = TrainerSettings.from_dict({**SMALL, "batch_size": 16})

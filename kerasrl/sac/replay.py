@@ -260,7 +260,8 @@ class ReplayBuffer:
 
     @classmethod
     def load(cls, path: str, capacity: Optional[int] = None) -> "ReplayBuffer":
-        """The buffer saved at ``path``; ``capacity`` (default: the saved one) keeps the newest rows."""
+        """The buffer saved at ``path``; ``capacity`` (default: the saved one) keeps the newest rows.
+        A buffer saved empty loads empty, its fields fixed by the first rows added, as a new one's."""
         buffer = AgentBuffer()
         buffer.load_from_file(path)
         try:
@@ -272,6 +273,8 @@ class ReplayBuffer:
             raise BufferException(f"Unable to load a replay buffer from {path!r}: {e}") from e
         replay = cls(capacity or saved or max((len(buffer[k]) for k in buffer), default=0) or 1, next_of, sequences)
         columns = {k: field.array for k, field in buffer.items()}
+        if not columns:  # saved before any rows came (a checkpoint right at the start): empty, fields not fixed yet
+            return replay
         if sequences:
             missing = [k for k in (LINK_PREV, LINK_NEXT) if k not in columns]
             if missing:
