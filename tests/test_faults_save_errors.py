@@ -38,6 +38,7 @@ from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.sac.replay import ReplayBuffer
 from kerasrl.settings import NetworkSettings
 from kerasrl.spec import BehaviorSpec
+from kerasrl.trainers import controller as controller_module
 from kerasrl.trainers import initialize_trainers
 from kerasrl.trainers.checkpoint import CheckpointWriteError, verify_checkpoint
 
@@ -278,6 +279,49 @@ def test_an_export_on_a_full_disk_is_one_line_and_leaves_no_temporary_folder(tmp
     assert leftovers(models) == [] and not (models / "Simple1D.savedmodel").exists()
     assert list(models.glob("model-*.index"))  # the final checkpoint was written before the export
     assert (tmp_path / "results" / "r" / "timers.json").exists()  # the run's end went on after the export failed
+
+
+def timers_cut_at(size: int, monkeypatch) -> None:
+    """The end-of-run timers write fails in the OS (past a file-size limit of ``size`` bytes, as on a full disk)."""
+    real = controller_module.write_timer_tree
+
+    def refused(path, timer_stack=None):
+        with files_cut_at(size):
+            real(path, timer_stack)
+
+    monkeypatch.setattr(controller_module, "write_timer_tree", refused)
+
+
+def warnings_logged(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_timers_that_cannot_be_written_are_one_warning_naming_the_file_and_the_cause(tmp_path, monkeypatch, caplog):
+    """The run otherwise succeeds (exit 0); its one warning (a line on stderr) names timers.json
+    and the OS's cause, and no timers file or temporary file is left."""
+    timers_cut_at(64, monkeypatch)
+    run = learn(tmp_path, "--steps", "100")
+    folder = tmp_path / "results" / "r"
+    assert run.returncode == 0, run.stderr
+    assert warnings_logged(caplog) == [f"The timers could not be written to {folder / 'timers.json'}: "
+                                       "File too large (OSError)."]
+    assert not (folder / "timers.json").exists() and leftovers(folder) == []
+    assert_returns_recorded(tmp_path, run, 100)
+
+
+def test_a_full_disk_at_the_end_of_a_run_is_the_runs_one_line_only(tmp_path, monkeypatch, caplog):
+    """The export and the timers both fail on a full disk: stderr is the export's one-line error
+    alone (the timers' failure is no warning, only a debug message naming the file and the
+    cause), and no timers file or temporary file is left."""
+    monkeypatch.setattr(tf.saved_model, "save", _full_disk_saved_model)
+    timers_cut_at(64, monkeypatch)
+    with caplog.at_level(logging.DEBUG, logger="kerasrl"):
+        err = one_line_error(learn(tmp_path, "--steps", "100"))
+    assert warnings_logged(caplog) == []
+    assert f"timers could not be written to {tmp_path / 'results' / 'r' / 'timers.json'}: File too large" in caplog.text
+    folder = tmp_path / "results" / "r"
+    assert f"Exporting Simple1D to {folder / 'models' / 'Simple1D'} failed: {FULL}" in err
+    assert not (folder / "timers.json").exists() and leftovers(folder) == []
 
 
 @pytest.mark.parametrize("target,name,failing,said", [

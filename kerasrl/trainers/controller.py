@@ -394,11 +394,11 @@ class TrainerController:
         state), write the timers and close everything; while an error propagates, problems here
         are logged so that they cannot hide it. The first step that fails otherwise (the export on
         a full disk) is raised once the others have run, so that the summaries are still closed."""
+        error: Optional[Exception] = None
         steps = [("export", self._export_models)] if self.train_model and self.global_step != 0 and not failed else []
         steps += [("close the environment", env_manager.close)]  # first: worker processes hand over their timers
-        steps += [("timers", self._write_timing_tree)]
+        steps += [("timers", lambda: self._write_timing_tree(quiet=failed or error is not None))]
         steps += [(f"close {name}", trainer.close) for name, trainer in self.trainers.items()]
-        error: Optional[Exception] = None
         for what, step in steps:
             try:
                 step()
@@ -410,10 +410,15 @@ class TrainerController:
         if error is not None:
             raise error
 
-    def _write_timing_tree(self) -> None:
+    def _write_timing_tree(self, quiet: bool = False) -> None:
+        """Write the timers (atomically). They are diagnostics, so a failed write does not fail the
+        run: it is one warning naming the file and the OS's cause, or with ``quiet`` (the run ends
+        with an error of its own, on a full disk the same cause) a debug message, so that the run's
+        error stays its one line."""
         path = self.timers_path or os.path.join(self.summaries_dir, f"{self.run_id}_timers.json")
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             write_timer_tree(path)
-        except (FileNotFoundError, OSError):
-            logger.warning("Unable to save to %s. Make sure the directory exists", path)
+        except OSError as e:
+            logger.log(logging.DEBUG if quiet else logging.WARNING, "The timers could not be written to %s: %s.", path,
+                       write_failure(e))
