@@ -30,6 +30,7 @@ or an int seed); without it they use a module generator reseeded by :func:`seed`
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import operator
 import os
@@ -281,8 +282,9 @@ class AgentBuffer(_VersionedDict):
         """Write every field to HDF5 (one gzip dataset per key, dtype preserved).
 
         ``file`` is a path, a binary file object or an open ``h5py.Group``.  A path is
-        written as ``path + ".tmp-XXXX"`` first and renamed into place, so a failed save
-        leaves no (partial) file behind and an existing file untouched.
+        written by :func:`atomic_h5_file` (made in memory, written as ``path + ".tmp-XXXX"``
+        and renamed into place), so a failed save is one error with the OS's cause, leaves no
+        (partial) file behind and an existing file untouched.
         """
         items = list(self.items())
         for key, _ in items:
@@ -341,13 +343,25 @@ _META = "kerasrl_buffer_fields"
 
 @contextlib.contextmanager
 def atomic_h5_file(path: str) -> Iterator[h5py.File]:
-    """A new HDF5 file that appears at ``path`` only once complete: written as
-    ``path + ".tmp-XXXX"`` and renamed into place; on any failure (Ctrl-C included) the
-    temporary file is removed and an existing ``path`` is left untouched."""
+    """A new HDF5 file that appears at ``path`` only once complete. It is made in memory, then
+    written whole by :func:`write_atomically`, so that a failed write (a full disk, a folder that
+    cannot be written) is the OS's ``OSError`` and leaves no file (HDF5 writing to the disk fails
+    messily: a ``RuntimeError``, errors printed as it cleans up, at times a crash at exit)."""
+    image = io.BytesIO()
+    with h5py.File(image, "w") as hf:
+        yield hf
+    with image.getbuffer() as data:
+        write_atomically(path, data)
+
+
+def write_atomically(path: str, data: memoryview) -> None:
+    """``data`` as a new file at ``path``, whole or not at all: written as ``path + ".tmp-XXXX"``
+    and renamed into place; on any failure (Ctrl-C included) the temporary file is removed and
+    an existing ``path`` is left untouched."""
     tmp = f"{path}.tmp-{secrets.token_hex(4)}"
     try:
-        with h5py.File(tmp, "x") as hf:
-            yield hf
+        with open(tmp, "xb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

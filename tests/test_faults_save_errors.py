@@ -2,7 +2,8 @@
 nothing already saved: a failed checkpoint leaves no ``_temp`` folder and the earlier checkpoints
 intact, a failed export leaves no temporary folder, and a ``models`` folder that cannot be written
 is reported before training. Also: an unreadable state file is reported once, the threaded
-rejection gives only advice that works, and an export without tf2onnx says ONNX was skipped.
+rejection gives only advice that works, an export without tf2onnx says ONNX was skipped, and a
+timers file, buffer or demo that cannot be written is one message with the OS's cause.
 
 The failures are simulated without root: TensorFlow's checkpoint write and SavedModel save are
 replaced by ones that leave what the real ones leave on a full disk, then raise its error.
@@ -27,10 +28,13 @@ import pytest
 import tensorflow as tf
 from test_faults_checkpoints import assert_filled, fill, new_saver
 
+from kerasrl import demos
 from kerasrl import export as export_module
+from kerasrl.buffer import AgentBuffer, BufferException
 from kerasrl.cli import main, tools
 from kerasrl.cli import train as train_module
 from kerasrl.cli.run_folder import RETURNS
+from kerasrl.demos import DemoError
 from kerasrl.envs.env_manager import SimpleEnvManager
 from kerasrl.exception import EnvironmentException, TrainerConfigError, TrainerError
 from kerasrl.export import export_policy
@@ -193,6 +197,48 @@ def test_a_replay_that_cannot_be_written_is_a_checkpoint_write_error_and_changes
     trainer.step = 30
     trainer.save_model()
     assert (folder / "model-30.index").exists() and len(ReplayBuffer.load(str(folder / "model-30.replay.h5"))) == 8
+
+
+def incompressible_buffer() -> AgentBuffer:
+    """About 64 KB of rows that gzip cannot shrink below a 1 KB file-size limit."""
+    buffer = AgentBuffer()
+    buffer["obs"] = np.random.default_rng(0).standard_normal((2000, 8)).astype(np.float32)
+    return buffer
+
+
+def test_a_buffer_that_cannot_be_written_is_one_error_with_the_oss_cause_and_changes_nothing(tmp_path, capfd):
+    """``AgentBuffer.save_to_file`` past a file-size limit (as on a full disk) raises one
+    BufferException caused by the OS's error, prints nothing (no HDF5 error stack), leaves no
+    temporary file and the earlier file whole."""
+    path = tmp_path / "buffer.h5"
+    small = AgentBuffer()
+    small["obs"] = np.zeros((2, 8), np.float32)
+    small.save_to_file(path)
+    before = path.read_bytes()
+    capfd.readouterr()
+    with files_cut_at(1024), pytest.raises(BufferException) as failure:
+        incompressible_buffer().save_to_file(path)
+    assert isinstance(failure.value.__cause__, OSError) and failure.value.__cause__.errno == errno.EFBIG
+    assert "File too large" in str(failure.value) and capfd.readouterr() == ("", "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["buffer.h5"] and path.read_bytes() == before
+    incompressible_buffer().save_to_file(path)  # with room again
+    loaded = AgentBuffer()
+    loaded.load_from_file(path)
+    np.testing.assert_array_equal(loaded["obs"].array, incompressible_buffer()["obs"].array)
+
+
+def test_a_demo_that_cannot_be_written_is_one_demo_error_with_the_oss_cause(tmp_path, capfd):
+    """Recording a demo past a file-size limit (as on a full disk) is one DemoError naming the
+    file and the OS's cause, prints nothing and leaves no file."""
+    path = tmp_path / "expert.demo"
+    spec = BehaviorSpec(((8,),), "continuous", (1,))
+    capfd.readouterr()
+    with files_cut_at(1024), pytest.raises(DemoError) as failure:
+        demos.write(path, spec, incompressible_buffer())
+    message = str(failure.value)
+    assert message.startswith(f"Unable to write the demonstration {path}: ") and "File too large" in message
+    assert "\n" not in message and isinstance(failure.value.__cause__, OSError)
+    assert capfd.readouterr() == ("", "") and list(tmp_path.iterdir()) == []
 
 
 def test_a_folder_that_cannot_be_made_is_one_error(tmp_path):

@@ -22,17 +22,15 @@ start.
 """
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
-import secrets
 from typing import Any, Mapping, Optional
 
 import h5py
 import numpy as np
 
-from kerasrl.buffer import AgentBuffer, BufferException
+from kerasrl.buffer import AgentBuffer, BufferException, write_atomically
 from kerasrl.fields import Field
 
 _CAPACITY = "kerasrl_replay_capacity"
@@ -256,7 +254,7 @@ class ReplayBuffer:
         except OSError as e:  # HDF5's own, in memory: not the disk's
             raise BufferException(f"Unable to save the replay buffer to {path!r}: {e}") from e
         with image.getbuffer() as data:
-            _write_atomically(os.fspath(path), data)
+            write_atomically(os.fspath(path), data)
 
     @classmethod
     def load(cls, path: str, capacity: Optional[int] = None) -> "ReplayBuffer":
@@ -291,17 +289,3 @@ class ReplayBuffer:
             replay.add(columns)
         return replay
 
-
-def _write_atomically(path: str, data: memoryview) -> None:
-    """``data`` as a new file at ``path``, whole or not at all: written as ``path + ".tmp-XXXX"``
-    and renamed into place; on any failure (Ctrl-C included) the temporary file is removed and
-    an existing ``path`` is left untouched."""
-    tmp = f"{path}.tmp-{secrets.token_hex(4)}"
-    try:
-        with open(tmp, "xb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
