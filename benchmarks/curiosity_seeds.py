@@ -18,7 +18,8 @@ Both runs of a seed use ``SETTINGS`` (ML-Agents 0.9's default keys but a 2048-st
 env copies) with the task's few changes and any ``--set KEY=VALUE`` (``curiosity.KEY`` for a
 curiosity key); the "extrinsic" run drops its ``curiosity`` section, nothing else.
 
-``lock`` (the default): a combination lock of 20 positions (``CombinationLock``), two actions,
+``lock`` (the default): a combination lock of 20 positions (``CombinationLock-v0``, built into
+kerasrl: ``kerasrl.envs.lock``), two actions,
 one of which, fixed by a code the same in every run, moves the agent on a position, the other
 back to the start, without ending the episode; opening the lock (reaching position 20) ends it
 with the only reward, 1 − 0.9 · steps / 60, and episodes stop after 60 steps. The observation is
@@ -281,6 +282,8 @@ import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402
 from seed_args import apply_overrides, parse_seeds  # noqa: E402
 
+from kerasrl.envs.lock import CombinationLock  # noqa: E402
+
 SOLVED_SHARE = 0.9
 SETTINGS: dict[str, Any] = {
     "trainer": "ppo", "batch_size": 256, "buffer_size": 2048, "time_horizon": 64, "num_epoch": 3,
@@ -300,10 +303,6 @@ FIRST_DOOR, SECOND_DOOR, TWO_DOORS_KEY = (4, 3), (7, 3), (2, 4)
 #: The winding corridor's grid (width, height): four corridors of ten cells, joined at alternate ends.
 SNAKE = (12, 9)
 ELL = (30, 6)
-#: The combination lock: its length, the number of actions and the episode's step limit.
-LOCK_LENGTH, LOCK_ACTIONS, LOCK_STEPS = 20, 2, 60
-#: Seeds the lock's code, the same in every run whatever the run's seed.
-LOCK_CODE_SEED = 12345
 #: ``--progress``: how far along the way to the goal each finished episode got, in order.
 FURTHEST: list[float] = []
 
@@ -462,37 +461,6 @@ class MovingActions(gymnasium.ActionWrapper):  # type: ignore[misc]
 def make_minigrid_ell3(**kwargs: Any) -> Any:
     """``make_minigrid_ell`` with the three moving actions only."""
     return MovingActions(make_minigrid_ell(**kwargs))
-
-
-class CombinationLock(gymnasium.Env):  # type: ignore[misc]
-    """A lock of ``length`` positions, each opened by one of ``actions`` actions (a fixed code drawn
-    from ``LOCK_CODE_SEED``): the right action moves the agent one position on, a wrong one back to
-    the start, without ending the episode. Reaching the end ends it with the only reward,
-    1 − 0.9 · steps / ``max_steps``; the observation is the position, one-hot. No action is right
-    more often than the others, so a policy that ignores where it is stays near the start."""
-
-    def __init__(self, length: int = LOCK_LENGTH, actions: int = LOCK_ACTIONS, max_steps: int = LOCK_STEPS,
-                 render_mode: str | None = None) -> None:
-        self.code = np.random.default_rng(LOCK_CODE_SEED).integers(actions, size=length)
-        self.length, self.max_steps = length, max_steps
-        self.observation_space = gymnasium.spaces.Box(0.0, 1.0, (length + 1,), np.float32)
-        self.action_space = gymnasium.spaces.Discrete(actions)
-        self.position = self.steps = 0
-
-    def observe(self) -> np.ndarray:
-        return np.eye(self.length + 1, dtype=np.float32)[self.position]
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
-        super().reset(seed=seed)
-        self.position = self.steps = 0
-        return self.observe(), {}
-
-    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        self.steps += 1
-        self.position = self.position + 1 if int(action) == self.code[self.position] else 0
-        opened = self.position == self.length
-        reward = 1.0 - 0.9 * self.steps / self.max_steps if opened else 0.0
-        return self.observe(), reward, opened, self.steps >= self.max_steps and not opened, {}
 
 
 class LockProgress(gymnasium.Wrapper):  # type: ignore[misc]

@@ -10,6 +10,7 @@ from kerasrl.envs.base import (
 )
 from kerasrl.envs.env_manager import ActionInfo, EnvManager, Policy, SimpleEnvManager, StepInfo
 from kerasrl.envs.gym_adapter import GymnasiumEnv
+from kerasrl.envs.lock import COMBINATION_LOCK, CombinationLock  # also registers CombinationLock-v0
 from kerasrl.envs.ray_env_manager import RayEnvManager  # Ray itself is imported when one is made
 from kerasrl.envs.simple import (
     MultiBranchMaskedEnvironment,
@@ -20,8 +21,9 @@ from kerasrl.envs.slow import SLOW_CARTPOLE, SlowEnvironment, SlowStep  # also r
 from kerasrl.envs.subprocess_env_manager import GymnasiumEnvFactory, SubprocessEnvManager
 
 __all__ = [
-    "ActionInfo", "ActionType", "BehaviorSpec", "EnvManager", "Environment", "EnvironmentException",
-    "GymnasiumEnv", "GymnasiumEnvFactory", "MultiBranchMaskedEnvironment", "Policy", "RayEnvManager", "SLOW_CARTPOLE",
-    "Simple1DEnvironment", "SimpleEnvManager", "SlowEnvironment", "SlowStep", "StepInfo", "StepResult",
-    "SubprocessEnvManager", "VisualSimple1DEnvironment", "check_actions", "concat_vector_observations",
+    "ActionInfo", "ActionType", "BehaviorSpec", "COMBINATION_LOCK", "CombinationLock", "EnvManager", "Environment",
+    "EnvironmentException", "GymnasiumEnv", "GymnasiumEnvFactory", "MultiBranchMaskedEnvironment", "Policy",
+    "RayEnvManager", "SLOW_CARTPOLE", "Simple1DEnvironment", "SimpleEnvManager", "SlowEnvironment", "SlowStep",
+    "StepInfo", "StepResult", "SubprocessEnvManager", "VisualSimple1DEnvironment", "check_actions",
+    "concat_vector_observations",
 ]

@@ -17,6 +17,7 @@ import gymnasium
 from kerasrl.envs.base import Environment
 from kerasrl.envs.env_manager import EnvManager, SimpleEnvManager
 from kerasrl.envs.gym_adapter import GymnasiumEnv
+from kerasrl.envs.lock import COMBINATION_LOCK  # noqa: F401 - registers CombinationLock-v0 with Gymnasium
 from kerasrl.envs.ray_env_manager import RayEnvManager
 from kerasrl.envs.simple import MultiBranchMaskedEnvironment, Simple1DEnvironment, VisualSimple1DEnvironment
 from kerasrl.envs.slow import SLOW_CARTPOLE  # noqa: F401 - registers SlowCartPole-v1 with Gymnasium
