@@ -22,7 +22,6 @@ start.
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 from typing import Any, Mapping, Optional
@@ -30,7 +29,7 @@ from typing import Any, Mapping, Optional
 import h5py
 import numpy as np
 
-from kerasrl.buffer import AgentBuffer, BufferException, write_atomically
+from kerasrl.buffer import AgentBuffer, BufferException, atomic_h5_file
 from kerasrl.fields import Field
 
 _CAPACITY = "kerasrl_replay_capacity"
@@ -235,26 +234,22 @@ class ReplayBuffer:
 
     # -- files ----------------------------------------------------------------------------
     def save(self, path: str) -> None:
-        """Write the rows (oldest first) and the capacity to ``path``, atomically. The HDF5 file is
-        made in memory, then written whole, so that a failed write (a full disk, a folder that cannot
-        be written) is the OS's ``OSError`` and leaves no file: HDF5 writing to the disk fails
-        messily (a ``RuntimeError``, errors printed as it cleans up, at times a crash at exit)."""
+        """Write the rows (oldest first) and the capacity to ``path``, atomically
+        (:func:`~kerasrl.buffer.atomic_h5_file`): a failed write (a full disk, a folder that cannot
+        be written) is the OS's ``OSError`` and leaves no file."""
         buffer = AgentBuffer()
         for key, rows in self.chronological().items():
             buffer[key] = rows
-        image = io.BytesIO()
-        try:
-            with h5py.File(image, "w") as hf:
+        with atomic_h5_file(os.fspath(path)) as hf:
+            try:
                 buffer.save_to_file(hf)
                 hf.attrs[_CAPACITY] = self.capacity
                 if self.next_of:
                     hf.attrs[_NEXT_OF] = json.dumps(self.next_of)
                 if self.sequences:
                     hf.attrs[_SEQUENCES] = 1
-        except OSError as e:  # HDF5's own, in memory: not the disk's
-            raise BufferException(f"Unable to save the replay buffer to {path!r}: {e}") from e
-        with image.getbuffer() as data:
-            write_atomically(os.fspath(path), data)
+            except OSError as e:  # HDF5's own, in memory: not the disk's, whose OSError comes after
+                raise BufferException(f"Unable to save the replay buffer to {path!r}: {e}") from e
 
     @classmethod
     def load(cls, path: str, capacity: Optional[int] = None) -> "ReplayBuffer":
@@ -288,4 +283,3 @@ class ReplayBuffer:
         else:
             replay.add(columns)
         return replay
-
