@@ -3,7 +3,8 @@
 One update on the same data gives the same weights (discrete actions with ``cartpole_zoo``,
 continuous actions with ``pendulum_sb3``'s SB3-style Gaussian, SB3's ``CnnPolicy`` with
 ``visual_sb3``); GAE over the same rollout gives
-the same advantages and returns.
+the same advantages and returns; and the buffer a real ``pendulum_sb3`` run hands its learner is
+what SB3's ``RolloutBuffer`` holds for the same transitions.
 
 Runs only where ``stable_baselines3`` (and torch) are installed: it is the reference we
 benchmark against, not a dependency. Same initial weights, same rollout (observations,
@@ -513,3 +514,122 @@ def test_recurrent_update_matches_sb3_contrib_recurrent_ppo(tmp_path):
         moved = max(moved, float(np.abs(mine - before[name]).max()))
     assert moved > 5e-3
     print(f"largest |kerasrl - RecurrentPPO| weight difference after the update: {worst:.1e} (moved up to {moved:.1e})")
+
+
+def step_recorder(env):
+    """``env`` wrapped to keep, per ``step``, the observation acted on, the action the env
+    received, the reward, the next observation and the end flags (``.steps``)."""
+    import gymnasium
+
+    class StepRecorder(gymnasium.Wrapper):
+        def __init__(self, inner):
+            super().__init__(inner)
+            self.steps, self._obs = [], None
+
+        def reset(self, **kwargs):
+            obs, info = self.env.reset(**kwargs)
+            self._obs = obs
+            return obs, info
+
+        def step(self, action):
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            self.steps.append((self._obs, np.array(action, np.float32), float(reward), obs, terminated, truncated))
+            self._obs = obs
+            return obs, reward, terminated, truncated, info
+
+    return StepRecorder(env)
+
+
+def sb3_rollout_buffer(policy, steps: list[list[tuple]], actions_pre: np.ndarray, gamma: float, lambd: float,
+                       episode_start: bool):
+    """SB3's ``RolloutBuffer`` filled as ``PPO.collect_rollouts`` fills it from these transitions
+    (``steps[env][t]``, envs in lockstep): SB3's own values and log-probs of the stored actions,
+    ``γ·V(final obs)`` added to a truncated step's reward, the last next observation's value at the end."""
+    import gymnasium
+    from stable_baselines3.common.buffers import RolloutBuffer
+
+    n_envs, n_steps = len(steps), len(steps[0])
+    buf = RolloutBuffer(n_steps, gymnasium.spaces.Box(-np.inf, np.inf, (3,)), gymnasium.spaces.Box(-2, 2, (1,)),
+                        device="cpu", gae_lambda=lambd, gamma=gamma, n_envs=n_envs)
+
+    def value(obs):
+        with torch.no_grad():
+            return policy.predict_values(torch.tensor(np.asarray(obs, np.float32)))[:, 0]
+
+    starts = np.full(n_envs, episode_start)
+    for t in range(n_steps):
+        obs = np.stack([steps[e][t][0] for e in range(n_envs)])
+        with torch.no_grad():
+            values, log_probs, _ = policy.evaluate_actions(torch.tensor(obs), torch.tensor(actions_pre[t]))
+        rewards = np.array([steps[e][t][2] for e in range(n_envs)], np.float32)
+        for e in range(n_envs):
+            if steps[e][t][5] and not steps[e][t][4]:
+                rewards[e] += gamma * float(value(steps[e][t][3][None])[0])
+        buf.add(obs, actions_pre[t], rewards, starts, values[:, 0], log_probs)
+        starts = np.array([steps[e][t][4] or steps[e][t][5] for e in range(n_envs)])
+    last = value(np.stack([steps[e][-1][3] for e in range(n_envs)]))
+    buf.compute_returns_and_advantage(last_values=last, dones=starts)
+    return buf
+
+
+def test_pendulum_rollouts_match_stable_baselines3_rollout_buffer(tmp_path):
+    """The buffer the learner gets from a real ``pendulum_sb3`` run (4 Pendulum envs of 50-step
+    episodes, rollouts of 4 × 128 steps, so a rollout ends inside an episode and the next goes on
+    with it) holds what SB3's ``RolloutBuffer`` holds for the same transitions: the env got the
+    stored action clipped at ±2; old log-probs, values, returns and the normalised advantages
+    are SB3's (its own policy, given kerasrl's weights, its own GAE). Gymnasium's reset step,
+    which carries no transition, is the one difference: kerasrl's rollouts hold fewer rows."""
+    import gymnasium
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from kerasrl.settings import RunContext, read_yaml
+    from kerasrl.trainers import TrainerController, create_trainers
+
+    torch.set_num_threads(1)
+    n_envs, n_steps, gamma, lambd = 4, 128, 0.9, 0.95
+    recorders = [step_recorder(gymnasium.make("Pendulum-v1", max_episode_steps=50)) for _ in range(n_envs)]
+    vec = gymnasium.vector.SyncVectorEnv([lambda r=r: r for r in recorders])
+    manager = SimpleEnvManager(GymnasiumEnv(vec, seed=3, behavior_name="Pendulum"))
+    keys = {"buffer_size": n_envs * n_steps - 1, "time_horizon": n_steps, "max_steps": 2 * n_envs * n_steps,
+            "jit_compile": False, "summary_freq": 10**6}
+    config = {"default": {**read_yaml(config_path("pendulum_sb3"))["default"], **keys}}
+    context = RunContext(summaries_dir=str(tmp_path / "s"), model_path=str(tmp_path / "m"), seed=3)
+    trainer = create_trainers(config, manager.behavior_specs, context)["Pendulum"]
+    learner = trainer.learner
+    weights = {v.path.split("/", 1)[1]: v for v in learner.actor_critic.trainable_variables}
+    model = PPO("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=1), policy_kwargs={"activation_fn": torch.nn.Tanh},
+                device="cpu")
+    policy = model.policy
+    seen, rollouts = [0] * n_envs, []
+    update = learner.fused_update
+
+    def spy(buffer, *args, **kwargs):
+        copy_into_sb3(linear_pairs(policy, "mu"), weights)  # the weights the rollout was acted with
+        with torch.no_grad():
+            policy.log_std.copy_(torch.tensor(weights["log_std"].numpy()))
+        steps = [r.steps[s:] for r, s in zip(recorders, seen)]
+        seen[:] = [len(r.steps) for r in recorders]
+        rows = {tuple(o): i for i, o in enumerate(np.asarray(buffer["vector_obs"]).tolist())}
+        index = np.array([[rows[tuple(np.asarray(st[0], np.float32).tolist())] for st in env] for env in steps]).T
+        actions_pre = np.asarray(buffer["actions_pre"])[index]
+        theirs = sb3_rollout_buffer(policy, steps, actions_pre, gamma, lambd, episode_start=not rollouts)
+        rollouts.append((dict(buffer), index, steps, actions_pre, theirs))
+        return update(buffer, *args, **kwargs)
+
+    learner.fused_update = spy
+    TrainerController({"Pendulum": trainer}, str(tmp_path / "m"), str(tmp_path / "s"), "p", save_freq=10**6,
+                      training_seed=3).start_learning(manager)
+
+    assert len(rollouts) == 2
+    for ours, index, steps, actions_pre, theirs in rollouts:
+        assert len(ours["vector_obs"]) == index.size == n_envs * len(steps[0]) < n_envs * n_steps
+        assert any(st[5] for env in steps for st in env)  # an episode was truncated inside the rollout
+        received = np.array([[st[1][0] for st in env] for env in steps]).T
+        np.testing.assert_allclose(received, np.clip(actions_pre[..., 0], -2, 2), atol=1e-6)
+        assert (np.abs(actions_pre) > 2).any()
+        np.testing.assert_allclose(np.asarray(ours["action_log_probs"])[index, 0], theirs.log_probs, atol=2e-5)
+        np.testing.assert_allclose(np.asarray(ours["extrinsic_value_estimates"])[index], theirs.values, atol=2e-5)
+        np.testing.assert_allclose(np.asarray(ours["extrinsic_returns"])[index], theirs.returns, rtol=1e-5, atol=1e-4)
+        raw = theirs.advantages
+        np.testing.assert_allclose(np.asarray(ours["advantages"])[index], (raw - raw.mean()) / raw.std(), atol=1e-4)
