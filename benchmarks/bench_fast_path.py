@@ -11,7 +11,7 @@ time of each, the one-time compile cost of each, and which is faster.
 ``--acting``: the acting side instead. Per policy (the Zoo CartPole MLP for 8 and for 64
 agents, the ``lstm`` task's 64-unit LSTM for 8 and 64 agents, the ``hopper_ppo`` config's two
 256×256 networks for one agent) one decision step for all agents,
-through ``PPOPolicy.get_action`` (model inputs, noise, memories included) with the numpy
+through ``ActorCriticPolicy.get_action`` (model inputs, noise, memories included) with the numpy
 mirror and with the compiled TF call, alternating, and the bare batched numpy policy call
 (``NumpyActorCritic.act``) under the trainer's timer as ``policy.act`` times it; medians of
 ``--repeats`` blocks of ``--calls`` calls.
@@ -92,9 +92,9 @@ def block_us(fn: Any, calls: int) -> float:
 
 
 def main_acting(args: argparse.Namespace) -> int:
+    from kerasrl.common.policy import ActorCriticPolicy
     from kerasrl.envs.base import StepResult
     from kerasrl.models.actor_critic import ActorCritic
-    from kerasrl.ppo.policy import PPOPolicy
     from kerasrl.settings import NetworkSettings
     from kerasrl.timers import hierarchical_timer
 
@@ -102,7 +102,7 @@ def main_acting(args: argparse.Namespace) -> int:
           "bare numpy act under the timer)")
     for name, (spec, net, n) in acting_cases().items():
         model = ActorCritic(spec, ["extrinsic"], NetworkSettings(**net), seed=0)
-        policies = {mode: PPOPolicy(spec, model, seed=0, inference=mode) for mode in ("numpy", "tf")}
+        policies = {mode: ActorCriticPolicy(spec, model, seed=0, inference=mode) for mode in ("numpy", "tf")}
         rng = np.random.default_rng(0)
         obs_size = spec.vector_observation_size
         results = [StepResult(np.arange(n), [rng.normal(size=(n, obs_size)).astype(np.float32)], np.zeros(n, np.float32),

@@ -460,7 +460,7 @@ def main() -> int:
     t = time.perf_counter()
     import tensorflow  # noqa: F401
 
-    import kerasrl.trainers.ppo_trainer  # noqa: F401
+    import kerasrl.ppo.trainer  # noqa: F401
     from kerasrl.cli.train import set_tf_threads
 
     set_tf_threads(1)

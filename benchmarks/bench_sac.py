@@ -63,9 +63,9 @@ from pendulum_seeds import mann_whitney_u
 
 from kerasrl.configs import config_path
 from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
+from kerasrl.sac.trainer import SACTrainer
 from kerasrl.settings import DTYPE_POLICIES, read_yaml
 from kerasrl.trainers import TrainerController, initialize_trainers
-from kerasrl.trainers.sac_trainer import SACTrainer
 
 #: Per task: the environment, kerasrl's config and SB3's ``SAC`` keywords (the same values).
 TASKS: dict[str, dict[str, Any]] = {

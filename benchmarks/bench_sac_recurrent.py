@@ -63,7 +63,7 @@ def batches(args: argparse.Namespace) -> dict[bool, dict[str, np.ndarray]]:
 
 def learner_kind(variant: str, settings: TrainerSettings) -> bool:
     """The variant is what the networks and the learner will build."""
-    xla = sac_networks.update_uses_xla(settings.sac, settings.network.use_recurrent, 1)
+    xla = sac_networks.update_uses_xla(settings.hyperparameters, settings.network.use_recurrent, 1)
     unroll = settings.network.use_recurrent and not xla and variant == "unrolled"
     return xla == variant.endswith("xla") and unroll == (variant == "unrolled")
 

@@ -24,7 +24,8 @@ _EXPORTS = {
     "kerasrl.exception": ("EnvironmentException", "TrainerConfigError", "TrainerError", "UnityTrainerException"),
     "kerasrl.settings": (
         "BehavioralCloningSettings", "NetworkSettings", "PPOSettings", "RewardSignalSettings", "RunContext", "SACSettings",
-        "TrainerConfig", "TrainerSettings", "load_trainer_config",
+        "TrainerConfig", "TrainerSettings", "TrainerType", "load_trainer_config", "register_trainer_type",
+        "trainer_types",
     ),
     "kerasrl.envs": (
         "EnvManager", "Environment", "GymnasiumEnv", "MultiBranchMaskedEnvironment", "Simple1DEnvironment",
@@ -32,8 +33,8 @@ _EXPORTS = {
     ),
     "kerasrl.buffer": ("AgentBuffer", "Buffer"),
     "kerasrl.trainers": ("TrainerController", "create_trainer", "create_trainers", "initialize_trainers"),
-    "kerasrl.trainers.ppo_trainer": ("PPOTrainer",),
-    "kerasrl.trainers.sac_trainer": ("SACTrainer",),
+    "kerasrl.ppo.trainer": ("PPOTrainer",),
+    "kerasrl.sac.trainer": ("SACTrainer",),
     "kerasrl.timers": ("hierarchical_timer", "set_gauge"),
     "kerasrl.api": ("PPO", "SAC", "load"),
     "kerasrl.distribute": ("get_strategy",),

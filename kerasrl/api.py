@@ -45,16 +45,16 @@ from kerasrl.exception import TrainerConfigError, TrainerError
 from kerasrl.fields import Field
 from kerasrl.interrupts import stop_signal_interrupts
 from kerasrl.models.actor_critic import ActorCritic
+from kerasrl.ppo.trainer import PPOTrainer
 from kerasrl.sac.networks import SACNetworks
 from kerasrl.sac.policy import SACPolicy
+from kerasrl.sac.trainer import SACTrainer
 from kerasrl.settings import RunContext, TrainerSettings, read_trainer_config, trainer_config_from_dict
-from kerasrl.settings.run_context import HIDDEN_PREFIX
+from kerasrl.settings.run_context import HIDDEN_PREFIX, check_seed
 from kerasrl.spec import BehaviorSpec, pick_behavior
 from kerasrl.trainers.controller import TrainerController
 from kerasrl.trainers.factory import create_trainer
-from kerasrl.trainers.ppo_trainer import PPOTrainer
 from kerasrl.trainers.rl_trainer import RLTrainer
-from kerasrl.trainers.sac_trainer import SACTrainer
 
 PPO_FORMAT = "kerasrl.ppo/1"
 #: The archive's TensorFlow checkpoint of the reward state (``RLTrainer.reward_state``), when the agent has one.
@@ -356,6 +356,8 @@ class _Agent:
         else:
             self.strategy = distribute.learner_strategy()
         seed, num_envs = _checked_int("seed", seed), _checked_int("num_envs", num_envs)
+        if seed is not None:
+            check_seed(seed, "seed")
         self.seed = seed if seed is not None else random.randrange(10000)
         #: Removes the temporary run folder (``run_dir`` not given) when called, at ``close``, or
         #: when the agent is garbage-collected or Python exits; detached once a Ctrl-C, SIGTERM or SIGHUP saved into it.
@@ -806,7 +808,7 @@ class SAC(_Agent):
 
     def _build_networks(self) -> None:
         self.networks = SACNetworks(self.spec, list(self.settings.reward_signals), self.settings.network,
-                                    self.settings.sac, seed=self.seed, name="sac")
+                                    self.settings.hyperparameters, seed=self.seed, name="sac")
 
     @property
     def _networks(self) -> keras.Model:

@@ -37,13 +37,11 @@ from kerasrl.exception import TrainerError
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.distributions import HybridDistribution, MaskedMultiCategorical
-from kerasrl.ppo.learner import PPOLearner
 from kerasrl.sac.exported import SACExportedPolicy
-from kerasrl.sac.learner import SACLearner
 from kerasrl.sac.networks import SACNetworks
-from kerasrl.settings import TrainerSettings, load_trainer_config
+from kerasrl.settings import TrainerSettings, load_trainer_config, trainer_type
+from kerasrl.settings.registry import type_of_record
 from kerasrl.spec import BehaviorSpec, behavior_file_name
-from kerasrl.trainers.bc_trainer import BC_TRAINER_TYPES, bc_checkpoint_objects, bc_model
 from kerasrl.trainers.checkpoint import (
     BEHAVIOR_FILE,
     WRITE_ERRORS,
@@ -321,12 +319,8 @@ def export_run(run_dir: str, onnx: Optional[bool] = None) -> dict[str, dict[str,
 def _checkpointed_model(behavior: str, kind: Optional[str], spec: BehaviorSpec, settings: TrainerSettings,
                         seed: int) -> tuple["ActorCritic | SACNetworks", dict[str, Any]]:
     """The model to export and the objects that a checkpoint of trainer type ``kind`` (the
-    behavior record's "trainer"; older records lack it: the settings' trainer then) holds."""
-    if kind in BC_TRAINER_TYPES or (kind is None and settings.trainer in ("offline_bc", "online_bc")):
-        model, bc_learner = bc_model(behavior, spec, settings, seed)
-        return model, bc_checkpoint_objects(model, bc_learner)
-    if kind == "SACTrainer" or (kind is None and settings.trainer == "sac"):
-        sac = SACLearner.for_behavior(spec, settings, seed, settings.max_steps)
-        return sac.networks, {"model": sac.networks, **sac.optimizers}
-    learner = PPOLearner.for_behavior(spec, list(settings.reward_signals), settings, seed, settings.max_steps)
-    return learner.actor_critic, {"model": learner.actor_critic, "optimizer": learner.optimizer, "learner": learner}
+    behavior record's "trainer": a registered name, or a class name in runs saved before names
+    were recorded; older records lack it: the settings' trainer then) holds."""
+    name = type_of_record(kind) if kind is not None else settings.trainer
+    trainer_cls = trainer_type(name, f"the record of behavior {behavior}").trainer_cls
+    return trainer_cls.checkpointed_model(behavior, spec, settings, seed)

@@ -1,6 +1,6 @@
 """Record any policy in any kerasrl environment as a demonstration file (``kerasrl.demos``).
 
-A policy is a trained kerasrl ``PPOPolicy`` (anything with ``get_action(step_result)``) or a
+A policy is a trained kerasrl ``ActorCriticPolicy`` (anything with ``get_action(step_result)``) or a
 callable from a batch of observations to a batch of actions, called once per step for all
 agents: it gets the step result's only observation array when the spec has exactly one
 observation and it is a vector, else the list of observation arrays (spec order).

@@ -1,4 +1,4 @@
-"""One acting path: ``PPO.predict``, the exported SavedModel, ``PPOPolicy`` / ``BCPolicy`` (compiled
+"""One acting path: ``PPO.predict``, the exported SavedModel, ``ActorCriticPolicy`` / ``BCPolicy`` (compiled
 TF and numpy mirror) and ``ActorCritic.act`` choose the same action for the same inputs, weights
 and noise, deterministic or sampled."""
 import numpy as np
@@ -6,11 +6,11 @@ import pytest
 import tensorflow as tf
 
 import kerasrl
+from kerasrl.bc.trainer import BCPolicy
+from kerasrl.common.policy import ActorCriticPolicy
 from kerasrl.envs.base import StepResult
 from kerasrl.export import export_policy
 from kerasrl.fields import Field
-from kerasrl.ppo.policy import PPOPolicy
-from kerasrl.trainers.bc_trainer import BCPolicy
 
 RECURRENT = dict(use_recurrent=True, memory_size=16, sequence_length=4)
 #: A built-in environment and the network keys of each case.
@@ -96,7 +96,7 @@ def test_deterministic_action_is_the_same_on_every_path(agent, tmp_path):
     paths["SavedModel"] = signature.signatures["deterministic"](**{k: tf.constant(v) for k, v in inputs.items()})[
         "action"].numpy()
     for inference in INFERENCE:
-        paths[f"PPOPolicy {inference}"] = PPOPolicy(spec, model, inference=inference,
+        paths[f"ActorCriticPolicy {inference}"] = ActorCriticPolicy(spec, model, inference=inference,
                                                     deterministic=True).get_action(result).action
         if spec.is_continuous:
             paths[f"BCPolicy {inference}"] = BCPolicy(spec, model, inference=inference).get_action(result).action
@@ -109,7 +109,7 @@ def test_stochastic_action_with_the_same_noise_is_the_same(agent, monkeypatch):
     policy's seeded generator; and ``predict(deterministic=False)`` with the noise of its generator."""
     model, spec = agent.actor_critic, agent.spec
     results = step_results(spec)
-    policies = {inference: PPOPolicy(spec, model, seed=7, inference=inference) for inference in INFERENCE}
+    policies = {inference: ActorCriticPolicy(spec, model, seed=7, inference=inference) for inference in INFERENCE}
     if spec.is_discrete:  # BC samples discrete actions as PPO does
         policies.update({f"BC {inference}": BCPolicy(spec, model, seed=7, inference=inference) for inference in INFERENCE})
     rng = np.random.default_rng(7)
@@ -136,7 +136,7 @@ def test_numpy_mirror_acts_deterministically_as_actor_critic(agent):
     whatever the noise; a deterministic policy draws none."""
     model, spec = agent.actor_critic, agent.spec
     result = step_results(spec, steps=1)[0]
-    policy = PPOPolicy(spec, model, inference="numpy", deterministic=True)
+    policy = ActorCriticPolicy(spec, model, inference="numpy", deterministic=True)
     inputs = policy.model_inputs(result)
     assert not policy.draw_noise(N).any()
     noise = model.draw_noise(np.random.default_rng(3), N)
@@ -156,7 +156,7 @@ def test_acting_inputs_default_to_all_allowed_and_zero_memory(agent):
         assert (inputs[Field.ACTION_MASK] == 1).all() and inputs[Field.ACTION_MASK].shape == (N, spec.action_mask_size)
     if model.use_recurrent:
         assert not inputs[Field.MEMORY].any() and inputs[Field.MEMORY].shape == (N, model.memory_size)
-    policy_inputs = PPOPolicy(spec, model, inference="tf").model_inputs(
+    policy_inputs = ActorCriticPolicy(spec, model, inference="tf").model_inputs(
         StepResult(result.agent_ids, result.observations, result.rewards, result.terminated, result.truncated))
     assert sorted(policy_inputs) == sorted(inputs)
     for key, value in inputs.items():
@@ -174,7 +174,7 @@ def test_an_episode_after_a_done_step_starts_from_zero_memory_and_action(inferen
 
     spec = BehaviorSpec(((3,),), "discrete", (3,))
     model = ActorCritic(spec, ["extrinsic"], NetworkSettings(hidden_units=8, **RECURRENT), seed=2)
-    policy = PPOPolicy(spec, model, seed=1, inference=inference)
+    policy = ActorCriticPolicy(spec, model, seed=1, inference=inference)
     obs = [np.full((3, 3), 0.7, np.float32)]
 
     def step(terminated=(False,) * 3, truncated=(False,) * 3):

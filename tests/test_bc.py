@@ -3,8 +3,7 @@ import numpy as np
 import pytest
 
 from kerasrl import demos, recording
-from kerasrl.bc import BCModule
-from kerasrl.bc.module import LOSS_STAT
+from kerasrl.bc.module import LOSS_STAT, BCModule
 from kerasrl.envs.simple import Simple1DEnvironment, VisualSimple1DEnvironment
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.settings import BehavioralCloningSettings, NetworkSettings

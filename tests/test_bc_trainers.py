@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from kerasrl import demos, recording
+from kerasrl.bc.trainer import OfflineBCTrainer, OnlineBCTrainer
 from kerasrl.cli import main
 from kerasrl.envs import Environment, SimpleEnvManager, StepResult
 from kerasrl.envs.env_manager import ActionInfo
@@ -13,7 +14,6 @@ from kerasrl.exception import TrainerError
 from kerasrl.fields import Field
 from kerasrl.settings import RunContext
 from kerasrl.trainers import TrainerController, create_trainers, initialize_trainers
-from kerasrl.trainers.bc_trainer import OfflineBCTrainer, OnlineBCTrainer
 
 
 def expert(discrete):
@@ -167,6 +167,7 @@ def test_cli_records_a_demo_from_a_trained_run(tmp_path, capsys):
     base = [str(cfg), "--env", "Simple1D", "--results-dir", str(tmp_path), "--run-id", "r", "--seed", "1"]
     assert main(base + ["--steps", "100"]) == 0
     demo = tmp_path / "out" / "r.demo"
+    demo.parent.mkdir()  # kerasrl creates no folder outside the run folder
     assert main(base + ["--record-demo", str(demo), "--steps", "40"]) == 2  # needs --resume
     assert "--resume" in capsys.readouterr().err
     assert main(base + ["--resume", "--record-demo", str(demo), "--steps", "40"]) == 0

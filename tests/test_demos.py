@@ -76,12 +76,12 @@ def test_record_load_round_trip(case, tmp_path):
 
 
 def test_record_with_a_ppo_policy_and_an_env_manager(tmp_path):
+    from kerasrl.common.policy import ActorCriticPolicy
     from kerasrl.models.actor_critic import ActorCritic
-    from kerasrl.ppo.policy import PPOPolicy
 
     env = Simple1DEnvironment(True, seed=2)
     spec = env.behavior_specs["Simple1D"]
-    policy = PPOPolicy(spec, ActorCritic(spec, seed=0), seed=0)
+    policy = ActorCriticPolicy(spec, ActorCritic(spec, seed=0), seed=0)
     recording.record(SimpleEnvManager(env), policy, 40, tmp_path / "ppo.demo")
     loaded_spec, buffer = demos.load(tmp_path / "ppo.demo")
     assert loaded_spec == spec and len(buffer[Field.ACTIONS]) == 40

@@ -43,7 +43,7 @@ LANGUAGES = ("python", "bash", "yaml", "json", "text")
 FENCE = re.compile(r"^(?P<indent>[ ]*)```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```[ ]*$", re.M | re.S)
 OPT_OUT = re.compile(r"^\s*<!-- not run: (?P<reason>.+?) -->\s*$")
 #: The most blocks that may opt out of running, all pages together.
-MAX_OPT_OUTS = 26
+MAX_OPT_OUTS = 27
 DOC_STEPS = 1000
 
 

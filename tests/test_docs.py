@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kerasrl.settings import KEY_GROUPS, REWARD_SIGNAL_SETTINGS, TrainerSettings
+from kerasrl.settings import REWARD_SIGNAL_SETTINGS, TrainerSettings, key_groups
 from kerasrl.settings.checks import _Checked, setting
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,7 +51,8 @@ def _settings_classes() -> list[type]:
 
 def _value_fields(cls: type) -> list[dataclasses.Field]:
     hints = typing.get_type_hints(cls)
-    return [f for f in dataclasses.fields(cls) if not _reference_module()._is_group(hints[f.name])]
+    return [f for f in dataclasses.fields(cls)
+            if not _reference_module()._is_group(hints[f.name]) and "group" not in f.metadata]
 
 
 @docs_tree
@@ -67,7 +68,7 @@ def test_configuration_reference_has_every_key_with_its_default(site):
     rows = {html.unescape(re.sub(r"<[^>]+>", "", m)) for m in re.findall(r"<tr>(.*?)</tr>", page, re.S)}
     cells = [[c.strip() for c in re.split(r"\n+", row.strip())] for row in rows]
     keys = {c[0] for c in cells}
-    for key in KEY_GROUPS:
+    for key in key_groups():
         assert key in keys or f"## {key}" in _text(site / "reference" / "configuration" / "index.html") \
             or key in ("reward_signals", "pretraining"), f"config key {key} missing from the reference"
     assert "reward_signals" in page and "pretraining" in page
@@ -82,7 +83,7 @@ def test_configuration_reference_has_every_key_with_its_default(site):
         if len(c) == 5:
             by_key.setdefault(c[0], []).append(c)
     for key, default in flat.items():  # a key of a section (a reward signal's or pretraining's may share its name)
-        if KEY_GROUPS.get(key) is not None and not isinstance(default, dict):
+        if key_groups().get(key) is not None and not isinstance(default, dict):
             shown = [row[2] for row in by_key[key]]
             assert _reference_module()._yaml(default) in shown, f"{key}: the page says {shown}, settings say {default!r}"
     assert [row[3] for row in by_key["lambd"]] == ["in [0, 1]"] and by_key["trainer"][0][3] == "ppo, sac, offline_bc, online_bc"

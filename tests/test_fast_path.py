@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from kerasrl.common.fast_path import XLA_FASTER, policy_kind
+from kerasrl.common.policy import ActorCriticPolicy
 from kerasrl.envs.base import BehaviorSpec
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.ppo.learner import PPOLearner
-from kerasrl.ppo.policy import PPOPolicy
 from kerasrl.settings import NetworkSettings, PPOSettings, TrainerSettings
 
 pytestmark = pytest.mark.default_fast_path  # the choice itself is under test
@@ -36,7 +36,7 @@ def test_default_is_the_measured_fastest_and_is_logged(kind, caplog):
     assert policy_kind(model) == kind
     with caplog.at_level(logging.INFO, logger="kerasrl"):
         learner = PPOLearner(model, PPOSettings())
-        policy = PPOPolicy(spec, model)
+        policy = ActorCriticPolicy(spec, model)
     assert learner.use_xla == (kind in XLA_FASTER) == (kind != "cnn")  # XLA's CPU convolutions are slow
     assert policy.inference == "numpy"  # vector MLP and LSTM mirrors; simple/nature_cnn convolutions
     text = caplog.text
@@ -49,7 +49,7 @@ def test_explicit_keys_win(caplog):
     model = ActorCritic(VECTOR, ["extrinsic"], NetworkSettings(hidden_units=8), seed=0, name="ac_explicit")
     with caplog.at_level(logging.INFO, logger="kerasrl"):
         assert PPOLearner(model, PPOSettings(jit_compile=False)).use_xla is False
-        assert PPOPolicy(VECTOR, model, inference="tf").inference == "tf"
+        assert ActorCriticPolicy(VECTOR, model, inference="tf").inference == "tf"
     assert "ac_explicit: PPO update without XLA (jit_compile is set)" in caplog.text
     assert "ac_explicit: acting with the compiled TF policy (inference is set)" in caplog.text
 

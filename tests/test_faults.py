@@ -83,7 +83,7 @@ def test_checkpoints_follow_trainer_steps_and_time(tmp_path, monkeypatch):
 
 
 def test_time_based_checkpoints(tmp_path, monkeypatch):
-    from kerasrl.trainers.ppo_trainer import PPOTrainer
+    from kerasrl.ppo.trainer import PPOTrainer
 
     saved = []
     original = PPOTrainer.save_model

@@ -20,6 +20,7 @@ from test_bc_trainers import ScriptedTeacher, TeacherAndStudent, expert
 from test_faults_checkpoints import new_saver, save_history
 
 from kerasrl import recording
+from kerasrl.bc.trainer import OnlineBCTrainer
 from kerasrl.cli import main
 from kerasrl.cli.tools import main as tools_main
 from kerasrl.configs import config_path
@@ -28,7 +29,6 @@ from kerasrl.envs.simple import Simple1DEnvironment
 from kerasrl.export import export_run
 from kerasrl.settings import RunContext
 from kerasrl.trainers import TrainerController, create_trainers
-from kerasrl.trainers.bc_trainer import OnlineBCTrainer
 
 #: Lines that TensorFlow's C++ runtime writes while it loads, whatever the log level (absl's banner).
 NATIVE_LOG = re.compile(r"^([IWEF]\d{4} \d\d:\d\d:\d\d|WARNING: All log messages before absl::InitializeLog)")

@@ -22,10 +22,14 @@ LAYERS: list[set[str]] = [
     {"envs", "models"},
     {"common"},
     {"rewards"},
-    {"bc", "ppo", "sac"},
     {"trainers"},
+    {"bc"},
+    {"ppo", "sac"},
     {"cli", "api", "callbacks", "export", "plot", "recording", "unity_export"},
 ]
+#: The algorithm packages: each owns its trainer; behavioral cloning (``bc``) sits below the others,
+#: which use it for ``pretraining``.
+ALGORITHMS = {"bc", "ppo", "sac"}
 #: Modules that may import inside functions, and why.
 LAUNCHERS = {
     "kerasrl.cli.main": "sets TensorFlow's log level before the training stack loads",
@@ -148,10 +152,9 @@ def test_imports_inside_functions_are_for_extras_and_launchers_only():
 
 
 def test_the_algorithms_do_not_import_each_other():
-    """PPO, SAC and BC share code only through the layers below them."""
-    algorithms = LAYERS[4]
+    """PPO and SAC share code only through the layers below them (BC's among them)."""
     crossing = [f"{a} (line {line}) imports {b}" for a, b, line, _ in _internal()
-                if _unit(a) in algorithms and _unit(b) in algorithms and _unit(a) != _unit(b)]
+                if _unit(a) in ALGORITHMS and _unit(b) in ALGORITHMS - {"bc"} and _unit(a) != _unit(b)]
     assert not crossing, "\n".join(crossing)
 
 
@@ -166,3 +169,39 @@ def test_the_checker_sees_an_upward_import():
     node = tree.body[0].body[0]
     (name,) = _target("kerasrl.rewards.base", False, node)
     assert _layer(_unit(name)) > _layer(_unit("kerasrl.rewards.base"))
+
+
+def _names_a_trainer_type(node: ast.AST, types: set[str]) -> bool:
+    """A comparison of some ``trainer`` value with a trainer type's name (a string or a tuple of them)."""
+    if not isinstance(node, ast.Compare):
+        return False
+    sides = [node.left, *node.comparators]
+    about_trainer = any(isinstance(s, ast.Attribute) and s.attr == "trainer" or isinstance(s, ast.Name) and s.id == "trainer"
+                        for s in sides)
+    constants = [c for s in sides for c in (s.elts if isinstance(s, (ast.Tuple, ast.List, ast.Set)) else [s])
+                 if isinstance(c, ast.Constant)]
+    return about_trainer and any(c.value in types for c in constants)
+
+
+def test_no_trainer_type_is_named_outside_its_package():
+    """A trainer type is a registered name: outside the algorithm packages no code compares a
+    ``trainer`` with a type's name, nor names a trainer class in a string (checkpoints record names)."""
+    from kerasrl.settings import trainer_types
+
+    types = set(trainer_types())
+    classes = {t.trainer_cls.__name__ for t in trainer_types().values()}
+    found = []
+    for module, path in sorted(MODULES.items()):
+        if _unit(module) in ALGORITHMS or module == "kerasrl":  # the package's lazy table of public names
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if _names_a_trainer_type(node, types):
+                found.append(f"{module} (line {node.lineno}) compares a trainer with a type's name")
+            if isinstance(node, ast.Constant) and node.value in classes:
+                found.append(f"{module} (line {node.lineno}) names the trainer class {node.value!r}")
+    assert not found, "\n".join(found)
+
+
+def test_the_trainer_type_check_sees_a_comparison():
+    node = ast.parse('settings.trainer in ("offline_bc", "online_bc")').body[0].value
+    assert _names_a_trainer_type(node, {"offline_bc"}) and not _names_a_trainer_type(node, {"ppo"})

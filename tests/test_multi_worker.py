@@ -206,8 +206,8 @@ def test_worker_hosts_flag_errors(monkeypatch, capsys, tmp_path):
 
 def test_multi_host_refuses_what_it_cannot_share():
     from kerasrl.exception import TrainerConfigError
+    from kerasrl.ppo.multi_host import check_settings
     from kerasrl.settings import load_trainer_config
-    from kerasrl.trainers.multi_host import check_settings
 
     def settings(**extra):
         return load_trainer_config({"default": {"trainer": "ppo", **extra}}).settings_for("B")
@@ -270,9 +270,9 @@ def _mirror_hosts(chief: bool, fail_after=None, peer=None):
 def _mirrored_run(tmp_path, hosts):
     from kerasrl.envs import SimpleEnvManager
     from kerasrl.envs.simple import Simple1DEnvironment
+    from kerasrl.ppo.multi_host import MultiHostPPOTrainer
     from kerasrl.settings import RunContext, load_trainer_config
     from kerasrl.trainers import TrainerController
-    from kerasrl.trainers.multi_host import MultiHostPPOTrainer
 
     manager = SimpleEnvManager(Simple1DEnvironment(use_discrete=True, seed=1))
     name, spec = next(iter(manager.behavior_specs.items()))

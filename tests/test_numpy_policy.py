@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from kerasrl.common.policy import ActorCriticPolicy
 from kerasrl.envs.base import BehaviorSpec, StepResult
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.numpy_policy import NumpyActorCritic
-from kerasrl.ppo.policy import PPOPolicy
 from kerasrl.settings import NetworkSettings
 
 SPECS = {
@@ -82,15 +82,15 @@ def test_numpy_forward_equals_tf(kind, width):
 
 def test_policy_chooses_numpy_where_a_mirror_exists_and_tf_otherwise():
     vec = ActorCritic(SPECS["discrete"], ["extrinsic"], NetworkSettings(hidden_units=8), seed=0)
-    assert PPOPolicy(SPECS["discrete"], vec).inference == "numpy"
+    assert ActorCriticPolicy(SPECS["discrete"], vec).inference == "numpy"
     rec = ActorCritic(SPECS["discrete"], ["extrinsic"], NetworkSettings(hidden_units=8, use_recurrent=True, memory_size=8),
                       seed=0)
-    assert PPOPolicy(SPECS["discrete"], rec).inference == "numpy"
+    assert ActorCriticPolicy(SPECS["discrete"], rec).inference == "numpy"
     vis_spec = BehaviorSpec(((20, 20, 1),), "discrete", (2,))  # resnet: not mirrored (tests/test_numpy_visual.py)
     vis = ActorCritic(vis_spec, ["extrinsic"], NetworkSettings(hidden_units=8, vis_encode_type="resnet"), seed=0)
-    assert PPOPolicy(vis_spec, vis).inference == "tf"
+    assert ActorCriticPolicy(vis_spec, vis).inference == "tf"
     with pytest.raises(ValueError, match="inference"):
-        PPOPolicy(SPECS["discrete"], vec, inference="gpu")
+        ActorCriticPolicy(SPECS["discrete"], vec, inference="gpu")
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -101,8 +101,8 @@ def test_numpy_and_tf_policies_give_same_actions_under_same_seed(kind):
     n = 64
     obs = [rng.normal(size=(n, s[0])).astype(np.float32) for s in spec.observation_shapes]
     result = StepResult(np.arange(n), obs, np.zeros(n), np.zeros(n, bool), np.zeros(n, bool))
-    a = PPOPolicy(spec, model, seed=3, inference="numpy").get_action(result)
-    b = PPOPolicy(spec, model, seed=3, inference="tf").get_action(result)
+    a = ActorCriticPolicy(spec, model, seed=3, inference="numpy").get_action(result)
+    b = ActorCriticPolicy(spec, model, seed=3, inference="tf").get_action(result)
     if spec.is_discrete:
         assert (a.action == b.action).mean() > 0.99
     else:
@@ -247,10 +247,10 @@ def test_numpy_lstm_step_equals_tf(kind):
 
 @pytest.mark.parametrize("kind", ["discrete-separate", "sb3-discrete-separate"])
 def test_numpy_and_tf_lstm_policies_act_alike_over_episodes(kind):
-    """Through ``PPOPolicy``: per-agent memories and previous actions kept, reset when an
+    """Through ``ActorCriticPolicy``: per-agent memories and previous actions kept, reset when an
     agent's episode ends, the same under both paths."""
     model, spec = lstm_model(kind, seed=2)
-    policies = [PPOPolicy(spec, model, seed=7, inference=mode) for mode in ("numpy", "tf")]
+    policies = [ActorCriticPolicy(spec, model, seed=7, inference=mode) for mode in ("numpy", "tf")]
     rng = np.random.default_rng(3)
     n = 6
     for step in range(4):
@@ -293,7 +293,7 @@ def test_single_threaded_blas_respects_the_users_choice(monkeypatch):
 
 
 def test_agent_table_looks_up_stores_and_resets_rows_by_agent_id():
-    from kerasrl.ppo.policy import AgentTable
+    from kerasrl.common.policy import AgentTable
 
     table = AgentTable(2, np.float32)
     np.testing.assert_array_equal(table.get(np.array([5, 1])), np.zeros((2, 2)))

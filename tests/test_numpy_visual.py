@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from kerasrl.common.policy import ActorCriticPolicy
 from kerasrl.envs.base import BehaviorSpec, StepResult
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.models.numpy_visual import NumpyVisualActorCritic, conv2d_valid
-from kerasrl.ppo.policy import PPOPolicy
 from kerasrl.settings import NetworkSettings
 
 CASES = {
@@ -51,12 +51,12 @@ def test_conv2d_valid_equals_tf():
 @pytest.mark.parametrize("case", CASES)
 def test_numpy_visual_policy_equals_tf(case):
     spec, model = model_for(case)
-    assert PPOPolicy(spec, model).inference == "numpy"  # auto picks the mirror
+    assert ActorCriticPolicy(spec, model).inference == "numpy"  # auto picks the mirror
     rng = np.random.default_rng(1)
     n = 32
     result = StepResult(np.arange(n), observations(spec, n, rng), np.zeros(n), np.zeros(n, bool), np.zeros(n, bool))
-    a = PPOPolicy(spec, model, seed=3, inference="numpy").evaluate(result)
-    b = PPOPolicy(spec, model, seed=3, inference="tf").evaluate(result)
+    a = ActorCriticPolicy(spec, model, seed=3, inference="numpy").evaluate(result)
+    b = ActorCriticPolicy(spec, model, seed=3, inference="tf").evaluate(result)
     assert set(a) == set(b)
     if spec.is_discrete:
         agree = (a["actions"] == b["actions"]).all(axis=1)
@@ -86,4 +86,4 @@ def test_refresh_reads_new_weights_and_resnet_stays_on_tf():
     resnet = ActorCritic(BehaviorSpec(((15, 15, 1),), "discrete", (2,)), ["extrinsic"],
                          NetworkSettings(hidden_units=8, vis_encode_type="resnet"), seed=0)
     assert not NumpyVisualActorCritic.supports(resnet)
-    assert PPOPolicy(resnet.spec, resnet).inference == "tf"
+    assert ActorCriticPolicy(resnet.spec, resnet).inference == "tf"

@@ -210,7 +210,7 @@ def test_beta_end_sets_where_the_entropy_bonus_decays_to():
 def test_advantages_are_normalised_over_the_real_rows_only():
     """Sequence padding (masks 0) neither shifts nor scales the real rows' advantages and stays 0;
     without padding the result is the plain normalisation over the buffer."""
-    from kerasrl.trainers.ppo_trainer import normalized_advantages
+    from kerasrl.ppo.trainer import normalized_advantages
 
     rng = np.random.default_rng(0)
     real = (rng.normal(size=40) + 2.0).astype(np.float32)

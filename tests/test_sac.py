@@ -13,10 +13,10 @@ from kerasrl.exception import TrainerConfigError
 from kerasrl.fields import Field
 from kerasrl.sac.learner import NEXT_NOISE, NOISE, REWARDS, SACLearner
 from kerasrl.sac.replay import ReplayBuffer
+from kerasrl.sac.trainer import SACTrainer
 from kerasrl.settings import SACSettings, TrainerSettings, load_trainer_config
 from kerasrl.spec import BehaviorSpec
 from kerasrl.trainers import TrainerController, initialize_trainers
-from kerasrl.trainers.sac_trainer import SACTrainer
 
 # ML-Agents' first SAC release's default section, as its sac_trainer_config.yaml wrote it.
 MLAGENTS_SAC = {"default": {
@@ -38,15 +38,16 @@ def test_mlagents_sac_config_loads_and_reads_the_older_keys(caplog):
     assert "steps_per_update" in caplog.text
     default, walker = config.default, config.settings_for("Walker")
     assert default.trainer == "sac" and default.max_steps == 500_000
-    assert default.sac == SACSettings(batch_size=128, buffer_size=50_000, steps_per_update=1.0)
-    assert walker.sac.steps_per_update == 20 and walker.sac.save_replay_buffer and walker.sac.buffer_size == 500_000
+    assert default.hyperparameters == SACSettings(batch_size=128, buffer_size=50_000, steps_per_update=1.0)
+    hp = walker.hyperparameters
+    assert hp.steps_per_update == 20 and hp.save_replay_buffer and hp.buffer_size == 500_000
     assert TrainerSettings.from_dict(walker.to_dict()) == walker
     assert SACSettings(train_interval=10, num_update=5).steps_per_update == 2.0
 
 
 @pytest.mark.parametrize("section,words", [
-    ({"trainer": "sac", "beta": 0.01}, ["beta", "PPO", "sac"]),
-    ({"trainer": "ppo", "tau": 0.01}, ["tau", "SAC", "ppo"]),
+    ({"trainer": "sac", "beta": 0.01}, ["beta", "of the ppo trainer", "the sac trainer does not use"]),
+    ({"trainer": "ppo", "tau": 0.01}, ["tau", "of the sac trainer", "the ppo trainer does not use"]),
     ({"trainer": "sac", "tau": 1.5}, ["tau", "1.5"]),
     ({"trainer": "sac", "learning_rate_schedule": "cosine"}, ["learning_rate_schedule", "cosine"]),
     ({"trainer": "sac", "batch_size": 512, "buffer_size": 100}, ["batch_size", "512", "100"]),
@@ -64,7 +65,7 @@ def test_a_ppo_default_under_a_sac_behavior_keeps_only_shared_keys():
     config = load_trainer_config({"default": {"beta": 0.01, "batch_size": 64, "buffer_size": 1024},
                                   "Agent": {"trainer": "sac", "tau": 0.01}})
     agent = config.settings_for("Agent")
-    assert agent.trainer == "sac" and agent.sac.batch_size == 64 and agent.sac.tau == 0.01
+    assert agent.trainer == "sac" and agent.hyperparameters.batch_size == 64 and agent.hyperparameters.tau == 0.01
 
 
 # -- replay buffer ------------------------------------------------------------------------

@@ -10,8 +10,8 @@ from kerasrl.envs.simple import Simple1DEnvironment
 from kerasrl.fields import Field
 from kerasrl.sac.bc import LOSS_STAT, SACBehavioralCloning
 from kerasrl.sac.learner import SACLearner
+from kerasrl.sac.trainer import SACTrainer
 from kerasrl.settings import BehavioralCloningSettings, TrainerSettings, load_trainer_config
-from kerasrl.trainers.sac_trainer import SACTrainer
 
 SMALL = {"trainer": "sac", "batch_size": 32, "buffer_size": 5000, "hidden_units": 32, "num_layers": 2,
          "learning_rate": 3e-3, "time_horizon": 8, "summary_freq": 500}
@@ -33,7 +33,8 @@ def test_bc_makes_the_actor_act_as_the_expert(discrete, expert_demos):
     settings = TrainerSettings.from_dict(SMALL)
     networks = SACLearner.for_behavior(spec, settings, seed=0, max_steps=100).networks
     bc = SACBehavioralCloning(networks, BehavioralCloningSettings(demo_path=expert_demos[discrete], strength=1.0, steps=0,
-                                                                  num_epoch=3), settings.sac.learning_rate, 32, seed=0)
+                                                                  num_epoch=3),
+                              settings.hyperparameters.learning_rate, 32, seed=0)
     obs = bc.data[Field.VECTOR_OBS]
     inputs = {Field.VECTOR_OBS: tf.constant(obs)}
     if discrete:

@@ -153,6 +153,6 @@ def test_the_fit_api_takes_the_policy_and_a_saved_model_keeps_it(tmp_path):
     assert agent.trainer is not None and agent.trainer.networks.actor.body.dense[0].compute_dtype == "bfloat16"
     observations = np.random.default_rng(6).standard_normal((4, 3)).astype(np.float32)
     loaded = kerasrl.load(agent.save(str(tmp_path / "sac.keras")))
-    assert loaded.settings.sac.dtype_policy == "mixed_bfloat16"
+    assert loaded.settings.hyperparameters.dtype_policy == "mixed_bfloat16"
     np.testing.assert_allclose(loaded.predict(observations), agent.predict(observations), rtol=1e-6)
     agent.close()

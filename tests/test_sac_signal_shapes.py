@@ -6,7 +6,7 @@ import numpy as np
 
 from kerasrl.fields import Field
 from kerasrl.sac.learner import REWARDS
-from kerasrl.trainers.sac_trainer import SACTrainer
+from kerasrl.sac.trainer import SACTrainer
 
 
 class RecordingSignal:

@@ -17,9 +17,9 @@ from kerasrl.sac.learner import SACLearner
 from kerasrl.sac.networks import SACConfigError
 from kerasrl.sac.policy import SACPolicy
 from kerasrl.sac.replay import VALID, ReplayBuffer
+from kerasrl.sac.trainer import SACTrainer
 from kerasrl.settings import BehavioralCloningSettings, RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec
-from kerasrl.trainers.sac_trainer import SACTrainer
 
 NEXT_OF = {"next_frame": "frame"}
 
@@ -148,7 +148,7 @@ def test_bc_from_camera_demonstrations_makes_the_actor_act_as_the_expert(tmp_pat
     settings = TrainerSettings.from_dict(SMALL)
     nets = SACLearner.for_behavior(spec, settings, seed=0, max_steps=100).networks
     bc = SACBehavioralCloning(nets, BehavioralCloningSettings(demo_path=demo, strength=1.0, steps=0, num_epoch=3),
-                              settings.sac.learning_rate, 32, seed=0)
+                              settings.hyperparameters.learning_rate, 32, seed=0)
     images = bc.data[Field.visual_obs(0)]
     wanted = image_expert([images])
     policy = SACPolicy(nets, deterministic=True)

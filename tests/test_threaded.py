@@ -14,12 +14,12 @@ from test_faults_signals import FINAL, _learn, _saved_step, _stop_once_training
 import kerasrl
 from kerasrl import recording
 from kerasrl.cli import main
-from kerasrl.cli.train import threaded_ppo
+from kerasrl.cli.train import threaded_sections
 from kerasrl.envs import EnvironmentException, SimpleEnvManager
 from kerasrl.envs.simple import Simple1DEnvironment
 from kerasrl.exception import TrainerConfigError, UpdateThreadError
+from kerasrl.ppo.trainer import PPOTrainer
 from kerasrl.trainers import TrainerController, initialize_trainers
-from kerasrl.trainers.ppo_trainer import PPOTrainer
 
 BASE = {"batch_size": 16, "buffer_size": 63, "hidden_units": 16, "num_layers": 1, "num_epoch": 3,
         "learning_rate": 3.0e-3, "summary_freq": 10**6, "max_steps": 1500, "threaded": True}
@@ -310,7 +310,7 @@ def test_a_threaded_sac_trainer_is_one_clear_error(tmp_path):
 def test_the_threaded_flag_threads_the_ppo_sections_only():
     from kerasrl.settings import load_trainer_config
 
-    config = threaded_ppo(load_trainer_config({"default": {"trainer": "ppo"}, "Pendulum": {"trainer": "sac"},
+    config = threaded_sections(load_trainer_config({"default": {"trainer": "ppo"}, "Pendulum": {"trainer": "sac"},
                                                "Copy": {"trainer": "offline_bc", "demo_path": "x.demo",
                                                         "batches_per_epoch": 2}}))
     assert {name: s.threaded for name, s in config.sections.items()} == {"default": True, "Pendulum": False,

@@ -4,10 +4,10 @@ from types import SimpleNamespace
 import pytest
 
 from kerasrl.exception import TrainerConfigError, TrainerError, UnityTrainerException
+from kerasrl.ppo.trainer import PPOTrainer
 from kerasrl.settings import RunContext, TrainerSettings, load_trainer_config
 from kerasrl.spec import BehaviorSpec
 from kerasrl.trainers import create_trainers, initialize_trainers
-from kerasrl.trainers.ppo_trainer import PPOTrainer
 
 SPEC = BehaviorSpec(((3,),), "discrete", (2,))
 SMALL = {"hidden_units": 8, "num_layers": 1}

@@ -90,7 +90,7 @@ def _field_rows(cls: type) -> list[str]:
     hints = typing.get_type_hints(cls)
     rows = []
     for f in dataclasses.fields(cls):
-        if _is_group(hints[f.name]):
+        if _is_group(hints[f.name]) or "group" in f.metadata:
             continue
         doc = f.metadata.get("doc", "")
         if not doc:
@@ -148,6 +148,7 @@ def config_reference() -> str:
         else:
             where = f"These keys sit directly in a section (the `{key}` group of `{TrainerSettings.__name__}`)."
         out += ["", f"## `{key}`", "", f"`{cls.__name__}`: {_summary(cls)} {where}", "", _table(cls)]
+    out += _trainer_type_sections(covered)
     default_signals = ", ".join(f"`{name}` ({', '.join(f'{k}: {_yaml(v)}' for k, v in dataclasses.asdict(s).items())})"
                                 for name, s in TrainerSettings().reward_signals.items())
     out += ["", "## `reward_signals`", "",
@@ -163,6 +164,29 @@ def config_reference() -> str:
         for cls in others:
             out += ["", f"### `{cls.__name__}`", "", f"`{cls.__module__}`. {_summary(cls)}", "", _table(cls)]
     return "\n".join(out) + "\n"
+
+
+def _trainer_type_sections(covered: set[type]) -> list[str]:
+    """One section per registered trainer type: its hyper-parameters' table (a type whose keys are
+    another's says so instead of repeating the table)."""
+    from kerasrl.settings import trainer_types
+
+    out = ["", "## Hyper-parameters of each trainer type", "",
+           "These keys sit directly in a section; which ones it takes depends on its `trainer` (a registered trainer "
+           "type, `kerasrl.trainer_types()`: see [Adding a trainer](../guides/adding-a-trainer.md)). A key of another "
+           "type's hyper-parameters is an error in a section's own keys."]
+    shown: dict[tuple[str, ...], str] = {}
+    for name, entry in trainer_types().items():
+        cls = entry.settings_cls
+        covered.add(cls)
+        keys = tuple(f.name for f in dataclasses.fields(cls))
+        out += ["", f"### `{name}`", "", f"`{cls.__name__}`: {_summary(cls)}"]
+        if keys in shown:
+            out += ["", f"Its keys, defaults and checks are those of [`{shown[keys]}`](#{shown[keys]})."]
+        else:
+            shown[keys] = name
+            out += ["", _table(cls)]
+    return out
 
 
 # -- command-line reference ----------------------------------------------------------------

@@ -2,12 +2,48 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 from typing import NoReturn
 
+from kerasrl import __version__
 from kerasrl.cli.run_folder import check_run_name
 from kerasrl.configs import available_configs
 from kerasrl.envs.registry import BUILTIN_ENVS, DEFAULT_NUM_ENVS
 from kerasrl.exception import TrainerError
+from kerasrl.settings.run_context import MAX_SEED, check_seed
+
+#: ``--seed``'s value that draws a seed.
+DRAW_SEED = -1
+
+
+def _seed_flag(text: str) -> int:
+    """``--seed``'s type: :func:`check_seed`, or -1 (draw one); a bad value is argparse's one line (exit 2)."""
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if seed == DRAW_SEED:
+        return seed
+    try:
+        return check_seed(seed)
+    except TrainerError:
+        raise argparse.ArgumentTypeError(f"must be from 0 to {MAX_SEED}, or -1 to draw one; got {seed}") from None
+
+
+def _check_not_blank(flag: str, value: str, what: str) -> None:
+    """A blank (empty or whitespace-only) name would write into the working folder or into a
+    folder named by spaces: a one-line error instead, asking for ``what``."""
+    if not value.strip():
+        raise TrainerError(f"{flag} {shlex.quote(value)} is blank: name {what}.")
+
+
+def _check_parent_exists(flag: str, path: str) -> None:
+    """``path``'s folder must exist: kerasrl does not create missing folders for an output file."""
+    folder = os.path.dirname(path)
+    if folder and not os.path.isdir(folder):
+        state = "is not a folder" if os.path.lexists(folder) else "does not exist"
+        raise TrainerError(f"{flag} {path}: the folder {folder} {state} (kerasrl does not create it).")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -65,7 +101,8 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("run and checkpoints")
     g.add_argument("--steps", type=int, default=None,
                    help="environment steps to train for (all copies counted); overrides max_steps")
-    g.add_argument("--seed", type=int, default=-1, help="random seed (>= 0); -1 draws one")
+    g.add_argument("--seed", type=_seed_flag, default=DRAW_SEED,
+                   help=f"random seed (0 to {MAX_SEED}); -1 draws one")
     g.add_argument("--run-id", default="ppo", help="name of the run's folder under --results-dir")
     g.add_argument("--results-dir", default="results", help="where models and summaries go")
     g.add_argument("--save-freq", type=int, default=100_000,
@@ -146,6 +183,8 @@ def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> a
     _add_parameter_flags(p)
     _add_distribution_flags(p)
     p.add_argument("--debug", action="store_true", help="debug logging")
+    p.add_argument("--version", action="version", version=f"kerasrl {__version__}",
+                   help="print kerasrl's version and exit")
     return p
 
 
@@ -155,8 +194,9 @@ def check_args(args: argparse.Namespace) -> None:
                              ("--save-every-minutes", args.save_every_minutes, 0)):
         if value is not None and value < low:
             raise TrainerError(f"{flag} must be >= {low}, got {value}.")
-    if getattr(args, "seed", -1) < -1:
-        raise TrainerError(f"--seed must be >= 0, or -1 to draw one, got {args.seed}.")
+    seed = getattr(args, "seed", DRAW_SEED)
+    if seed != DRAW_SEED:  # the parser checked its own; this checks a namespace made elsewhere
+        check_seed(seed)
     if getattr(args, "progress_every", 1) < 1:
         raise TrainerError(f"--progress-every must be >= 1 (environment steps between progress lines), "
                            f"got {args.progress_every}.")
@@ -171,6 +211,7 @@ def check_args(args: argparse.Namespace) -> None:
     base_port = getattr(args, "base_port", None)
     if base_port is not None and not 1 <= base_port <= 65535:
         raise TrainerError(f"--base-port must be a port number (1-65535), got {base_port}.")
+    _check_not_blank("--results-dir", args.results_dir, "the folder that holds the run folders (default: results)")
     check_run_name("--run-id", args.run_id)
     if args.initialize_from is not None:
         check_run_name("--initialize-from", args.initialize_from)
@@ -180,3 +221,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise TrainerError("--train and --inference contradict each other.")
     if args.initialize_from is not None and (args.load or args.inference):
         raise TrainerError("--initialize-from starts a new run; use it without --resume and --inference.")
+    record_demo = getattr(args, "record_demo", None)
+    if record_demo is not None:
+        _check_not_blank("--record-demo", record_demo, "the demonstration file to write")
+        _check_parent_exists("--record-demo", record_demo)

@@ -60,12 +60,13 @@ _replaced: set[str] = set()
 
 
 def check_run_name(flag: str, value: str) -> None:
-    """A run id names one folder inside ``--results-dir``: not empty, no path separator, not
-    ``.`` or ``..`` (any of which would make ``--force`` delete, or a run write, elsewhere)."""
+    """A run id names one folder inside ``--results-dir``: not blank (empty or only whitespace), no
+    path separator, not ``.`` or ``..`` (any of which would make ``--force`` delete, or a run write,
+    elsewhere, or name a folder that looks like none)."""
     separators = {"/", os.sep} | ({os.altsep} if os.altsep else set())
-    if value in ("", ".", "..") or "\0" in value or any(s in value for s in separators):
+    if not value.strip() or value in (".", "..") or "\0" in value or any(s in value for s in separators):
         raise TrainerError(f"{flag} {shlex.quote(value)}: a run id must be a plain folder name "
-                           "(not empty, no '/', not '.' or '..').")
+                           "(not blank, no '/', not '.' or '..').")
 
 
 def record_run(args: argparse.Namespace, context: Any, trainers: dict[str, Any]) -> None:

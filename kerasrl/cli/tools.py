@@ -20,7 +20,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--no-onnx", action="store_true", help="SavedModel only, even with tf2onnx installed")
     plot = sub.add_parser("plot", help="learning curves of one or more runs to a PNG (needs matplotlib)")
     plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders holding <behavior>.csv")
-    plot.add_argument("-o", "--output", default="learning_curves.png", help="PNG file to write")
+    plot.add_argument("-o", "--output", default="learning_curves.png",
+                      help="image file to write (its suffix picks the format: .png, .jpg, .svg, .pdf, ...)")
+    plot.add_argument("--force", action="store_true", help="overwrite an existing output file")
     plot.add_argument("--key", action="append", default=None,
                       help="metric column to plot (repeatable; default: Environment/Cumulative Reward)")
     plot.add_argument("--title", default=None)
@@ -37,7 +39,7 @@ def _run(args: argparse.Namespace) -> None:
         for behavior, paths in export_run(args.run_dir, onnx=False if args.no_onnx else None).items():
             print(f"{behavior}: {', '.join(paths[k] for k in ('savedmodel', 'onnx', 'unity_onnx') if k in paths)}", flush=True)
     else:
-        print(plot_runs(args.run_dirs, args.output, args.key or DEFAULT_KEYS, args.title), flush=True)
+        print(plot_runs(args.run_dirs, args.output, args.key or DEFAULT_KEYS, args.title, force=args.force), flush=True)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -46,7 +46,7 @@ from kerasrl.envs.unity import find_player
 from kerasrl.exception import EnvironmentException, TrainerError, UpdateThreadError
 from kerasrl.export import export_trainers
 from kerasrl.recording import record
-from kerasrl.settings import RunContext, TrainerConfig, load_trainer_config
+from kerasrl.settings import RunContext, TrainerConfig, TrainerSettings, load_trainer_config, trainer_type
 from kerasrl.trainers import TrainerController, create_trainers
 
 
@@ -103,9 +103,13 @@ def _with_targets(config: TrainerConfig, targets: dict[str, int], behaviors: lis
     return TrainerConfig(sections, config.source)
 
 
-def threaded_ppo(config: TrainerConfig) -> TrainerConfig:
-    """``--threaded``: ``threaded: true`` in every PPO section (the other trainers have no update thread)."""
-    return TrainerConfig({name: replace(section, threaded=True) if section.trainer == "ppo" else section
+def threaded_sections(config: TrainerConfig) -> TrainerConfig:
+    """``--threaded``: ``threaded: true`` in every section whose trainer type updates in a thread
+    of its own (its class's ``supports_threaded``; the others have no update thread)."""
+    def threads(section: TrainerSettings) -> bool:
+        return bool(getattr(trainer_type(section.trainer).trainer_cls, "supports_threaded", False))
+
+    return TrainerConfig({name: replace(section, threaded=True) if threads(section) else section
                           for name, section in config.sections.items()}, config.source)
 
 
@@ -114,7 +118,7 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
     """The run context, the env manager, the trainers and the number of agents that ``args`` describe."""
     config = load_trainer_config(config_source(args.trainer_config_path or default_config))
     if getattr(args, "threaded", False):
-        config = threaded_ppo(config)
+        config = threaded_sections(config)
     workers = getattr(args, "workers", 1)
     env_manager = getattr(args, "env_manager", "subprocess")
     if env_manager != "subprocess" or getattr(args, "ray_address", None) or getattr(args, "ray_restart_workers", False):
@@ -219,7 +223,7 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
         where += f", {hosts}"
         results = results if hosts.chief else "the chief's folder"
     kinds = sorted({t.settings.trainer for t in trainers.values()})
-    algorithm = "PPO" if kinds == ["ppo"] else " + ".join(kinds)
+    algorithm = " + ".join(kind.upper() for kind in kinds)
     print(f"kerasrl: {algorithm} on {args.env} x{n_agents}{where}, seed {context.seed}, results in "
           f"{results} (set-up {report.start - start:.1f} s)", flush=True)
     report.resumed(context.seed)

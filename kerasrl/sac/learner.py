@@ -92,9 +92,9 @@ class SACLearner:
         """A learner of new networks for ``spec`` (TensorFlow's global seed set first)."""
         tf.random.set_seed(seed)
         streams = list(settings.reward_signals)
-        networks = SACNetworks(spec, streams, settings.network, settings.sac, seed=seed, name="sac")
+        networks = SACNetworks(spec, streams, settings.network, settings.hyperparameters, seed=seed, name="sac")
         gammas = [settings.reward_signals[s].gamma for s in streams]
-        return cls(networks, settings.sac, gammas, max_steps)
+        return cls(networks, settings.hyperparameters, gammas, max_steps)
 
     def learning_rate(self, step: int) -> float:
         """The step size at trainer step ``step``: constant, or linear decay towards 0 at ``max_steps``."""

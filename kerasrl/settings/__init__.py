@@ -4,8 +4,9 @@ A trainer config is ML-Agents 0.9's YAML: a ``default`` section, per-behavior se
 override it shallowly (a behavior's ``reward_signals`` replaces the default block whole), and
 string aliases (``MyBehavior: OtherSection``). Every flat key of a section belongs to one
 typed group: the trainer itself (``trainer``, ``max_steps``, ``time_horizon``, ...), the network
-(:class:`NetworkSettings`), the PPO hyper-parameters (:class:`PPOSettings`), the SAC ones
-(:class:`SACSettings`, ``trainer: sac``), the reward signals
+(:class:`NetworkSettings`), the trainer type's hyper-parameters (the settings class it is
+registered with in ``registry``: :class:`PPOSettings` for ``ppo``, :class:`SACSettings` for
+``sac``, ...), the reward signals
 (:class:`RewardSignalSettings` and its subclasses) and behavioral cloning
 (:class:`BehavioralCloningSettings`). The defaults live in these classes and nowhere else.
 
@@ -16,9 +17,10 @@ override) is a :class:`RunContext`, kept apart from the hyper-parameters.
 
 The modules, bottom to top: ``checks`` (fields, value checks and conversion), one module per
 group (``network``, ``hyperparameters``, ``reward_signals``, ``behavioral_cloning``),
-``trainer`` (one section), ``config`` (whole configs) and ``run_context``.
+``trainer`` (one section), ``config`` (whole configs), ``run_context`` and ``registry`` (the
+registry of trainer types).
 """
-from kerasrl.settings.behavioral_cloning import BCTrainerSettings, BehavioralCloningSettings
+from kerasrl.settings.behavioral_cloning import BCTrainerSettings, BehavioralCloningSettings, OfflineBCSettings, OnlineBCSettings
 from kerasrl.settings.checks import Check, at_least, one_of, positive, setting, unit_interval
 from kerasrl.settings.config import TrainerConfig, load_trainer_config, read_trainer_config, read_yaml, trainer_config_from_dict
 from kerasrl.settings.hyperparameters import ADAM_EPSILON_STYLES, ADVANTAGE_NORMALIZATIONS, PPOSettings
@@ -31,6 +33,7 @@ from kerasrl.settings.network import (
     VIS_ENCODE_TYPES,
     NetworkSettings,
 )
+from kerasrl.settings.registry import TrainerType, register_trainer_type, trainer_type, trainer_types
 from kerasrl.settings.reward_signals import (
     REWARD_SIGNAL_SETTINGS,
     CuriositySettings,
@@ -39,21 +42,15 @@ from kerasrl.settings.reward_signals import (
 )
 from kerasrl.settings.run_context import RunContext
 from kerasrl.settings.sac import DTYPE_POLICIES, LEARNING_RATE_SCHEDULES, SACSettings
-from kerasrl.settings.trainer import (
-    BC_TRAINER_REQUIRED_KEYS,
-    INFERENCE_MODES,
-    KEY_GROUPS,
-    TRAINER_TYPES,
-    TrainerSettings,
-)
+from kerasrl.settings.trainer import INFERENCE_MODES, Hyperparameters, TrainerSettings, key_groups
 
 __all__ = [
-    "ACTIVATIONS", "ADAM_EPSILON_STYLES", "ADVANTAGE_NORMALIZATIONS", "BC_TRAINER_REQUIRED_KEYS", "CONV_STYLES",
-    "DTYPE_POLICIES", "GAUSSIAN_STYLES", "INFERENCE_MODES", "INITIALIZERS", "KEY_GROUPS", "LEARNING_RATE_SCHEDULES",
-    "RECURRENT_STYLES",
-    "REWARD_SIGNAL_SETTINGS", "TRAINER_TYPES", "VIS_ENCODE_TYPES",
-    "BCTrainerSettings", "BehavioralCloningSettings", "Check", "CuriositySettings", "GAILSettings", "NetworkSettings",
-    "PPOSettings", "RewardSignalSettings", "RunContext", "SACSettings", "TrainerConfig", "TrainerSettings",
-    "at_least", "load_trainer_config", "one_of", "positive", "read_trainer_config", "read_yaml", "setting",
-    "trainer_config_from_dict", "unit_interval",
+    "ACTIVATIONS", "ADAM_EPSILON_STYLES", "ADVANTAGE_NORMALIZATIONS", "CONV_STYLES",
+    "DTYPE_POLICIES", "GAUSSIAN_STYLES", "INFERENCE_MODES", "INITIALIZERS", "LEARNING_RATE_SCHEDULES",
+    "RECURRENT_STYLES", "REWARD_SIGNAL_SETTINGS", "VIS_ENCODE_TYPES",
+    "BCTrainerSettings", "BehavioralCloningSettings", "Check", "CuriositySettings", "GAILSettings", "Hyperparameters",
+    "NetworkSettings", "OfflineBCSettings", "OnlineBCSettings",
+    "PPOSettings", "RewardSignalSettings", "RunContext", "SACSettings", "TrainerConfig", "TrainerSettings", "TrainerType",
+    "at_least", "key_groups", "load_trainer_config", "one_of", "positive", "read_trainer_config", "read_yaml",
+    "register_trainer_type", "setting", "trainer_config_from_dict", "trainer_type", "trainer_types", "unit_interval",
 ]

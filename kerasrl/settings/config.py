@@ -120,7 +120,7 @@ def trainer_config_from_dict(config: Mapping[str, Any], source: str = "the train
         if name == "default":
             continue
         where = f"section {name} of {source}"
-        own = _convert_section(where, _resolve(config, name, source))
+        own = _convert_section(where, _resolve(config, name, source), default_values.get("trainer"))
         trainer = own.get("trainer", default_values.get("trainer", TrainerSettings.trainer))
         values = {**inherited_values(default_values, trainer), **own}
         sections[name] = _build_settings(values, where)

@@ -1,17 +1,28 @@
 """What a run adds to the hyper-parameters (paths, run id, seed, a ``--steps`` override)."""
 from __future__ import annotations
 
+import numbers
 import os
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from kerasrl.exception import TrainerConfigError
+from kerasrl.exception import TrainerConfigError, TrainerError
 from kerasrl.settings.trainer import TrainerSettings
 from kerasrl.spec import behavior_file_name
 
 #: How the names of kerasrl's own hidden files in a run folder begin (its marker, its lock...:
 #: ``kerasrl.cli.run_folder``); here so that the Python API, which must not import the command line, sees them too.
 HIDDEN_PREFIX = ".kerasrl-"
+#: The largest seed: NumPy's ``np.random.seed`` (which a run seeds) takes 0 to 2**32 - 1.
+MAX_SEED = 2**32 - 1
+
+
+def check_seed(seed: int, name: str = "--seed") -> int:
+    """``seed`` if it is an integer from 0 to :data:`MAX_SEED`, else a one-line ``TrainerError``
+    naming ``name`` and that range (instead of NumPy's traceback once the run has started)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= MAX_SEED:
+        raise TrainerError(f"{name} must be an integer from 0 to {MAX_SEED}, got {seed!r}.")
+    return int(seed)
 
 
 @dataclass(frozen=True, kw_only=True)

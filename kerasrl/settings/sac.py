@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar, Optional
 
 from kerasrl.exception import TrainerConfigError
 from kerasrl.settings.checks import _Checked, at_least, one_of, positive, setting, unit_interval
@@ -26,6 +26,9 @@ DTYPE_POLICIES = ("float32", "mixed_bfloat16")
 @dataclass(frozen=True, kw_only=True)
 class SACSettings(_Checked):
     """Soft Actor-Critic's hyper-parameters and how its updates run (``sac.SACLearner``)."""
+
+    #: Keys only an older ML-Agents release used (read, then folded into ``steps_per_update``).
+    LEGACY_KEYS: ClassVar[tuple[str, ...]] = SAC_LEGACY_KEYS
 
     batch_size: int = setting(128, at_least(1), "transitions per gradient step, drawn uniformly from the replay")
     buffer_size: int = setting(50_000, at_least(1), "the replay buffer's capacity (oldest transitions dropped first)")

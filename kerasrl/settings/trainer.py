@@ -2,58 +2,74 @@
 conversion of one flat config section into it.
 
 Every flat key of a section belongs to one typed group: the trainer itself (``trainer``,
-``max_steps``, ``time_horizon``, ...), the network, the PPO hyper-parameters, the SAC
-hyper-parameters, the stand-alone BC trainers' keys, the reward signals or ``pretraining``;
-:data:`KEY_GROUPS` maps each key to its group. Keys that PPO and SAC share (``batch_size``,
-``buffer_size``, ``learning_rate``, ...) go to the group of the section's trainer; a key of the
-other trainer's group is an error in a section's own keys and left out when inherited from
-``default``.
+``max_steps``, ``time_horizon``, ...), the network, the trainer type's hyper-parameters (the
+settings class its registration names, ``kerasrl.settings.registry``), the stand-alone BC
+trainers' keys, the reward signals or ``pretraining``. A key of another trainer type's
+hyper-parameters is an error in a section's own keys and left out when inherited from ``default``.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Protocol
 
 from kerasrl.exception import TrainerConfigError
 from kerasrl.settings.behavioral_cloning import BCTrainerSettings, BehavioralCloningSettings
 from kerasrl.settings.checks import _build, _Checked, _closest, _convert, _fields, _mapping, at_least, one_of, setting
-from kerasrl.settings.hyperparameters import PPOSettings
 from kerasrl.settings.network import NetworkSettings
+from kerasrl.settings.registry import trainer_type, trainer_types
 from kerasrl.settings.reward_signals import RewardSignalSettings, _default_reward_signals, _reward_signals
-from kerasrl.settings.sac import SAC_LEGACY_KEYS, SACSettings
 
-TRAINER_TYPES = ("ppo", "sac", "offline_bc", "online_bc")
-#: Trainer types of ML-Agents 0.9 that kerasrl does not provide yet.
-#: Keys the stand-alone BC trainers need beyond those with defaults.
-BC_TRAINER_REQUIRED_KEYS = {"offline_bc": ("batches_per_epoch", "demo_path"),
-                            "online_bc": ("batches_per_epoch", "brain_to_imitate")}
 INFERENCE_MODES = ("auto", "tf", "numpy")
+
+
+class Hyperparameters(Protocol):
+    """What every trainer type's hyper-parameters give the parts all trainers share (the reward
+    signals' models train with them)."""
+
+    @property
+    def batch_size(self) -> int: ...
+
+    @property
+    def learning_rate(self) -> float: ...
+
+
+def registered_type(value: str) -> Optional[str]:
+    """The value check of ``trainer``: a registered trainer type (``kerasrl.trainer_types()``)."""
+    known = trainer_types()
+    return None if value in known else f"must be one of {list(known)}"
 
 
 @dataclass(frozen=True, kw_only=True)
 class TrainerSettings(_Checked):
     """Everything one behavior's trainer is configured with."""
 
-    trainer: str = setting("ppo", one_of(*TRAINER_TYPES), "trainer type")
+    trainer: str = setting("ppo", registered_type,
+                           "trainer type: a registered name (kerasrl.trainer_types(); plugins add theirs)")
     max_steps: int = setting(50_000, at_least(1), "steps to train for (every agent's step counted)")
     time_horizon: int = setting(64, at_least(1), "steps after which a trajectory is cut and bootstrapped")
     summary_freq: int = setting(1000, at_least(1), "steps (every agent's) between summaries")
     inference: str = setting("auto", one_of(*INFERENCE_MODES), "act in numpy (vector policies, MLP or LSTM) or tf")
     threaded: bool = setting(False, doc="update in a thread of its own while acting goes on (data one update old)")
     network: NetworkSettings = field(default_factory=NetworkSettings)
-    hyperparameters: PPOSettings = field(default_factory=PPOSettings)
-    sac: SACSettings = field(default_factory=SACSettings)
+    #: The trainer type's hyper-parameters: an instance of its registered settings class (its defaults when not given).
+    hyperparameters: Any = field(default=None, metadata={"group": "the trainer type's settings class"})
     behavioral_cloning: BCTrainerSettings = field(default_factory=BCTrainerSettings)
     reward_signals: Mapping[str, RewardSignalSettings] = field(default_factory=_default_reward_signals)
     pretraining: Optional[BehavioralCloningSettings] = None
 
     def _check(self) -> None:
+        settings_cls = trainer_type(self.trainer).settings_cls
+        if self.hyperparameters is None:
+            object.__setattr__(self, "hyperparameters", settings_cls())
+        elif not isinstance(self.hyperparameters, settings_cls):
+            raise TrainerConfigError(f"The {self.trainer} trainer's hyperparameters must be {settings_cls.__name__}, got "
+                                     f"{type(self.hyperparameters).__name__}.")
         if not self.reward_signals:
             raise TrainerConfigError("No reward signals were defined. At least one must be used.")
-        for key in BC_TRAINER_REQUIRED_KEYS.get(self.trainer, ()):
-            if getattr(self.behavioral_cloning, key) is None:
-                raise TrainerConfigError(f"The hyper-parameter {key} could not be found for the {self.trainer} trainer.")
+        check_section = getattr(self.hyperparameters, "check_section", None)
+        if check_section is not None:
+            check_section(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The flat ML-Agents form (``from_dict`` of it gives these settings back)."""
@@ -62,12 +78,11 @@ class TrainerSettings(_Checked):
             value = getattr(self, f.name)
             if f.name == "behavioral_cloning":  # only the BC trainers' keys that are set
                 flat.update({k: v for k, v in dataclasses.asdict(value).items() if v is not None})
-            elif f.name in _GROUPS:
-                if f.name == _hyperparameter_group(self.trainer):
-                    flat.update({k: v for k, v in dataclasses.asdict(value).items()
-                                 if not (f.name == "sac" and k in SAC_LEGACY_KEYS)})
-                elif f.name not in _HYPERPARAMETER_GROUPS:
-                    flat.update(dataclasses.asdict(value))
+            elif f.name == "hyperparameters":
+                legacy = getattr(value, "LEGACY_KEYS", ())
+                flat.update({k: v for k, v in dataclasses.asdict(value).items() if k not in legacy})
+            elif f.name == "network":
+                flat.update(dataclasses.asdict(value))
             elif f.name == "reward_signals":
                 flat[f.name] = {n: dataclasses.asdict(s) for n, s in value.items()}
             elif f.name == "pretraining":
@@ -83,36 +98,39 @@ class TrainerSettings(_Checked):
         return _build_settings(_convert_section(name, section), name)
 
 
-_GROUPS: dict[str, type] = {"network": NetworkSettings, "hyperparameters": PPOSettings, "sac": SACSettings,
-                            "behavioral_cloning": BCTrainerSettings}
-#: The groups of one trainer's hyper-parameters (a section uses one of them).
-_HYPERPARAMETER_GROUPS = ("hyperparameters", "sac")
+#: The groups every trainer type has, beside its hyper-parameters.
+_GROUPS: dict[str, type] = {"network": NetworkSettings, "behavioral_cloning": BCTrainerSettings}
 _TOP_LEVEL = tuple(f.name for f in dataclasses.fields(TrainerSettings)
-                   if f.name not in _GROUPS and f.name not in ("reward_signals", "pretraining"))
-#: Flat YAML key → the group holding it ("" for the trainer itself).
-KEY_GROUPS: dict[str, str] = {
+                   if f.name not in _GROUPS and f.name not in ("hyperparameters", "reward_signals", "pretraining"))
+_SHARED_KEYS: dict[str, str] = {
     **{k: "" for k in _TOP_LEVEL},
     **{f.name: group for group, cls in reversed(_GROUPS.items()) for f in dataclasses.fields(cls)},
     "reward_signals": "", "pretraining": "",
 }
-_SAC_KEYS = frozenset(f.name for f in dataclasses.fields(SACSettings))
 
 
-def _hyperparameter_group(trainer: str) -> str:
-    return "sac" if trainer == "sac" else "hyperparameters"
+def key_groups() -> dict[str, str]:
+    """Every flat YAML key → the group holding it ("" for the trainer itself; "hyperparameters" for
+    a key of any registered trainer type's hyper-parameters)."""
+    own = {f.name: "hyperparameters" for t in trainer_types().values() for f in dataclasses.fields(t.settings_cls)}
+    return {**own, **_SHARED_KEYS}
 
 
-def _group_of(key: str, trainer: str) -> str:
-    """The group of ``key`` in a section of ``trainer`` (shared PPO/SAC keys: the trainer's own)."""
-    if trainer == "sac" and key in _SAC_KEYS:
-        return "sac"
-    return KEY_GROUPS[key]
+def _group_of(key: str, trainer: str) -> Optional[str]:
+    """The group of ``key`` in a section of ``trainer`` (None: a key of no group)."""
+    if key in _SHARED_KEYS:
+        return _SHARED_KEYS[key]
+    return "hyperparameters" if key in key_groups() else None
+
+
+def _owners(key: str) -> list[str]:
+    """The trainer types whose hyper-parameters include ``key``."""
+    return [name for name, t in trainer_types().items() if key in _fields(t.settings_cls)]
 
 
 def _foreign(key: str, trainer: str) -> bool:
-    """Whether ``key`` is a hyper-parameter of another trainer than ``trainer``."""
-    group = _group_of(key, trainer)
-    return group in _HYPERPARAMETER_GROUPS and group != _hyperparameter_group(trainer)
+    """Whether ``key`` is a hyper-parameter of other trainer types only, not of ``trainer``."""
+    return _group_of(key, trainer) == "hyperparameters" and trainer not in _owners(key)
 
 
 def inherited_values(default_values: Mapping[str, Any], trainer: str) -> dict[str, Any]:
@@ -121,22 +139,38 @@ def inherited_values(default_values: Mapping[str, Any], trainer: str) -> dict[st
     return {k: v for k, v in default_values.items() if not _foreign(k, trainer)}
 
 
-def _convert_section(where: str, section: Mapping[str, Any]) -> dict[str, Any]:
+def section_trainer(where: str, section: Mapping[str, Any], inherited: Optional[str] = None) -> str:
+    """The trainer type a raw section trains with (its own ``trainer``, else ``inherited``, else the default)."""
+    value = section.get("trainer", inherited if inherited is not None else TrainerSettings.trainer)
+    f, hint = _fields(TrainerSettings)["trainer"]
+    return str(_convert(where, f, hint, value))
+
+
+def _field_of(key: str, group: str, trainer: str) -> tuple[dataclasses.Field, Any]:
+    if group == "":
+        return _fields(TrainerSettings)[key]
+    if group != "hyperparameters":
+        return _fields(_GROUPS[group])[key]
+    owners = _owners(key)
+    owner = trainer if trainer in owners else owners[0]
+    return _fields(trainer_type(owner).settings_cls)[key]
+
+
+def _convert_section(where: str, section: Mapping[str, Any], inherited_trainer: Optional[str] = None) -> dict[str, Any]:
     """One raw section's values, converted and checked (each error names the key and section)."""
-    top = _fields(TrainerSettings)
-    group_fields = {group: _fields(cls) for group, cls in _GROUPS.items()}
+    trainer = section_trainer(where, section, inherited_trainer)
     out: dict[str, Any] = {}
     for key, value in section.items():
-        group = KEY_GROUPS.get(key)
+        group = _group_of(key, trainer)
         if group is None:
-            raise TrainerConfigError(f"Unknown parameter {key} in {where}{_closest(key, KEY_GROUPS)}")
+            raise TrainerConfigError(f"Unknown parameter {key} in {where}{_closest(key, key_groups())}")
         if key == "reward_signals":
             out[key] = _reward_signals(where, value)
         elif key == "pretraining":
             raw = _mapping(where, key, value)
             out[key] = _build(BehavioralCloningSettings, where, raw, "pretraining") if raw else None
         else:
-            f, hint = (group_fields[group] if group else top)[key]
+            f, hint = _field_of(key, group, trainer)
             out[key] = _convert(where, f, hint, value)
     return out
 
@@ -146,12 +180,15 @@ def _build_settings(values: Mapping[str, Any], where: str) -> TrainerSettings:
     trainer = values.get("trainer", TrainerSettings.trainer)
     foreign = [k for k in values if _foreign(k, trainer)]
     if foreign:
-        owner = "PPO" if _group_of(foreign[0], trainer) == "hyperparameters" else "SAC"
-        raise TrainerConfigError(f"{foreign[0]} in {where} is a {owner} hyper-parameter, which the {trainer} trainer "
-                                 f"does not use: remove it (or set the trainer it belongs to).")
+        owner, *others = _owners(foreign[0])
+        also = f" (also of {', '.join(others)})" if others else ""
+        raise TrainerConfigError(f"{foreign[0]} in {where} is a hyper-parameter of the {owner} trainer{also}, which the "
+                                 f"{trainer} trainer does not use: remove it (or set the trainer it belongs to).")
     try:
-        groups = {g: cls(**{k: v for k, v in values.items() if _group_of(k, trainer) == g})
-                  for g, cls in _GROUPS.items()}
-        return TrainerSettings(**{k: v for k, v in values.items() if KEY_GROUPS[k] == ""}, **groups)
+        groups = {g: cls(**{k: v for k, v in values.items() if _group_of(k, trainer) == g}) for g, cls in _GROUPS.items()}
+        hyperparameters = trainer_type(trainer, where).settings_cls(
+            **{k: v for k, v in values.items() if _group_of(k, trainer) == "hyperparameters"})
+        return TrainerSettings(**{k: v for k, v in values.items() if _group_of(k, trainer) == ""}, **groups,
+                               hyperparameters=hyperparameters)
     except TrainerConfigError as e:
         raise TrainerConfigError(f"In {where}: {e}") from None

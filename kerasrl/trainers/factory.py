@@ -8,13 +8,10 @@ from typing import Any, Iterable, Mapping, Optional, Union
 import tensorflow as tf
 
 from kerasrl.distribute import cluster, get_strategy
-from kerasrl.exception import TrainerError
-from kerasrl.settings import RunContext, TrainerConfig, TrainerSettings, load_trainer_config
+from kerasrl.exception import TrainerConfigError, TrainerError
+from kerasrl.settings import RunContext, TrainerConfig, TrainerSettings, load_trainer_config, trainer_type, trainer_types
+from kerasrl.settings.registry import load_object
 from kerasrl.spec import BehaviorSpec, behavior_file_name
-from kerasrl.trainers.bc_trainer import OfflineBCTrainer, OnlineBCTrainer
-from kerasrl.trainers.multi_host import MultiHostPPOTrainer
-from kerasrl.trainers.ppo_trainer import PPOTrainer
-from kerasrl.trainers.sac_trainer import SACTrainer
 from kerasrl.trainers.trainer import Trainer
 
 logger = logging.getLogger("kerasrl")
@@ -24,43 +21,53 @@ ConfigLike = Union[TrainerConfig, Mapping[str, Any], str, None]
 
 def create_trainer(behavior: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                    reward_buff_cap: int = 1) -> Trainer:
-    """The trainer that ``settings.trainer`` names, for one behavior (under a multi-host
-    strategy, ``kerasrl.trainers.multi_host``'s)."""
-    if settings.trainer in ("ppo", "offline_bc", "online_bc"):
-        hosts = cluster()
-        if hosts is not None:
-            return MultiHostPPOTrainer(behavior, spec, settings, context, reward_buff_cap, cluster=hosts)
-    if settings.trainer == "ppo":
-        return PPOTrainer(behavior, spec, settings, context, reward_buff_cap)
-    if settings.trainer == "sac":
-        if spec.is_hybrid:
-            raise TrainerError(f"Behavior {behavior} has hybrid actions (continuous and discrete at once), which the "
-                               "sac trainer does not take; train it with trainer: ppo.")
-        return SACTrainer(behavior, spec, settings, context, reward_buff_cap)
-    if settings.trainer in ("offline_bc", "online_bc"):
-        cls = OfflineBCTrainer if settings.trainer == "offline_bc" else OnlineBCTrainer
-        return cls(behavior, spec, settings, context, reward_buff_cap)
-    raise TrainerError(f"The trainer config contains an unknown trainer type for behavior {behavior}.")
+    """The trainer of the registered type that ``settings.trainer`` names, for one behavior (under
+    a multi-host strategy, the class its ``MULTI_HOST_TRAINER`` names)."""
+    trainer_cls = trainer_type(settings.trainer, f"the settings of behavior {behavior}").trainer_cls
+    hosts = cluster()
+    if hosts is not None:
+        return _multi_host_class(behavior, settings.trainer, trainer_cls)(
+            behavior, spec, settings, context, reward_buff_cap, cluster=hosts)
+    trainer = trainer_cls(behavior, spec, settings, context, reward_buff_cap)
+    if not isinstance(trainer, Trainer):
+        raise TrainerError(f"Trainer type {settings.trainer}: {trainer_cls.__name__} is not a kerasrl.trainers.Trainer.")
+    return trainer
+
+
+def _multi_host_class(behavior: str, name: str, trainer_cls: type) -> Any:
+    """The class that trains ``trainer_cls``'s type on several hosts (its ``MULTI_HOST_TRAINER``)."""
+    path = getattr(trainer_cls, "MULTI_HOST_TRAINER", None)
+    if path is None:
+        able = [n for n, t in trainer_types().items() if getattr(t.trainer_cls, "MULTI_HOST_TRAINER", None)]
+        raise TrainerConfigError(f"Behavior {behavior}: trainer: {name} cannot train on several hosts (--worker-hosts); "
+                                 f"only {', '.join(able) or 'none'} can.")
+    return load_object(path, f"trainer type {name}'s multi-host trainer")
 
 
 def create_trainers(config: ConfigLike, behavior_specs: Mapping[str, BehaviorSpec], context: RunContext,
                     reward_buff_caps: Optional[Mapping[str, int]] = None) -> dict[str, Trainer]:
     """One trainer per behavior; ``config`` is a :class:`TrainerConfig`, a dict in ML-Agents'
-    form or a YAML path. Sections that match no behavior are reported first. A behavior that an
-    ``online_bc`` trainer imitates (its ``brain_to_imitate``) gets no trainer: its actions come
-    from the policy set for it on the env manager (a heuristic, a person, another run's policy)."""
+    form or a YAML path. Sections that match no behavior are reported first. A behavior that
+    another behavior's trainer imitates (its class's ``teacher_of``, e.g. ``online_bc``'s ``brain_to_imitate``)
+    gets no trainer: its actions come from the policy set for it on the env manager (a heuristic,
+    a person, another run's policy)."""
     trainer_config = load_trainer_config(config)
     trainer_config.check_behaviors(behavior_specs)
     _check_file_names(behavior_specs)
     if context.load_model:
         _adopt_files_named_by_id(behavior_specs, context)
     caps = reward_buff_caps or {}
-    teachers = {trainer_config.settings_for(name).behavioral_cloning.brain_to_imitate for name in behavior_specs
-                if trainer_config.settings_for(name).trainer == "online_bc"}
+    teachers = {_teacher(trainer_config.settings_for(name)) for name in behavior_specs} - {None}
     return {
         name: create_trainer(name, spec, trainer_config.settings_for(name), context, caps.get(name, 1))
         for name, spec in behavior_specs.items() if name not in teachers
     }
+
+
+def _teacher(settings: TrainerSettings) -> Optional[str]:
+    """The behavior a trainer of these settings imitates (its class's ``teacher_of``), if any."""
+    teacher = getattr(trainer_type(settings.trainer).trainer_cls, "teacher_of", None)
+    return teacher(settings) if teacher is not None else None
 
 
 def _check_file_names(behaviors: Mapping[str, Any]) -> None:

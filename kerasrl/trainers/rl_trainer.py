@@ -10,7 +10,7 @@ from kerasrl.common.fast_path import signal_jit_compile
 from kerasrl.distribute import check_batch_size, learner_strategy, replicas
 from kerasrl.envs.base import StepResult
 from kerasrl.rewards import RewardSignal, create_reward_signal
-from kerasrl.settings import RunContext, TrainerSettings
+from kerasrl.settings import Hyperparameters, RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec
 from kerasrl.trainers.agent_processor import AgentProcessor, ValueEstimates
 from kerasrl.trainers.reward_normalization import RewardNormalizer
@@ -33,14 +33,15 @@ class RLTrainer(Trainer):
         super().__init__(behavior_name, spec, settings, context, reward_buff_cap)
         strategy = learner_strategy()
         sequence_length = settings.network.sequence_length if settings.network.use_recurrent else 1
+        hyperparameters: Hyperparameters = settings.hyperparameters  # the trainer type's own (PPO's, SAC's, ...)
         for name in settings.reward_signals:
-            if name != "extrinsic":  # the model signals' mini-batches are PPO's batch_size, split as PPO's
-                check_batch_size(settings.hyperparameters.batch_size, sequence_length, replicas(strategy),
+            if name != "extrinsic":  # the model signals' mini-batches are the trainer's batch_size, split as its own
+                check_batch_size(hyperparameters.batch_size, sequence_length, replicas(strategy),
                                  where=f"Behavior {behavior_name}: reward signal {name}: ")
         with strategy.scope():  # the signals' models and optimizers (acting and rewards stay on one device)
             self.reward_signals: dict[str, RewardSignal] = {
                 name: create_reward_signal(name, signal, spec, settings.network, seed=context.seed,
-                                           jit_compile=signal_jit_compile(settings.hyperparameters.jit_compile))
+                                           jit_compile=signal_jit_compile(getattr(hyperparameters, "jit_compile", None)))
                 for name, signal in settings.reward_signals.items()
             }
         self.training_buffer = Buffer()

@@ -61,10 +61,18 @@ class Trainer:
         """The settings in ML-Agents' flat form, ``max_steps`` as this run uses it."""
         return {**self.settings.to_dict(), "max_steps": self.max_steps}
 
+    @classmethod
+    def checkpointed_model(cls, behavior: str, spec: BehaviorSpec, settings: TrainerSettings,
+                           seed: int) -> tuple[Any, dict[str, Any]]:
+        """The model to export and the objects its checkpoints hold, rebuilt without the
+        environment from a behavior's record (``kerasrl export``)."""
+        raise UnityTrainerException(f"Trainer type {settings.trainer} ({cls.__name__}) cannot rebuild its model from a "
+                                    "checkpoint, so kerasrl export cannot export it.")
+
     def behavior_record(self) -> dict[str, Any]:
         """What rebuilds this behavior's policy without the environment (``kerasrl export``):
-        its spec, trainer type, settings and seed; checkpoints keep it beside them."""
-        return {"behavior": self.behavior_name, "trainer": type(self).__name__, "spec": self.spec.to_dict(),
+        its spec, trainer type (its registered name), settings and seed; checkpoints keep it beside them."""
+        return {"behavior": self.behavior_name, "trainer": self.settings.trainer, "spec": self.spec.to_dict(),
                 "settings": self.parameters, "seed": int(self.context.seed)}
 
     @property

@@ -6,7 +6,7 @@ import glob
 import logging
 import os
 import re
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from kerasrl.sac.learner import NEXT_NOISE, NOISE, REWARDS, STEPS_PER_CALL, SACL
 from kerasrl.sac.networks import SACConfigError, SACNetworks
 from kerasrl.sac.policy import SACPolicy
 from kerasrl.sac.replay import ReplayBuffer
-from kerasrl.settings import RunContext, TrainerSettings
+from kerasrl.settings import RunContext, SACSettings, TrainerSettings
 from kerasrl.spec import BehaviorSpec
 from kerasrl.timers import hierarchical_timer
 from kerasrl.trainers.checkpoint import (
@@ -80,6 +80,9 @@ class SACTrainer(RLTrainer):
 
     def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
+        if spec.is_hybrid:
+            raise TrainerError(f"Behavior {behavior_name} has hybrid actions (continuous and discrete at once), which the "
+                               f"{settings.trainer} trainer does not take; train it with trainer: ppo.")
         unsupported = [s for s in settings.reward_signals if s not in SAC_REWARD_SIGNALS]
         if unsupported:
             raise UnityTrainerException(f"Behavior {behavior_name}: reward signal {unsupported[0]} is not available "
@@ -89,7 +92,7 @@ class SACTrainer(RLTrainer):
                                      "gradient steps already use every core between acting steps); set threaded: false.")
         super().__init__(behavior_name, spec, settings, context, reward_buff_cap)
         self.seed = context.seed
-        self.hyperparameters = settings.sac
+        self.hyperparameters: SACSettings = settings.hyperparameters
         self.learner = self._make_learner()
         self.networks: SACNetworks = self.learner.networks
         #: Behavioral cloning from ``pretraining``'s demonstration after every SAC update.
@@ -122,6 +125,13 @@ class SACTrainer(RLTrainer):
         elif context.initialize_from is not None:
             self.initialize_from(os.path.join(context.initialize_from, behavior_name))
         self._policy.uniform = self.step < self.hyperparameters.buffer_init_steps
+
+    @classmethod
+    def checkpointed_model(cls, behavior: str, spec: BehaviorSpec, settings: TrainerSettings,
+                           seed: int) -> tuple[Any, dict[str, Any]]:
+        """SAC's networks and what their checkpoints hold (``kerasrl export``)."""
+        sac = SACLearner.for_behavior(spec, settings, seed, settings.max_steps)
+        return sac.networks, {"model": sac.networks, **sac.optimizers}
 
     def _make_learner(self) -> SACLearner:
         try:

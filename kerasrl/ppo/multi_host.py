@@ -29,9 +29,9 @@ import tensorflow as tf
 from kerasrl.distribute import Cluster
 from kerasrl.exception import TrainerConfigError, TrainerError, describe
 from kerasrl.fields import Field
+from kerasrl.ppo.trainer import PPOTrainer, normalized_advantages
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec
-from kerasrl.trainers.ppo_trainer import PPOTrainer, normalized_advantages
 
 logger = logging.getLogger("kerasrl.trainers")
 
@@ -39,9 +39,6 @@ logger = logging.getLogger("kerasrl.trainers")
 def check_settings(behavior_name: str, settings: TrainerSettings) -> None:
     """What a multi-host run cannot do yet, as one-line errors naming the key: reward signals
     other than ``extrinsic`` (their models train on per-host data) and ``pretraining`` (BC)."""
-    if settings.trainer != "ppo":
-        raise TrainerConfigError(f"Behavior {behavior_name}: trainer: {settings.trainer} cannot train on several hosts "
-                                 "(--worker-hosts); only ppo can.")
     others = sorted(set(settings.reward_signals) - {"extrinsic"})
     if others:
         raise TrainerConfigError(f"Behavior {behavior_name}: reward_signals: {others[0]} is not supported on several hosts "

@@ -36,7 +36,7 @@ class _timed_first_call:  # noqa: N801 - a function wrapper
         return out
 
 
-class PPOPolicy:
+class ActorCriticPolicy:
     """Decides actions for every agent of one behavior with one compiled call per step.
 
     Noise comes from a seeded numpy ``Generator`` (``ActorCritic.draw_noise``), so runs are

@@ -14,13 +14,13 @@ from kerasrl.bc.module import BCModule
 from kerasrl.buffer import AgentBuffer, Buffer
 from kerasrl.common.fast_path import numpy_mirror
 from kerasrl.common.gae import gae_and_returns, segmented_gae_and_returns
+from kerasrl.common.policy import ActorCriticPolicy
 from kerasrl.distribute import learner_strategy
 from kerasrl.envs.base import StepResult
 from kerasrl.exception import TrainerConfigError, TrainerError, UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
 from kerasrl.ppo.learner import PPOLearner
-from kerasrl.ppo.policy import PPOPolicy
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec
 from kerasrl.timers import get_timer_root, get_timer_stack, hierarchical_timer, merge_worker_tree, set_gauge
@@ -75,6 +75,8 @@ class PPOTrainer(RLTrainer):
 
     #: Whether ``threaded: true`` is allowed (not where an update gathers from several hosts).
     supports_threaded = True
+    #: The class that trains this type on several hosts (``kerasrl.trainers.factory``).
+    MULTI_HOST_TRAINER = "kerasrl.ppo.multi_host:MultiHostPPOTrainer"
 
     def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
@@ -86,7 +88,7 @@ class PPOTrainer(RLTrainer):
         for signal in self.reward_signals.values():
             signal.use_normalizer(model.normalizer)
         self.sequence_length = model.sequence_length
-        self._policy = PPOPolicy(spec, model, seed=self.seed, inference=settings.inference)
+        self._policy = ActorCriticPolicy(spec, model, seed=self.seed, inference=settings.inference)
         self.processor = self.make_processor(self._policy.experience_fields, self._policy.get_value_estimates)
         self.update_count = 0
         self.last_update_metrics: dict[str, float] = {}
@@ -347,6 +349,13 @@ class PPOTrainer(RLTrainer):
         if drain:
             thread.check()
 
+    @classmethod
+    def checkpointed_model(cls, behavior: str, spec: BehaviorSpec, settings: TrainerSettings,
+                           seed: int) -> tuple[Any, dict[str, Any]]:
+        """The actor-critic and what its checkpoints hold (``kerasrl export``)."""
+        learner = PPOLearner.for_behavior(spec, list(settings.reward_signals), settings, seed, settings.max_steps)
+        return learner.actor_critic, {"model": learner.actor_critic, "optimizer": learner.optimizer, "learner": learner}
+
     def _make_learner(self) -> PPOLearner:
         """The learner, built under the learners' strategy (acting stays on one device); a bad
         network or a batch_size that the replicas cannot share is an error naming the behavior."""
@@ -377,7 +386,7 @@ class PPOTrainer(RLTrainer):
         return rows + (agents * seq if seq > 1 else 0)
 
     @property
-    def policy(self) -> PPOPolicy:
+    def policy(self) -> ActorCriticPolicy:
         return self._policy
 
     # -- checkpoints -------------------------------------------------------------------

@@ -30,13 +30,13 @@ import tensorflow as tf
 
 from kerasrl.bc.learner import BCLearner, as_tensors, imitation_batch
 from kerasrl.buffer import AgentBuffer, Buffer
+from kerasrl.common.policy import ActorCriticPolicy
 from kerasrl.demos import DemoError, describe_spec, load_demo
 from kerasrl.distribute import learner_strategy
 from kerasrl.envs.base import StepResult
 from kerasrl.exception import TrainerConfigError, UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
-from kerasrl.ppo.policy import PPOPolicy
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec
 from kerasrl.timers import hierarchical_timer
@@ -50,16 +50,13 @@ logger = logging.getLogger("kerasrl.trainers")
 LOSS_STAT = "Losses/Cloning Loss"
 
 
-class BCPolicy(PPOPolicy):
+class BCPolicy(ActorCriticPolicy):
     """A PPO policy that samples discrete actions and acts deterministically (``squash(μ)``)
     for continuous ones, as ML-Agents 0.9's BC model does."""
 
     def __init__(self, spec: BehaviorSpec, model: ActorCritic, seed: int = 0, inference: str = "auto") -> None:
         super().__init__(spec, model, seed, inference, deterministic=spec.is_continuous)
 
-
-#: ``Trainer.behavior_record``'s "trainer" for the BC trainers, whose checkpoints hold :func:`bc_model`'s objects.
-BC_TRAINER_TYPES = ("OfflineBCTrainer", "OnlineBCTrainer")
 
 
 def bc_model(behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, seed: int) -> tuple[ActorCritic, BCLearner]:
@@ -82,6 +79,13 @@ def bc_checkpoint_objects(model: ActorCritic, learner: BCLearner) -> dict[str, A
 
 class BCTrainer(RLTrainer):
     """What both BC trainers share: the policy, its learner, measuring it, checkpoints."""
+
+    @classmethod
+    def checkpointed_model(cls, behavior: str, spec: BehaviorSpec, settings: TrainerSettings,
+                           seed: int) -> tuple[Any, dict[str, Any]]:
+        """The policy's model and what its checkpoints hold (``kerasrl export``)."""
+        model, learner = bc_model(behavior, spec, settings, seed)
+        return model, bc_checkpoint_objects(model, learner)
 
     def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
@@ -182,6 +186,11 @@ class OfflineBCTrainer(BCTrainer):
 
 class OnlineBCTrainer(BCTrainer):
     """Imitates the behavior ``brain_to_imitate`` of the same environment as it acts."""
+
+    @classmethod
+    def teacher_of(cls, settings: TrainerSettings) -> Optional[str]:
+        """The behavior this trainer imitates, which gets no trainer of its own."""
+        return settings.behavioral_cloning.brain_to_imitate
 
     def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
