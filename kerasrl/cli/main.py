@@ -20,6 +20,7 @@ from typing import Any, Iterator, Optional, Sequence
 
 from kerasrl.cli.env_parameters import EnvParameters
 from kerasrl.cli.parser import build_parser, check_args
+from kerasrl.cli.run_options import apply_run_options, apply_torch_device, given_flags
 from kerasrl.configs import config_source
 from kerasrl.exception import EnvironmentException, TrainerError
 from kerasrl.settings import load_trainer_config
@@ -203,7 +204,11 @@ def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.Argumen
     with _output_may_be_lost(), _StopSignals().installed() as stop:
         try:
             check_args(args)
-            load_trainer_config(config_source(args.trainer_config_path or default_config))  # its errors come first
+            config = load_trainer_config(config_source(args.trainer_config_path or default_config))  # errors first
+            if config.run_options:  # today's layout: its run blocks under the command line's flags
+                apply_run_options(args, parser, config.run_options, given_flags(parser, args.argv[1:]), config.source)
+                check_args(args)
+            apply_torch_device(getattr(args, "torch_device", None))
             # (a multi-host run first says which flags it cannot take, once TensorFlow is loaded)
             hosts = getattr(args, "worker_hosts", None) is not None or bool(os.environ.get("TF_CONFIG"))
             env_params = EnvParameters.from_args(args) if args.record_demo is None and not hosts else None

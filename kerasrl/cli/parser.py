@@ -15,6 +15,9 @@ from kerasrl.settings.run_context import MAX_SEED, check_seed
 
 #: ``--seed``'s value that draws a seed.
 DRAW_SEED = -1
+#: ``--save-freq`` and ``--keep-checkpoints`` when neither the command line nor the config sets them.
+DEFAULT_SAVE_FREQ = 100_000
+DEFAULT_KEEP = 5
 
 
 def _seed_flag(text: str) -> int:
@@ -92,6 +95,13 @@ def _add_unity_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--target-frame-rate", type=int, default=-1,
                    help="the players' target frame rate (default -1: unlimited)")
     g.add_argument("--capture-frame-rate", type=int, default=60, help="the players' capture frame rate (default 60)")
+    g.add_argument("--num-areas", type=int, default=1,
+                   help="training areas per player (mlagents-learn's; kerasrl takes 1: the scene's own layout)")
+    g.add_argument("--max-lifetime-restarts", type=int, default=10,
+                   help="accepted for mlagents-learn's command lines: kerasrl ends the run (saving it) when a "
+                        "player crashes, and --resume continues it")
+    g.add_argument("--restarts-rate-limit-n", type=int, default=1, help="accepted, as --max-lifetime-restarts")
+    g.add_argument("--restarts-rate-limit-period-s", type=int, default=60, help="accepted, as --max-lifetime-restarts")
     g.add_argument("--env-args", nargs=argparse.REMAINDER, default=None,
                    help="everything after it is passed to each player (so it comes last)")
 
@@ -105,11 +115,13 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
                    help=f"random seed (0 to {MAX_SEED}); -1 draws one")
     g.add_argument("--run-id", default="ppo", help="name of the run's folder under --results-dir")
     g.add_argument("--results-dir", default="results", help="where models and summaries go")
-    g.add_argument("--save-freq", type=int, default=100_000,
-                   help="checkpoint every n environment steps (all copies counted, from the run's start)")
+    g.add_argument("--save-freq", type=int, default=None,
+                   help="checkpoint every n environment steps (all copies counted, from the run's start; default: the "
+                        f"smallest checkpoint_interval the config sets, else {DEFAULT_SAVE_FREQ})")
     g.add_argument("--save-every-minutes", type=float, default=10.0,
                    help="also checkpoint after this many minutes without one (0: off)")
-    g.add_argument("--keep-checkpoints", type=int, default=5, help="checkpoints kept")
+    g.add_argument("--keep-checkpoints", type=int, default=None,
+                   help=f"checkpoints kept (default: the largest keep_checkpoints the config sets, else {DEFAULT_KEEP})")
     g.add_argument("--resume", "--load", dest="load", action="store_true", help="continue from the latest checkpoint")
     g.add_argument("--force", action="store_true",
                    help="start afresh in an existing run folder, deleting it first (only a kerasrl run folder); "
@@ -154,6 +166,8 @@ def _add_parameter_flags(parser: argparse.ArgumentParser) -> None:
 def _add_distribution_flags(parser: argparse.ArgumentParser) -> None:
     """Training the learner on several devices or hosts."""
     g = parser.add_argument_group("distribution")
+    g.add_argument("--torch-device", default=None,
+                   help="mlagents-learn's device as TensorFlow's: cpu (no GPU), cuda (the default), cuda:N (GPU N only)")
     g.add_argument("--gpus", type=int, default=None,
                    help="train the learner on N GPUs (MirroredStrategy; 1: one GPU); acting stays on one device")
     g.add_argument("--cpu-replicas", type=int, default=None,
@@ -171,9 +185,10 @@ def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> a
     """The parser of ``kerasrl-learn`` (``config_required=False``: the config is ``--config``, as in ``examples/``)."""
     p = OneLineParser(prog=prog, description="Train PPO with kerasrl on a built-in or Gymnasium environment.")
     if config_required:
-        p.add_argument("trainer_config_path",
-                       help="ML-Agents-style trainer config (YAML: default + per-behavior sections), or the name of a "
-                            f"shipped one: {', '.join(available_configs())}")
+        p.add_argument("trainer_config_path", nargs="?", default=None,
+                       help="ML-Agents trainer config (YAML in today's behaviors: layout or the 0.9-0.15 layout of "
+                            "default + per-behavior sections), or the name of a shipped one: "
+                            f"{', '.join(available_configs())}; left out: the defaults for every behavior")
     else:
         p.add_argument("--config", dest="trainer_config_path", default=None, help="trainer config YAML")
     _add_environment_flags(p)
@@ -191,9 +206,14 @@ def build_parser(prog: str = "kerasrl-learn", config_required: bool = True) -> a
 def check_args(args: argparse.Namespace) -> None:
     for flag, value, low in (("--num-envs", args.num_envs, 1), ("--workers", getattr(args, "workers", 1), 1),
                              ("--steps", args.steps, 1), ("--save-freq", args.save_freq, 1),
+                             ("--keep-checkpoints", getattr(args, "keep_checkpoints", None), 1),
+                             ("--num-areas", getattr(args, "num_areas", 1), 1),
                              ("--save-every-minutes", args.save_every_minutes, 0)):
         if value is not None and value < low:
             raise TrainerError(f"{flag} must be >= {low}, got {value}.")
+    if getattr(args, "num_areas", 1) != 1:
+        raise TrainerError(f"--num-areas {args.num_areas}: kerasrl trains the training areas a scene lays out itself "
+                           "(only --num-areas 1 is supported).")
     seed = getattr(args, "seed", DRAW_SEED)
     if seed != DRAW_SEED:  # the parser checked its own; this checks a namespace made elsewhere
         check_seed(seed)

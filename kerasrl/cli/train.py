@@ -23,7 +23,7 @@ from kerasrl.cli.multi_host import (
     join_cluster,
     warn_small_policies,
 )
-from kerasrl.cli.parser import check_args
+from kerasrl.cli.parser import DEFAULT_KEEP, DEFAULT_SAVE_FREQ, check_args
 from kerasrl.cli.report import ProgressReport
 from kerasrl.cli.run_folder import (
     RETURNS,
@@ -113,10 +113,23 @@ def threaded_sections(config: TrainerConfig) -> TrainerConfig:
                           for name, section in config.sections.items()}, config.source)
 
 
+def checkpoint_plan(args: argparse.Namespace, config: TrainerConfig) -> tuple[int, int]:
+    """``--save-freq`` and ``--keep-checkpoints``, else what the config's sections set (the smallest
+    ``checkpoint_interval``, the largest ``keep_checkpoints``: one plan saves every behavior), else
+    the defaults."""
+    sections = config.sections.values()
+    intervals = [s.checkpoint_interval for s in sections if s.checkpoint_interval is not None]
+    keeps = [s.keep_checkpoints for s in sections if s.keep_checkpoints is not None]
+    save = args.save_freq if args.save_freq is not None else min(intervals, default=DEFAULT_SAVE_FREQ)
+    keep = getattr(args, "keep_checkpoints", None)
+    return save, keep if keep is not None else max(keeps, default=DEFAULT_KEEP)
+
+
 def _setup(args: argparse.Namespace, default_config: Optional[str],
            env_params: Optional[EnvParameters] = None) -> tuple[Any, Any, dict[str, Any], int]:
     """The run context, the env manager, the trainers and the number of agents that ``args`` describe."""
     config = load_trainer_config(config_source(args.trainer_config_path or default_config))
+    args.save_freq, args.keep_checkpoints = checkpoint_plan(args, config)
     if getattr(args, "threaded", False):
         config = threaded_sections(config)
     workers = getattr(args, "workers", 1)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections import defaultdict
 from typing import Any, Mapping, NamedTuple, Optional
@@ -116,8 +115,8 @@ class PPOTrainer(RLTrainer):
         self.saver = self._make_saver()
         if context.load_model:
             self.load_model()
-        elif context.initialize_from is not None:
-            self.initialize_from(os.path.join(context.initialize_from, behavior_name))
+        elif context.initial_model_path(behavior_name, settings) is not None:
+            self.initialize_from(str(context.initial_model_path(behavior_name, settings)))
         #: Compile the update ahead at the first step of training (``PPOLearner.start_warm_up``),
         #: not before: by then every restore of the optimizer's state (checkpoints, callbacks) is done.
         self._warm_up_pending = context.train_model

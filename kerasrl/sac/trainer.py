@@ -38,7 +38,7 @@ logger = logging.getLogger("kerasrl.trainers")
 
 #: Reward signals SAC can learn from: the environment's, computed as the agents step, and the
 #: model signals, whose rewards are computed on each sampled mini-batch with their current model.
-SAC_REWARD_SIGNALS = ("extrinsic", "curiosity", "gail")
+SAC_REWARD_SIGNALS = ("extrinsic", "curiosity", "gail", "rnd")
 REPLAY_SUFFIX = ".replay.h5"
 
 
@@ -94,6 +94,8 @@ class SACTrainer(RLTrainer):
         self.seed = context.seed
         self.hyperparameters: SACSettings = settings.hyperparameters
         self.learner = self._make_learner()
+        #: The fraction of a reward-signal mini-batch owed (``reward_signal_steps_per_update``).
+        self._signal_carry = 0.0
         self.networks: SACNetworks = self.learner.networks
         #: Behavioral cloning from ``pretraining``'s demonstration after every SAC update.
         self.bc_module: Optional[SACBehavioralCloning] = None
@@ -122,8 +124,8 @@ class SACTrainer(RLTrainer):
         self.saver.late_state = (self._targets_before_they_were_saved(),)
         if context.load_model:
             self.load_model()
-        elif context.initialize_from is not None:
-            self.initialize_from(os.path.join(context.initialize_from, behavior_name))
+        elif context.initial_model_path(behavior_name, settings) is not None:
+            self.initialize_from(str(context.initial_model_path(behavior_name, settings)))
         self._policy.uniform = self.step < self.hyperparameters.buffer_init_steps
 
     @classmethod
@@ -260,7 +262,7 @@ class SACTrainer(RLTrainer):
         if not np.isfinite(metrics["critic_loss"]):
             raise UnityTrainerException(f"Behavior {self.behavior_name}: the SAC critic loss became "
                                         f"{metrics['critic_loss']}.")
-        self._update_model_signals(due)
+        self._update_model_signals(self._due_signal_steps(due))
         if self.bc_module is not None:
             with hierarchical_timer("bc.update"):
                 for key, value in self.bc_module.update(self.step).items():
@@ -289,13 +291,21 @@ class SACTrainer(RLTrainer):
             stacked[REWARDS][:count, ..., k] = rewards
             self.stats[signal.stat_name].append(float(np.mean(rewards)))
 
+    def _due_signal_steps(self, gradient_steps: int) -> int:
+        """The reward signals' mini-batches owed after ``gradient_steps`` SAC steps: one per
+        ``reward_signal_steps_per_update`` agent steps (a fraction carries over to the next update)."""
+        hp = self.hyperparameters
+        owed = gradient_steps * hp.agent_steps_per_update / hp.agent_steps_per_signal_update + self._signal_carry
+        self._signal_carry = owed - int(owed)
+        return int(owed)
+
     def _update_model_signals(self, gradient_steps: int) -> None:
         """Train the model signals on ``gradient_steps`` uniform mini-batches of the replay (at most
         as many as it holds; each signal makes its ``num_epoch`` passes over them), in chunks of a
         power-of-two number of mini-batches (13 = 8 + 4 + 1): every new chunk size is one more trace
         and compilation of a signal's update, so there are only a few."""
         signals = [s for s in self.reward_signals.values() if not s.per_step]
-        if not signals:
+        if not signals or gradient_steps < 1:
             return
         batch_size = self.hyperparameters.batch_size
         total = max(min(gradient_steps, len(self.replay) // batch_size), 1)

@@ -9,12 +9,13 @@ from __future__ import annotations
 import difflib
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Union
 
 import yaml
 
 from kerasrl.exception import TrainerConfigError, one_line
+from kerasrl.settings.layout import LAYOUT, flat_sections, is_behaviors_layout
 from kerasrl.settings.trainer import TrainerSettings, _build_settings, _convert_section, inherited_values
 
 logger = logging.getLogger("kerasrl")
@@ -26,6 +27,10 @@ class TrainerConfig:
 
     sections: Mapping[str, TrainerSettings]
     source: str = "<dict>"
+    #: The run's blocks of a config in today's layout (``env_settings``, ``checkpoint_settings``, ...), as written.
+    run_options: Mapping[str, Any] = field(default_factory=dict)
+    #: Which ML-Agents layout the config was written in.
+    layout: str = "the 0.9–0.15 layout"
 
     @property
     def default(self) -> TrainerSettings:
@@ -113,6 +118,8 @@ def trainer_config_from_dict(config: Mapping[str, Any], source: str = "the train
     bad = [k for k in config if not isinstance(k, str)]
     if bad:
         raise TrainerConfigError(f"Section names of {source} must be strings, got {bad[0]!r}.")
+    if is_behaviors_layout(config):
+        return _from_behaviors_layout(config, source)
     default_values = _convert_section(f"section default of {source}", _resolve(config, "default", source)) \
         if "default" in config else {}
     sections = {"default": _build_settings(default_values, f"section default of {source}")}
@@ -125,6 +132,17 @@ def trainer_config_from_dict(config: Mapping[str, Any], source: str = "the train
         values = {**inherited_values(default_values, trainer), **own}
         sections[name] = _build_settings(values, where)
     return TrainerConfig(sections, source)
+
+
+def _from_behaviors_layout(config: Mapping[str, Any], source: str) -> TrainerConfig:
+    """A config in today's layout: each behavior's whole section (``default_settings`` merged in)."""
+    flat, run_options = flat_sections(config, source)
+    sections = {}
+    for name, section in flat.items():
+        where = f"default_settings of {source} ({LAYOUT})" if name == "default" else \
+            f"behavior {name} of {source} ({LAYOUT})"
+        sections[name] = _build_settings(_convert_section(where, section), where)
+    return TrainerConfig(sections, source, run_options, LAYOUT)
 
 
 class DuplicateKeyError(yaml.constructor.ConstructorError):

@@ -45,6 +45,13 @@ class RunContext:
     #: optimizer), with the step counted from 0 (``--initialize-from``).
     initialize_from: Optional[str] = None
 
+    def initial_model_path(self, behavior: str, settings: TrainerSettings) -> Optional[str]:
+        """The checkpoint folder a new run of ``behavior`` starts from: its section's ``init_path``,
+        else the behavior's folder under ``initialize_from`` (``--initialize-from``), else None."""
+        if settings.init_path is not None:
+            return settings.init_path
+        return os.path.join(self.initialize_from, behavior) if self.initialize_from is not None else None
+
     def __post_init__(self) -> None:
         if self.keep_checkpoints < 1:
             raise TrainerConfigError(f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}.")

@@ -39,6 +39,8 @@ class SACSettings(_Checked):
                                           "constant, or linear decay to 0 at max_steps")
     tau: float = setting(0.005, unit_interval, "soft (Polyak) update rate of the target critics")
     steps_per_update: Optional[float] = setting(None, positive, "agent steps per gradient step (default 1)")
+    reward_signal_steps_per_update: Optional[float] = setting(
+        None, positive, "agent steps per mini-batch of the reward signals' models (default: steps_per_update)")
     save_replay_buffer: bool = setting(False, doc="checkpoint the replay buffer with the model (--resume continues with it)")
     train_interval: Optional[int] = setting(None, at_least(1), "older ML-Agents: agent steps between updates")
     num_update: Optional[int] = setting(None, at_least(1), "older ML-Agents: gradient steps per update")
@@ -74,3 +76,8 @@ class SACSettings(_Checked):
     def agent_steps_per_update(self) -> float:
         """``steps_per_update`` as resolved (never None once the settings are built)."""
         return float(self.steps_per_update or 1.0)
+
+    @property
+    def agent_steps_per_signal_update(self) -> float:
+        """``reward_signal_steps_per_update``, else ``steps_per_update``."""
+        return float(self.reward_signal_steps_per_update or self.agent_steps_per_update)

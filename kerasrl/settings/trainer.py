@@ -19,6 +19,7 @@ from kerasrl.settings.checks import _build, _Checked, _closest, _convert, _field
 from kerasrl.settings.network import NetworkSettings
 from kerasrl.settings.registry import trainer_type, trainer_types
 from kerasrl.settings.reward_signals import RewardSignalSettings, _default_reward_signals, _reward_signals
+from kerasrl.settings.self_play import SELF_PLAY_RENAMED, SelfPlaySettings
 
 INFERENCE_MODES = ("auto", "tf", "numpy")
 
@@ -51,12 +52,20 @@ class TrainerSettings(_Checked):
     summary_freq: int = setting(1000, at_least(1), "steps (every agent's) between summaries")
     inference: str = setting("auto", one_of(*INFERENCE_MODES), "act in numpy (vector policies, MLP or LSTM) or tf")
     threaded: bool = setting(False, doc="update in a thread of its own while acting goes on (data one update old)")
+    keep_checkpoints: Optional[int] = setting(None, at_least(1), "checkpoints kept (default: the run's "
+                                                                  "--keep-checkpoints, 5)")
+    checkpoint_interval: Optional[int] = setting(None, at_least(1), "steps between checkpoints (default: the run's "
+                                                                     "--save-freq)")
+    even_checkpoints: bool = setting(False, doc="space the keep_checkpoints checkpoints evenly over max_steps "
+                                                "(checkpoint_interval = max_steps / keep_checkpoints)")
+    init_path: Optional[str] = setting(None, doc="a checkpoint folder (a run's models/<behavior>) to start from")
     network: NetworkSettings = field(default_factory=NetworkSettings)
     #: The trainer type's hyper-parameters: an instance of its registered settings class (its defaults when not given).
     hyperparameters: Any = field(default=None, metadata={"group": "the trainer type's settings class"})
     behavioral_cloning: BCTrainerSettings = field(default_factory=BCTrainerSettings)
     reward_signals: Mapping[str, RewardSignalSettings] = field(default_factory=_default_reward_signals)
     pretraining: Optional[BehavioralCloningSettings] = None
+    self_play: Optional[SelfPlaySettings] = None
 
     def _check(self) -> None:
         settings_cls = trainer_type(self.trainer).settings_cls
@@ -67,6 +76,8 @@ class TrainerSettings(_Checked):
                                      f"{type(self.hyperparameters).__name__}.")
         if not self.reward_signals:
             raise TrainerConfigError("No reward signals were defined. At least one must be used.")
+        if self.even_checkpoints:
+            object.__setattr__(self, "checkpoint_interval", max(self.max_steps // (self.keep_checkpoints or 5), 1))
         check_section = getattr(self.hyperparameters, "check_section", None)
         if check_section is not None:
             check_section(self)
@@ -85,7 +96,7 @@ class TrainerSettings(_Checked):
                 flat.update(dataclasses.asdict(value))
             elif f.name == "reward_signals":
                 flat[f.name] = {n: dataclasses.asdict(s) for n, s in value.items()}
-            elif f.name == "pretraining":
+            elif f.name in ("pretraining", "self_play"):
                 if value is not None:
                     flat[f.name] = dataclasses.asdict(value)
             else:
@@ -100,12 +111,14 @@ class TrainerSettings(_Checked):
 
 #: The groups every trainer type has, beside its hyper-parameters.
 _GROUPS: dict[str, type] = {"network": NetworkSettings, "behavioral_cloning": BCTrainerSettings}
+#: Keys whose value is a mapping of its own (``behavioral_cloning:`` is ``pretraining`` under its later name).
+_BLOCKS = ("reward_signals", "pretraining", "self_play")
 _TOP_LEVEL = tuple(f.name for f in dataclasses.fields(TrainerSettings)
-                   if f.name not in _GROUPS and f.name not in ("hyperparameters", "reward_signals", "pretraining"))
+                   if f.name not in _GROUPS and f.name not in ("hyperparameters", *_BLOCKS))
 _SHARED_KEYS: dict[str, str] = {
     **{k: "" for k in _TOP_LEVEL},
     **{f.name: group for group, cls in reversed(_GROUPS.items()) for f in dataclasses.fields(cls)},
-    "reward_signals": "", "pretraining": "",
+    **{k: "" for k in _BLOCKS}, "behavioral_cloning": "",
 }
 
 
@@ -166,13 +179,25 @@ def _convert_section(where: str, section: Mapping[str, Any], inherited_trainer: 
             raise TrainerConfigError(f"Unknown parameter {key} in {where}{_closest(key, key_groups())}")
         if key == "reward_signals":
             out[key] = _reward_signals(where, value)
-        elif key == "pretraining":
+        elif key in ("pretraining", "behavioral_cloning"):
+            if "pretraining" in out:
+                raise TrainerConfigError(f"{where} has both pretraining and behavioral_cloning (its later name): keep one.")
             raw = _mapping(where, key, value)
-            out[key] = _build(BehavioralCloningSettings, where, raw, "pretraining") if raw else None
+            out["pretraining"] = _build(BehavioralCloningSettings, where, raw, key) if raw else None
+        elif key == "self_play":
+            out[key] = _self_play(where, value)
         else:
             f, hint = _field_of(key, group, trainer)
             out[key] = _convert(where, f, hint, value)
     return out
+
+
+def _self_play(where: str, value: Any) -> Optional[SelfPlaySettings]:
+    """A ``self_play`` mapping (an empty one: every default); ``null``: no self-play."""
+    if value is None:
+        return None
+    raw = {SELF_PLAY_RENAMED.get(k, k): v for k, v in _mapping(where, "self_play", value).items()}
+    return _build(SelfPlaySettings, where, raw, "self_play")
 
 
 def _build_settings(values: Mapping[str, Any], where: str) -> TrainerSettings:

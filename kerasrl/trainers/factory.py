@@ -23,6 +23,9 @@ def create_trainer(behavior: str, spec: BehaviorSpec, settings: TrainerSettings,
                    reward_buff_cap: int = 1) -> Trainer:
     """The trainer of the registered type that ``settings.trainer`` names, for one behavior (under
     a multi-host strategy, the class its ``MULTI_HOST_TRAINER`` names)."""
+    if settings.self_play is not None:
+        raise TrainerConfigError(f"Behavior {behavior}: self_play is read, but kerasrl cannot train by self-play yet; "
+                                 "remove the self_play block to train the behavior on its own.")
     trainer_cls = trainer_type(settings.trainer, f"the settings of behavior {behavior}").trainer_cls
     hosts = cluster()
     if hosts is not None:
