@@ -273,3 +273,19 @@ def test_the_config_argument_may_be_left_out(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["--env", "Simple1D", "--steps", "64", "--run-id", "bare", "--progress-every", "64"]) == 0
     assert "final steps=" in capsys.readouterr().out
+
+
+def test_environment_parameters_are_refused_in_one_line_not_dropped(today):
+    parser, args = _args([str(today)])
+    params = {"environment_parameters": {"mass": {"sampler_type": "uniform",
+                                                  "sampler_parameters": {"min_value": 1, "max_value": 2}}}}
+    with pytest.raises(TrainerConfigError, match="environment_parameters in f: kerasrl does not apply them yet"):
+        apply_run_options(args, parser, params, set(), "f")
+
+
+def test_a_behavior_of_another_type_takes_default_settings_without_its_hyperparameters():
+    config = load_trainer_config({"default_settings": {"trainer_type": "ppo",
+                                                       "hyperparameters": {"beta": 0.01, "batch_size": 256}},
+                                  "behaviors": {"Walker": {"trainer_type": "sac", "hyperparameters": {"tau": 0.02}}}})
+    walker = config.sections["Walker"].hyperparameters
+    assert isinstance(walker, SACSettings) and walker.tau == 0.02 and walker.batch_size == 256  # beta left out

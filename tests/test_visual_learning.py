@@ -35,7 +35,7 @@ def train_visual(encoder, tmp_path, seed=SEED, bright=1.0, overrides=None, size=
     Returns the trainer, whose ``reward_buffer`` holds the last ``LAST_EPISODES`` returns
     (newest first) and whose ``summary_log`` holds the per-summary means.
     """
-    side = VisualEncoder.MIN_SIZE[encoder] if size is None else size
+    side = max(VisualEncoder.MIN_SIZE[encoder], 2) if size is None else size  # the environment's images are >= 2 wide
     env = VisualSimple1DEnvironment(use_discrete=True, seed=seed, image_shape=(side, side, 1), bright=bright)
     manager = SimpleEnvManager(env)
     config = {"default": dict(CONFIG["default"], vis_encode_type=encoder, **(overrides or {}))}

@@ -144,7 +144,8 @@ def config_reference() -> str:
     for key, cls, optional in nested:
         covered.add(cls)
         if optional:
-            where = f"These keys go in a `{key}:` mapping of the section (absent: off)."
+            alias = " (or `behavioral_cloning:`, its later name)" if key == "pretraining" else ""
+            where = f"These keys go in a `{key}:` mapping of the section{alias} (absent: off)."
         else:
             where = f"These keys sit directly in a section (the `{key}` group of `{TrainerSettings.__name__}`)."
         out += ["", f"## `{key}`", "", f"`{cls.__name__}`: {_summary(cls)} {where}", "", _table(cls)]

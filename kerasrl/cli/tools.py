@@ -1,15 +1,23 @@
-"""The ``kerasrl`` command: ``kerasrl export RUN_DIR`` and ``kerasrl plot RUN_DIR...``."""
+"""The ``kerasrl`` command: ``kerasrl export RUN_DIR``, ``kerasrl plot RUN_DIR...`` and
+``kerasrl upgrade-config OLD NEW``."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import traceback
 from typing import Optional, Sequence
 
+import yaml
+
 from kerasrl.cli.main import quiet_tensorflow, tensorflow_start_up_hidden
 from kerasrl.cli.parser import OneLineParser
+from kerasrl.configs import config_source
 from kerasrl.exception import TrainerError
 from kerasrl.plot import DEFAULT_KEYS, plot_runs
+from kerasrl.settings import load_trainer_config
+from kerasrl.settings.upgrade import todays_layout
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,6 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--key", action="append", default=None,
                       help="metric column to plot (repeatable; default: Environment/Cumulative Reward)")
     plot.add_argument("--title", default=None)
+    upgrade = sub.add_parser("upgrade-config", help="write a trainer config in today's ML-Agents layout (behaviors:)")
+    upgrade.add_argument("old", help="the config (the 0.9-0.15 layout, or today's: rewritten in full)")
+    upgrade.add_argument("new", help="the file to write")
+    upgrade.add_argument("--force", action="store_true", help="overwrite an existing NEW")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
@@ -38,8 +50,35 @@ def _run(args: argparse.Namespace) -> None:
 
         for behavior, paths in export_run(args.run_dir, onnx=False if args.no_onnx else None).items():
             print(f"{behavior}: {', '.join(paths[k] for k in ('savedmodel', 'onnx', 'unity_onnx') if k in paths)}", flush=True)
+    elif args.command == "upgrade-config":
+        print(upgrade_config(args.old, args.new, force=args.force), flush=True)
     else:
         print(plot_runs(args.run_dirs, args.output, args.key or DEFAULT_KEYS, args.title, force=args.force), flush=True)
+
+
+def upgrade_config(old: str, new: str, force: bool = False) -> str:
+    """Writes ``old`` in today's layout to ``new`` (atomically; an existing ``new`` only with
+    ``force``, never ``old`` itself); returns what it wrote."""
+    if os.path.exists(new):
+        if os.path.exists(old) and os.path.samefile(old, new):
+            raise TrainerError(f"{new} is the config being upgraded: write the upgrade to another file.")
+        if not force:
+            raise TrainerError(f"{new} already exists: give another file, or --force to replace it.")
+    folder = os.path.dirname(os.path.abspath(new))
+    if not os.path.isdir(folder):
+        raise TrainerError(f"The folder {folder} of {new} does not exist (kerasrl does not create it).")
+    config = load_trainer_config(config_source(old))
+    text = yaml.safe_dump(todays_layout(config), sort_keys=False)
+    tmp = f"{new}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(f"# {os.path.basename(old)} in today's ML-Agents layout (kerasrl upgrade-config).\n{text}")
+        os.replace(tmp, new)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise TrainerError(f"{new} could not be written: {e.strerror or e}.") from e
+    return f"Wrote {new} ({len(config.behavior_sections)} behavior sections, {config.layout} → today's layout)."
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

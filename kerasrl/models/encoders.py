@@ -82,6 +82,11 @@ class VectorEncoder(keras.layers.Layer):
                 "seed": self.seed, "activation": self.activation, "initializer": self.initializer}
 
 
+#: The convolutions' fixed activation per encoder under ``conv_style: mlagents`` (ELU otherwise).
+_MLAGENTS_CONV_ACTIVATION = {"resnet": "relu", "match3": "leaky_relu"}
+_CONV_ACTIVATIONS = {"elu": tf.nn.elu, "leaky_relu": tf.nn.leaky_relu}
+
+
 def _conv(filters: int, kernel: int, stride: int, initializer: keras.initializers.Initializer, padding: str = "valid",
           activation: Any = None, name: str | None = None, dtype: Any = None) -> keras.layers.Conv2D:
     return keras.layers.Conv2D(filters, kernel, strides=stride, padding=padding, activation=activation,
@@ -93,14 +98,16 @@ class VisualEncoder(keras.layers.Layer):
 
     ``simple``: 16@8×8/4 → 32@4×4/2; ``nature_cnn``: 32@8×8/4 → 64@4×4/2 → 64@3×3/1;
     ``resnet``: per channel count in (16, 32, 32): conv 3×3 → maxpool 3×3/2 → two residual
-    blocks, then the activation. The dense stack after the flattened features follows
-    ``activation`` and ``initializer`` (as ML-Agents'); the convolutions do with ``conv_style``
-    ``network`` (ReLU + orthogonal √2 with one 512-unit layer is SB3's NatureCNN) and are
+    blocks, then the activation; ``match3`` (ML-Agents' encoder for small boards, from 5×5):
+    35@3×3/1 → 144@3×3/1 with leaky ReLU; ``fully_connected``: no convolution, the pixels flattened.
+    The dense stack after the flattened features follows ``activation`` and ``initializer`` (as
+    ML-Agents'); the convolutions do with ``conv_style`` ``network`` (ReLU + orthogonal √2 with one
+    512-unit layer is SB3's NatureCNN) and are
     ML-Agents 0.9's fixed ELU (ReLU for resnet) with Glorot-uniform init with ``mlagents``.
     Inputs are images in ``[0, 1]``, ``(h, w, c)``; every layer computes in the encoder's ``dtype`` policy.
     """
 
-    MIN_SIZE = {"simple": 20, "nature_cnn": 36, "resnet": 15}
+    MIN_SIZE = {"simple": 20, "nature_cnn": 36, "resnet": 15, "match3": 5, "fully_connected": 1}
 
     def __init__(self, encode_type: str, hidden_units: int, num_layers: int, seed: int | None = None,
                  activation: str = NetworkSettings.activation, initializer: str = NetworkSettings.initializer,
@@ -117,8 +124,8 @@ class VisualEncoder(keras.layers.Layer):
         self.activation, self.initializer, self.conv_style = activation, initializer, conv_style
         mlagents = conv_style == "mlagents"
         #: The convolutions' activation, by name (``elu`` or one of ``ACTIVATIONS``) and as a function.
-        self.conv_activation_name = ("relu" if encode_type == "resnet" else "elu") if mlagents else activation
-        self.conv_activation = tf.nn.elu if self.conv_activation_name == "elu" else get_activation(self.conv_activation_name)
+        self.conv_activation_name = _MLAGENTS_CONV_ACTIVATION.get(encode_type, "elu") if mlagents else activation
+        self.conv_activation = _CONV_ACTIVATIONS.get(self.conv_activation_name) or get_activation(self.conv_activation_name)
         counter = iter(range(1, 1000))
 
         def conv(filters: int, kernel: int, stride: int, padding: str = "valid", activation: Any = None) -> keras.layers.Conv2D:
@@ -131,6 +138,10 @@ class VisualEncoder(keras.layers.Layer):
             self.convs = [conv(16, 8, 4, activation=act), conv(32, 4, 2, activation=act)]
         elif encode_type == "nature_cnn":
             self.convs = [conv(32, 8, 4, activation=act), conv(64, 4, 2, activation=act), conv(64, 3, 1, activation=act)]
+        elif encode_type == "match3":
+            self.convs = [conv(35, 3, 1, activation=act), conv(144, 3, 1, activation=act)]
+        elif encode_type == "fully_connected":
+            self.convs = []
         else:
             self.stages = []
             for ch in (16, 32, 32):

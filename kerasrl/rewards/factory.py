@@ -16,13 +16,14 @@ REWARD_SIGNALS: dict[str, Union[type[RewardSignal], str]] = {
     "extrinsic": ExtrinsicRewardSignal,
     "curiosity": "kerasrl.rewards.curiosity:CuriosityRewardSignal",
     "gail": "kerasrl.rewards.gail:GAILRewardSignal",
+    "rnd": "kerasrl.rewards.rnd:RNDRewardSignal",
 }
 
 
 def create_reward_signal(name: str, settings: RewardSignalSettings, spec: Optional[BehaviorSpec] = None,
                          network: Optional[NetworkSettings] = None, seed: int = 0,
                          jit_compile: bool = False) -> RewardSignal:
-    """The signal ``name`` (``extrinsic``, ``curiosity`` or ``gail``) for a behavior of ``spec``.
+    """The signal ``name`` (``extrinsic``, ``curiosity``, ``gail`` or ``rnd``) for a behavior of ``spec``.
 
     ``jit_compile``: XLA for the signal's update (PPO's setting). Settings of the wrong kind for ``name``
     (built by hand) are an error naming both.

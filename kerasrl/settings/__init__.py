@@ -39,9 +39,11 @@ from kerasrl.settings.reward_signals import (
     CuriositySettings,
     GAILSettings,
     RewardSignalSettings,
+    RNDSettings,
 )
 from kerasrl.settings.run_context import RunContext
 from kerasrl.settings.sac import DTYPE_POLICIES, LEARNING_RATE_SCHEDULES, SACSettings
+from kerasrl.settings.self_play import SelfPlaySettings
 from kerasrl.settings.trainer import INFERENCE_MODES, Hyperparameters, TrainerSettings, key_groups
 
 __all__ = [
@@ -50,7 +52,7 @@ __all__ = [
     "RECURRENT_STYLES", "REWARD_SIGNAL_SETTINGS", "VIS_ENCODE_TYPES",
     "BCTrainerSettings", "BehavioralCloningSettings", "Check", "CuriositySettings", "GAILSettings", "Hyperparameters",
     "NetworkSettings", "OfflineBCSettings", "OnlineBCSettings",
-    "PPOSettings", "RewardSignalSettings", "RunContext", "SACSettings", "TrainerConfig", "TrainerSettings", "TrainerType",
+    "PPOSettings", "RewardSignalSettings", "RNDSettings", "RunContext", "SelfPlaySettings", "SACSettings", "TrainerConfig", "TrainerSettings", "TrainerType",
     "at_least", "key_groups", "load_trainer_config", "one_of", "positive", "read_trainer_config", "read_yaml",
     "register_trainer_type", "setting", "trainer_config_from_dict", "trainer_type", "trainer_types", "unit_interval",
 ]

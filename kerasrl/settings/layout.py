@@ -71,8 +71,21 @@ def flat_sections(config: Mapping[str, Any], source: str) -> tuple[dict[str, dic
         if not isinstance(name, str):
             raise TrainerConfigError(f"Behavior names of {source} must be strings, got {name!r}.")
         where = f"behavior {name} of {source} ({LAYOUT})"
-        sections[name] = flat_section(deep_merged(default, _mapping(where, name, block)), where)
+        block = _mapping(where, name, block)
+        sections[name] = flat_section(deep_merged(_default_for(default, block), block), where)
     return sections, {k: config[k] for k in RUN_BLOCKS if k in config}
+
+
+def _default_for(default: Mapping[str, Any], block: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``default_settings`` as a behavior of another trainer type takes it: without the other
+    type's hyper-parameters (those both types have stay), as the flat layout's ``default``."""
+    own = block.get("trainer_type", default.get("trainer_type", "ppo"))
+    hyper = default.get("hyperparameters")
+    if own == default.get("trainer_type", "ppo") or not isinstance(hyper, Mapping) or not isinstance(own, str):
+        return default
+    keys = {f.name for f in dataclasses.fields(trainer_type(own).settings_cls)}
+    keys |= {f"{k}_schedule" for k in ("beta", "epsilon") if f"{k}_end" in keys}
+    return {**default, "hyperparameters": {k: v for k, v in hyper.items() if k in keys}}
 
 
 def flat_section(block: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -88,8 +101,6 @@ def flat_section(block: Mapping[str, Any], where: str) -> dict[str, Any]:
             flat.update(network(_mapping(where, key, value), where))
         elif key == "reward_signals":
             flat[key] = reward_signals(_mapping(where, key, value), where)
-        elif key == "framework":
-            logger.warning("framework in %s was dropped by ML-Agents and is ignored.", where)
         else:
             flat[key] = value  # a section key (the flat loader checks it, naming this behavior)
     return flat

@@ -7,7 +7,7 @@ from typing import Optional
 from kerasrl.exception import TrainerConfigError
 from kerasrl.settings.checks import _Checked, at_least, one_of, positive, setting
 
-VIS_ENCODE_TYPES = ("simple", "nature_cnn", "resnet")
+VIS_ENCODE_TYPES = ("simple", "nature_cnn", "resnet", "match3", "fully_connected")
 CONV_STYLES = ("mlagents", "network")
 ACTIVATIONS = ("swish", "tanh", "relu")
 INITIALIZERS = ("variance_scaling", "orthogonal", "torch")

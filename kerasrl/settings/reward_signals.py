@@ -38,8 +38,18 @@ class GAILSettings(RewardSignalSettings):
     use_vail: bool = setting(False, doc="variational bottleneck (VAIL)")
 
 
+@dataclass(frozen=True, kw_only=True)
+class RNDSettings(RewardSignalSettings):
+    """RND (random network distillation): a reward for observations a trained predictor has not yet
+    learned to map to a fixed random network's encoding of them."""
+
+    encoding_size: int = setting(128, at_least(1), "size of the random encoding (the networks' hidden units)")
+    learning_rate: float = setting(1.0e-4, positive, "the predictor's Adam step size")
+    num_epoch: int = setting(3, at_least(1), "passes over the update buffer")
+
+
 REWARD_SIGNAL_SETTINGS: dict[str, type[RewardSignalSettings]] = {
-    "extrinsic": RewardSignalSettings, "curiosity": CuriositySettings, "gail": GAILSettings,
+    "extrinsic": RewardSignalSettings, "curiosity": CuriositySettings, "gail": GAILSettings, "rnd": RNDSettings,
 }
 
 
@@ -56,5 +66,11 @@ def _reward_signals(where: str, value: Any) -> dict[str, RewardSignalSettings]:
         cls = REWARD_SIGNAL_SETTINGS.get(name)
         if cls is None:
             raise TrainerConfigError(f"Unknown reward signal type {name} in {where}{_closest(name, REWARD_SIGNAL_SETTINGS)}")
-        out[name] = _build(cls, where, _mapping(where, f"reward_signals.{name}", params), f"reward signal {name}")
+        raw = _mapping(where, f"reward_signals.{name}", params)
+        try:
+            out[name] = _build(cls, where, raw, f"reward signal {name}")
+        except TrainerConfigError as e:
+            if f"reward signal {name}" in str(e):
+                raise
+            raise TrainerConfigError(f"reward_signals.{name}: {e}") from None  # a value's error names its signal
     return out

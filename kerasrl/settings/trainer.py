@@ -10,6 +10,7 @@ hyper-parameters is an error in a section's own keys and left out when inherited
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Protocol
 
@@ -22,6 +23,10 @@ from kerasrl.settings.reward_signals import RewardSignalSettings, _default_rewar
 from kerasrl.settings.self_play import SELF_PLAY_RENAMED, SelfPlaySettings
 
 INFERENCE_MODES = ("auto", "tf", "numpy")
+#: Keys that ML-Agents' own published configs hold and its trainers ignored: read, warned about, dropped.
+IGNORED_KEYS = {"gamma": "the discount is each reward signal's gamma (reward_signals.<signal>.gamma)",
+                "output_path": "a run writes under --results-dir/--run-id", "framework": "kerasrl trains with TensorFlow"}
+logger = logging.getLogger("kerasrl")
 
 
 class Hyperparameters(Protocol):
@@ -175,6 +180,9 @@ def _convert_section(where: str, section: Mapping[str, Any], inherited_trainer: 
     out: dict[str, Any] = {}
     for key, value in section.items():
         group = _group_of(key, trainer)
+        if key in IGNORED_KEYS:
+            logger.warning("%s in %s is ignored, as ML-Agents ignored it: %s.", key, where, IGNORED_KEYS[key])
+            continue
         if group is None:
             raise TrainerConfigError(f"Unknown parameter {key} in {where}{_closest(key, key_groups())}")
         if key == "reward_signals":
