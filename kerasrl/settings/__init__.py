@@ -52,7 +52,8 @@ __all__ = [
     "RECURRENT_STYLES", "REWARD_SIGNAL_SETTINGS", "VIS_ENCODE_TYPES",
     "BCTrainerSettings", "BehavioralCloningSettings", "Check", "CuriositySettings", "GAILSettings", "Hyperparameters",
     "NetworkSettings", "OfflineBCSettings", "OnlineBCSettings",
-    "PPOSettings", "RewardSignalSettings", "RNDSettings", "RunContext", "SelfPlaySettings", "SACSettings", "TrainerConfig", "TrainerSettings", "TrainerType",
+    "PPOSettings", "RewardSignalSettings", "RNDSettings", "RunContext", "SelfPlaySettings", "SACSettings",
+    "TrainerConfig", "TrainerSettings", "TrainerType",
     "at_least", "key_groups", "load_trainer_config", "one_of", "positive", "read_trainer_config", "read_yaml",
     "register_trainer_type", "setting", "trainer_config_from_dict", "trainer_type", "trainer_types", "unit_interval",
 ]
