@@ -14,12 +14,18 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "kerasrl"
 
-#: Bottom to top; a unit is a folder of ``kerasrl/`` or a module at its root.
+#: Bottom to top; a unit is a folder of ``kerasrl/`` or a module at its root. The bottom is ordered
+#: too: the compiled cores and plain helpers, then the spec and what needs only it, then the
+#: settings and the buffer, then what reads settings or buffers.
 LAYERS: list[set[str]] = [
-    {"_buffer", "_kernels", "compat", "exception", "spec", "fields", "settings", "buffer", "timers", "arrays", "configs",
-     "xla_cache", "interrupts", "distribute", "samplers", "curriculum", "optimizers", "demos", "protos",
+    {"_buffer", "_kernels", "exception", "fields", "protos", "compat", "arrays", "timers", "interrupts", "xla_cache",
      "step_history"},
-    {"envs", "models"},
+    {"spec", "configs", "distribute", "buffer_files"},
+    {"settings", "buffer", "samplers", "curriculum"},
+    {"optimizers", "demo_format"},
+    {"demos"},
+    {"models"},
+    {"envs"},
     {"common"},
     {"rewards"},
     {"trainers"},
@@ -158,6 +164,22 @@ def test_the_algorithms_do_not_import_each_other():
     assert not crossing, "\n".join(crossing)
 
 
+def test_environments_and_models_do_not_know_each_other():
+    """Models know only the spec; environments know no model: neither imports the other."""
+    crossing = [f"{a} (line {line}) imports {b}" for a, b, line, _ in _internal()
+                if {_unit(a), _unit(b)} == {"envs", "models"}]
+    assert not crossing, "\n".join(crossing)
+
+
+def test_the_learning_side_takes_the_step_types_from_the_spec():
+    """Algorithms, reward signals, shared math and the trainers read StepResult and ActionInfo
+    from ``kerasrl.spec``, not from ``envs/`` (only the controller drives an env manager)."""
+    users = [f"{a} (line {line}) imports {b}" for a, b, line, _ in _internal()
+             if _unit(a) in {"bc", "ppo", "sac", "rewards", "common", "trainers"} and _unit(b) == "envs"
+             and a != "kerasrl.trainers.controller"]
+    assert not users, "\n".join(users)
+
+
 def test_nothing_imports_the_command_line():
     users = [f"{a} (line {line})" for a, b, line, _ in _internal() if _unit(b) == "cli" and _unit(a) != "cli"]
     assert not users, f"the cli package is imported by {users}"
@@ -205,3 +227,30 @@ def test_no_trainer_type_is_named_outside_its_package():
 def test_the_trainer_type_check_sees_a_comparison():
     node = ast.parse('settings.trainer in ("offline_bc", "online_bc")').body[0].value
     assert _names_a_trainer_type(node, {"offline_bc"}) and not _names_a_trainer_type(node, {"ppo"})
+
+
+#: The house's size limits: a file a reader can hold (the Cython core aside), a function read at once.
+MAX_FILE_LINES = 500
+MAX_FUNCTION_LINES = 50
+MAX_FUNCTION_IMPORTS = 5
+
+
+def test_files_and_functions_stay_small():
+    long_files = [f"{m}: {p.read_text().count(chr(10))} lines" for m, p in MODULES.items()
+                  if _unit(m) != "protos" and p.read_text().count("\n") > MAX_FILE_LINES]
+    long_functions = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{module}.{node.name} (line {node.lineno}): {length} lines")
+    assert not long_files and not long_functions, "\n".join(long_files + long_functions)
+
+
+def test_imports_inside_functions_stay_few():
+    """Besides the optional extras' (imported where used), at most a handful of import statements
+    sit inside functions (the launchers')."""
+    inner = sorted({f"{a} (line {line})" for a, b, line, inside in IMPORTS
+                    if inside and b.split(".")[0] not in OPTIONAL_EXTRAS})
+    assert len(inner) <= MAX_FUNCTION_IMPORTS, "\n".join(inner)

@@ -33,12 +33,11 @@ from kerasrl.buffer import AgentBuffer, Buffer
 from kerasrl.common.policy import ActorCriticPolicy
 from kerasrl.demos import DemoError, describe_spec, load_demo
 from kerasrl.distribute import learner_strategy
-from kerasrl.envs.base import StepResult
 from kerasrl.exception import TrainerConfigError, UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
 from kerasrl.settings import RunContext, TrainerSettings
-from kerasrl.spec import BehaviorSpec
+from kerasrl.spec import BehaviorSpec, StepResult
 from kerasrl.timers import hierarchical_timer
 from kerasrl.trainers.agent_processor import AgentProcessor
 from kerasrl.trainers.checkpoint import CheckpointSaver

@@ -210,57 +210,83 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
     target = args.steps if args.inference else max(t.get_max_steps for t in trainers.values())
     run_dir = os.path.join(args.results_dir, args.run_id)
     report = ProgressReport(trainers, n_agents, args.inference, target, recorded=recorded_returns(run_dir))
-    minutes = args.save_every_minutes
-    tc = report.controller = TrainerController(
-        trainers, context.model_path, context.summaries_dir, f"{args.run_id}-0", args.save_freq,
-        train=not args.inference, training_seed=context.seed, progress=report.progress,
-        progress_freq=max(args.progress_every // n_agents, 1), save_every_seconds=60.0 * minutes if minutes else None,
-        inference_steps=max(args.steps // n_agents, 1) if args.inference and args.steps else None,
-        timers_path=os.path.join(args.results_dir, args.run_id, "inference_timers.json" if args.inference else "timers.json"),
-        export=export_trainers,
-        **(env_params or EnvParameters()).controller_kwargs(args, context.model_path, context.seed,
-                                                            {name: t.get_step for name, t in trainers.items()}))
+    tc = report.controller = _controller(args, context, trainers, n_agents, report, env_params)
     tc.reset_environment(manager)
     prepare_run_dir(args)
     for trainer in trainers.values() if args.load and not args.inference else ():
         if trainer.writes_results:  # the steps after the restored checkpoint are trained again
             trainer.drop_results_after(trainer.get_step)
     record_run(args, context, trainers)
-    workers = getattr(args, "workers", 1)
-    where = f" in {workers} worker processes" if workers > 1 else ""
-    if getattr(args, "env_manager", "subprocess") == "ray":
-        where = f" in {workers} Ray actor{'s' if workers > 1 else ''}"
-    results = run_dir
-    hosts = getattr(next(iter(trainers.values()), None), "cluster", None)
-    if hosts is not None:
-        where += f", {hosts}"
-        results = results if hosts.chief else "the chief's folder"
-    kinds = sorted({t.settings.trainer for t in trainers.values()})
-    algorithm = " + ".join(kind.upper() for kind in kinds)
-    print(f"kerasrl: {algorithm} on {args.env} x{n_agents}{where}, seed {context.seed}, results in "
-          f"{results} (set-up {report.start - start:.1f} s)", flush=True)
+    print(f"kerasrl: {_start_line(args, trainers, n_agents)}, seed {context.seed}, results in "
+          f"{_results_folder(trainers, run_dir)} (set-up {report.start - start:.1f} s)", flush=True)
     report.resumed(context.seed)
     end_error: Optional[Exception] = None
     try:
         tc.start_learning(manager)
     except Exception as e:
-        if tc.finished:  # it came after training (the export, closing the environment): returns and final line first
-            end_error = e
-        elif not (tc.train_model and tc.saved_steps):
-            raise
-        elif isinstance(e, EnvironmentException):  # the controller checkpoints before an env error propagates
-            step = max(tc.saved_steps.values())
-            raise EnvironmentException(f"{e} The model was saved at step {step}; continue with --resume.") from e
-        elif isinstance(e, UpdateThreadError):  # the learner's state is the failed update's: the newest checkpoint stays
-            step = max(tc.saved_steps.values())
-            raise UpdateThreadError(f"{e} The newest checkpoint is at step {step}; continue with --resume.") from e
-        else:
-            raise
+        end_error = _after_training_error(tc, e)
     finally:
         report.close()
     if not args.inference:
         record_returns(run_dir, trainers)
     result = {**report.summary(), "trace_s": report.trace_seconds(), "interrupted": float(tc.interrupted)}
+    _print_final(args, result, tc, report, trainers)
+    if end_error is not None:
+        raise end_error
+    return result
+
+
+def _controller(args: argparse.Namespace, context: Any, trainers: dict[str, Any], n_agents: int,
+                report: ProgressReport, env_params: Optional[EnvParameters]) -> TrainerController:
+    """The controller of this run, as the flags set it up."""
+    minutes = args.save_every_minutes
+    timers = "inference_timers.json" if args.inference else "timers.json"
+    return TrainerController(
+        trainers, context.model_path, context.summaries_dir, f"{args.run_id}-0", args.save_freq,
+        train=not args.inference, training_seed=context.seed, progress=report.progress,
+        progress_freq=max(args.progress_every // n_agents, 1), save_every_seconds=60.0 * minutes if minutes else None,
+        inference_steps=max(args.steps // n_agents, 1) if args.inference and args.steps else None,
+        timers_path=os.path.join(args.results_dir, args.run_id, timers), export=export_trainers,
+        **(env_params or EnvParameters()).controller_kwargs(args, context.model_path, context.seed,
+                                                            {name: t.get_step for name, t in trainers.items()}))
+
+
+def _start_line(args: argparse.Namespace, trainers: dict[str, Any], n_agents: int) -> str:
+    """``PPO on CartPole-v1 x8 in 2 worker processes``: the trainer types, the environment, where it runs."""
+    workers = getattr(args, "workers", 1)
+    where = f" in {workers} worker processes" if workers > 1 else ""
+    if getattr(args, "env_manager", "subprocess") == "ray":
+        where = f" in {workers} Ray actor{'s' if workers > 1 else ''}"
+    hosts = getattr(next(iter(trainers.values()), None), "cluster", None)
+    if hosts is not None:
+        where += f", {hosts}"
+    algorithm = " + ".join(kind.upper() for kind in sorted({t.settings.trainer for t in trainers.values()}))
+    return f"{algorithm} on {args.env} x{n_agents}{where}"
+
+
+def _results_folder(trainers: dict[str, Any], run_dir: str) -> str:
+    hosts = getattr(next(iter(trainers.values()), None), "cluster", None)
+    return run_dir if hosts is None or hosts.chief else "the chief's folder"
+
+
+def _after_training_error(tc: TrainerController, e: Exception) -> Exception:
+    """An error once training finished (the export, closing the environment) is kept for after
+    the returns and the final line; one during training is raised, saying where to resume."""
+    if tc.finished:
+        return e
+    if not (tc.train_model and tc.saved_steps):
+        raise e
+    step = max(tc.saved_steps.values())
+    if isinstance(e, EnvironmentException):  # the controller checkpoints before an env error propagates
+        raise EnvironmentException(f"{e} The model was saved at step {step}; continue with --resume.") from e
+    if isinstance(e, UpdateThreadError):  # the learner's state is the failed update's: the newest checkpoint stays
+        raise UpdateThreadError(f"{e} The newest checkpoint is at step {step}; continue with --resume.") from e
+    raise e
+
+
+def _print_final(args: argparse.Namespace, result: dict[str, float], tc: TrainerController, report: ProgressReport,
+                 trainers: dict[str, Any]) -> None:
+    """The interruption notice, the final summary line and each trainer's own summary."""
     if tc.interrupted:
         print("Interrupted: nothing to save in an inference run." if args.inference
               else "Interrupted: the model was saved; continue with --resume.", flush=True)
@@ -272,9 +298,6 @@ def _train(args: argparse.Namespace, context: Any, manager: Any, trainers: dict[
     for trainer in trainers.values():
         if hasattr(trainer, "summary_line"):
             print(f"kerasrl: {trainer.summary_line()}", flush=True)
-    if end_error is not None:
-        raise end_error
-    return result
 
 
 def record_demo(args: argparse.Namespace, default_config: Optional[str] = None) -> dict[str, float]:

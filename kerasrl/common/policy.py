@@ -9,12 +9,10 @@ import tensorflow as tf
 
 from kerasrl.common.agent_table import AgentTable
 from kerasrl.common.fast_path import choose_inference, numpy_mirror
-from kerasrl.envs.base import StepResult
-from kerasrl.envs.env_manager import ActionInfo
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.settings import INFERENCE_MODES
-from kerasrl.spec import BehaviorSpec
+from kerasrl.spec import ActionInfo, BehaviorSpec, StepResult
 from kerasrl.timers import hierarchical_timer
 
 

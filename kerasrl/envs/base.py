@@ -12,118 +12,17 @@ is never stored as experience, so an environment is free to reset the agent in b
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 import numpy as np
 
 from kerasrl.exception import EnvironmentException
-from kerasrl.spec import ActionType, BehaviorSpec, concat_vector_observations
+from kerasrl.spec import ActionType, BehaviorSpec, StepResult, concat_vector_observations
 
 __all__ = [
     "ActionType", "BehaviorSpec", "Environment", "EnvironmentException", "StepResult", "check_actions",
     "concat_vector_observations",
 ]
-
-
-def _as_1d(x: Any, dtype: type) -> np.ndarray:
-    """``x`` as a 1-D array of ``dtype``; an array that already is one is returned as is (hot path)."""
-    if type(x) is np.ndarray and x.dtype == dtype and x.ndim == 1:
-        return x
-    return np.asarray(x, dtype=dtype).reshape(-1)
-
-
-@dataclass
-class StepResult:
-    """One behavior's agents after a step, batched: row ``i`` of every array is agent ``agent_ids[i]``.
-
-    ``observations`` holds one float32 array ``[n, *shape]`` per entry of the spec's
-    ``observation_shapes``. ``action_mask`` (discrete only) is ``[n, sum(branches)]`` with
-    1 = allowed, 0 = masked; ``None`` means everything is allowed.
-    """
-
-    agent_ids: np.ndarray
-    observations: list[np.ndarray]
-    rewards: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    action_mask: Optional[np.ndarray] = None
-    previous_actions: Optional[np.ndarray] = None
-    _index: Optional[dict[int, int]] = field(default=None, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        self.agent_ids = _as_1d(self.agent_ids, np.int64)
-        n = self.agent_ids.shape[0]
-        self.rewards = _as_1d(self.rewards, np.float32)
-        self.terminated = _as_1d(self.terminated, np.bool_)
-        self.truncated = _as_1d(self.truncated, np.bool_)
-        if not (self.rewards.shape[0] == self.terminated.shape[0] == self.truncated.shape[0] == n):
-            for name in ("rewards", "terminated", "truncated"):
-                if getattr(self, name).shape[0] != n:
-                    raise EnvironmentException(
-                        f"StepResult.{name} has {getattr(self, name).shape[0]} rows for {n} agents."
-                    )
-        observations = self.observations = list(self.observations)
-        for i, o in enumerate(observations):
-            if type(o) is not np.ndarray or o.dtype != np.float32:
-                o = observations[i] = np.asarray(o, dtype=np.float32)
-            if o.ndim == 0 or o.shape[0] != n:
-                raise EnvironmentException(f"StepResult.observations[{i}] has shape {o.shape} for {n} agents.")
-        if self.action_mask is not None:
-            self.action_mask = np.asarray(self.action_mask, dtype=np.float32)
-            if self.action_mask.ndim != 2 or self.action_mask.shape[0] != n:
-                raise EnvironmentException(
-                    f"StepResult.action_mask has shape {self.action_mask.shape} for {n} agents."
-                )
-
-    def __len__(self) -> int:
-        return int(self.agent_ids.shape[0])
-
-    @property
-    def done(self) -> np.ndarray:
-        """``terminated | truncated`` (ML-Agents' ``local_done``)."""
-        return self.terminated | self.truncated
-
-    def index_of(self, agent_id: int) -> int:
-        """Row of ``agent_id`` in this result; ``KeyError`` if absent."""
-        if self._index is None:
-            self._index = {int(a): i for i, a in enumerate(self.agent_ids)}
-        return self._index[int(agent_id)]
-
-    def validate(self, spec: BehaviorSpec, behavior: str = "") -> "StepResult":
-        """Check shapes against ``spec`` and catch NaN/inf where they enter."""
-        label = f" of behavior '{behavior}'" if behavior else ""
-        if len(self.observations) != len(spec.observation_shapes):
-            raise EnvironmentException(
-                f"Step result{label} has {len(self.observations)} observations, spec has "
-                f"{len(spec.observation_shapes)}."
-            )
-        for i, (o, s) in enumerate(zip(self.observations, spec.observation_shapes)):
-            if o.shape[1:] != s:
-                raise EnvironmentException(
-                    f"Observation {i}{label} has shape {o.shape[1:]}, spec says {s}."
-                )
-            if not np.isfinite(o).all():
-                raise EnvironmentException(f"Observation {i}{label} contains NaN or inf.")
-        if not np.isfinite(self.rewards).all():
-            raise EnvironmentException(f"Rewards{label} contain NaN or inf.")
-        if self.action_mask is not None and self.action_mask.shape[1] != spec.action_mask_size:
-            raise EnvironmentException(
-                f"Action masks{label} have {self.action_mask.shape[1]} columns, spec needs "
-                f"{spec.action_mask_size} (sum of branch sizes)."
-            )
-        return self
-
-    @staticmethod
-    def empty(spec: BehaviorSpec) -> "StepResult":
-        return StepResult(
-            agent_ids=np.zeros(0, np.int64),
-            observations=[np.zeros((0,) + s, np.float32) for s in spec.observation_shapes],
-            rewards=np.zeros(0, np.float32),
-            terminated=np.zeros(0, bool),
-            truncated=np.zeros(0, bool),
-            action_mask=np.ones((0, spec.action_mask_size), np.float32) if spec.has_action_mask else None,
-        )
 
 
 class Environment(abc.ABC):

@@ -2,26 +2,12 @@
 from __future__ import annotations
 
 import abc
-from typing import Any, Mapping, NamedTuple, Optional, Protocol
-
-import numpy as np
+from typing import Mapping, NamedTuple, Optional, Protocol
 
 from kerasrl.compat import mlagents_names
 from kerasrl.envs.base import BehaviorSpec, Environment, EnvironmentException, StepResult
+from kerasrl.spec import ActionInfo
 from kerasrl.timers import hierarchical_timer
-
-
-class ActionInfo(NamedTuple):
-    """What a policy decided for one behavior's agents (rows in the step result's agent order).
-
-    ``value``: each reward signal's value estimates; ``outputs`` is the dict the trainer stores
-    as experience (actions, log-probs, values, ...).
-    """
-
-    action: np.ndarray
-    memory: Optional[np.ndarray]
-    value: Optional[dict[str, np.ndarray]]
-    outputs: Optional[dict[str, Any]]
 
 
 class Policy(Protocol):

@@ -252,17 +252,7 @@ class GymnasiumEnv(Environment):
             self._act_env_shape = tuple(int(d) for d in np.atleast_1d(np.asarray(space.n)))
             self._action_shape = (2,) * int(np.prod(self._act_env_shape))
         elif isinstance(space, spaces.Box):
-            low = np.asarray(space.low, np.float64).reshape(-1)
-            high = np.asarray(space.high, np.float64).reshape(-1)
-            finite = np.isfinite(low) & np.isfinite(high)
-            self._action_shape = (int(low.shape[0]),)
-            safe_low, safe_high = np.where(finite, low, -1.0), np.where(finite, high, 1.0)
-            self._act_scale = ((safe_high - safe_low) / 2.0).astype(np.float32)
-            self._act_offset = ((safe_high + safe_low) / 2.0).astype(np.float32)
-            self._act_identity = bool(np.all(self._act_scale == 1.0) and np.all(self._act_offset == 0.0))
-            half = ~finite & (np.isfinite(low) | np.isfinite(high))
-            self._act_bounds = (low.astype(np.float32), high.astype(np.float32)) if half.any() else None
-            self._act_env_shape = tuple(space.shape)
+            self._setup_box_actions(space)
         else:
             raise EnvironmentException(
                 f"Gymnasium env '{self.env_name}': action space {space} is not supported "
@@ -276,6 +266,20 @@ class GymnasiumEnv(Environment):
             self._act_limits = self._act_limits[0]
         self._act_env_shape_batched = (self.num_envs,) + self._act_env_shape
         return ActionType.DISCRETE if self._act_discrete else ActionType.CONTINUOUS
+
+    def _setup_box_actions(self, space: spaces.Box) -> None:
+        """A Box's actions: kerasrl's [-1, 1] scaled to the finite bounds (half-bounded ones clipped)."""
+        low = np.asarray(space.low, np.float64).reshape(-1)
+        high = np.asarray(space.high, np.float64).reshape(-1)
+        finite = np.isfinite(low) & np.isfinite(high)
+        self._action_shape = (int(low.shape[0]),)
+        safe_low, safe_high = np.where(finite, low, -1.0), np.where(finite, high, 1.0)
+        self._act_scale = ((safe_high - safe_low) / 2.0).astype(np.float32)
+        self._act_offset = ((safe_high + safe_low) / 2.0).astype(np.float32)
+        self._act_identity = bool(np.all(self._act_scale == 1.0) and np.all(self._act_offset == 0.0))
+        half = ~finite & (np.isfinite(low) | np.isfinite(high))
+        self._act_bounds = (low.astype(np.float32), high.astype(np.float32)) if half.any() else None
+        self._act_env_shape = tuple(space.shape)
 
     @property
     def behavior_specs(self) -> Mapping[str, BehaviorSpec]:

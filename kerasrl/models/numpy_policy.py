@@ -173,15 +173,7 @@ class NumpyActorCritic:
         overhead dominates here).
         """
         m = self.model
-        if self._variables is None:
-            # The variable list is fixed once the model is built: walk the layers once, not every call.
-            self._variables = variables = list(m.trainable_variables)
-            self._index = {id(v): i for i, v in enumerate(variables)}
-        variables = self._variables
-        if values is None:
-            values = [np.asarray(v.numpy()) for v in variables]
-        elif len(values) != len(variables) or any(tuple(a.shape) != tuple(v.shape) for a, v in zip(values, variables)):
-            raise ValueError("refresh(values): values must match the model's trainable_variables in number and shapes.")
+        values = self._trainable_values(values)
 
         def dense(layer: object) -> list[np.ndarray]:
             return [values[self._index[id(w)]].astype(np.float32, copy=False)
@@ -195,17 +187,7 @@ class NumpyActorCritic:
         heads = [dense(m.value_heads[name]) for name in self.stream_names]
         value_kernel = np.concatenate([k for k, _ in heads], axis=1)
         value_bias = np.concatenate([b for _, b in heads])
-        kernels, biases = [], []
-        if self.continuous_size:  # μ first, then the branches' logits (hybrid actions have both)
-            mu_kernel, mu_bias = dense(m.mu)
-            kernels.append(mu_kernel)
-            biases.append(mu_bias)
-            self._refresh_gaussian(values)
-        if self.branches:
-            kernels += [dense(layer)[0] for layer in m.branch_logits]
-            biases.append(np.zeros(sum(self.branches), np.float32))
-        action_kernel = np.concatenate(kernels, axis=1)
-        action_bias = np.concatenate(biases)
+        action_kernel, action_bias = self._action_head(dense, values)
         self.n_actions = action_kernel.shape[1]
         value_body: Optional[list[Sequence[np.ndarray]]] = None
         if m.value_body is not None:
@@ -220,6 +202,34 @@ class NumpyActorCritic:
                 self._refresh_lstm(cells, m.vector_size, shared_input=True)
             else:
                 self._refresh_lstm(cells, body[-1][0].shape[1])
+
+    def _trainable_values(self, values: Optional[Sequence[np.ndarray]]) -> Sequence[np.ndarray]:
+        """The model's trainable variables as numpy (``values`` checked against them when given)."""
+        if self._variables is None:
+            # The variable list is fixed once the model is built: walk the layers once, not every call.
+            self._variables = list(self.model.trainable_variables)
+            self._index = {id(v): i for i, v in enumerate(self._variables)}
+        variables = self._variables
+        if values is None:
+            return [np.asarray(v.numpy()) for v in variables]
+        if len(values) != len(variables) or any(tuple(a.shape) != tuple(v.shape) for a, v in zip(values, variables)):
+            raise ValueError("refresh(values): values must match the model's trainable_variables in number and shapes.")
+        return values
+
+    def _action_head(self, dense: Any, values: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """One kernel and bias for every action output: μ first, then the branches' logits
+        (hybrid actions have both)."""
+        m = self.model
+        kernels, biases = [], []
+        if self.continuous_size:
+            mu_kernel, mu_bias = dense(m.mu)
+            kernels.append(mu_kernel)
+            biases.append(mu_bias)
+            self._refresh_gaussian(values)
+        if self.branches:
+            kernels += [dense(layer)[0] for layer in m.branch_logits]
+            biases.append(np.zeros(sum(self.branches), np.float32))
+        return np.concatenate(kernels, axis=1), np.concatenate(biases)
 
     def _refresh_lstm(self, cells: list[list[np.ndarray]], hidden: int, shared_input: bool = False) -> None:
         """The LSTM step of every stream as one: ``z = [x, extra, h] @ [W; U] + b`` with the

@@ -15,13 +15,12 @@ from kerasrl.common.fast_path import numpy_mirror
 from kerasrl.common.gae import gae_and_returns, segmented_gae_and_returns
 from kerasrl.common.policy import ActorCriticPolicy
 from kerasrl.distribute import learner_strategy
-from kerasrl.envs.base import StepResult
 from kerasrl.exception import TrainerConfigError, TrainerError, UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
 from kerasrl.ppo.learner import PPOLearner
 from kerasrl.settings import RunContext, TrainerSettings
-from kerasrl.spec import BehaviorSpec
+from kerasrl.spec import BehaviorSpec, StepResult
 from kerasrl.timers import get_timer_root, get_timer_stack, hierarchical_timer, merge_worker_tree, set_gauge
 from kerasrl.trainers.agent_processor import Rollout
 from kerasrl.trainers.checkpoint import INITIALIZE_FIX, CheckpointSaver, initialize_from_advice

@@ -5,9 +5,8 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 import numpy as np
 
-from kerasrl.envs.base import StepResult
 from kerasrl.settings import NetworkSettings, RewardSignalSettings
-from kerasrl.spec import BehaviorSpec
+from kerasrl.spec import BehaviorSpec, StepResult
 
 
 class RewardSignalResult(NamedTuple):

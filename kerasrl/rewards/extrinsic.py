@@ -5,9 +5,9 @@ from typing import Mapping
 
 import numpy as np
 
-from kerasrl.envs.base import StepResult
 from kerasrl.fields import Field
 from kerasrl.rewards.base import RewardSignal, RewardSignalResult
+from kerasrl.spec import StepResult
 
 
 class ExtrinsicRewardSignal(RewardSignal):

@@ -1,16 +1,14 @@
 """Soft Actor-Critic's Keras models: the actor, twin Q networks, their targets, the entropy coefficients.
-
 Continuous actions: a tanh-squashed Gaussian (``μ`` and ``log σ`` heads, ``log σ`` clipped to
 [-20, 2]); the critics take the observation and the action and give one Q value per reward
 signal. Discrete actions (one categorical per branch, masked actions given probability 0): the
 critics take the observation and give a Q value per reward signal, branch and action. One
 trainable log entropy coefficient per action branch (one for continuous actions).
 
-Cameras (``vis_encode_type``: ``simple``, ``nature_cnn`` or ``resnet``, PPO's encoders) are
-encoded by each network's own convolutional encoders: the actor concatenates their features with
-its hidden layers' output on the vector observations; a critic concatenates them with the vector
-observations (and the action) before its hidden layers. Vector observations are normalised
-(``normalize: true``) once, by a running normalizer shared by the actor and the critics.
+Cameras (PPO's ``vis_encode_type`` encoders) are encoded by each network's own encoders: the
+actor concatenates their features with its hidden layers' output on the vector observations; a
+critic concatenates them with the vector observations (and the action) before its hidden layers.
+One running normalizer (``normalize: true``), shared by the actor and the critics.
 
 Recurrent (``use_recurrent``): the actor and every critic encode the observations with PPO's
 stream (``models.actor_critic.Stream``: cameras and hidden layers, then an LSTM of
@@ -41,10 +39,9 @@ from kerasrl.settings import NetworkSettings, SACSettings
 from kerasrl.spec import BehaviorSpec
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
-#: The longest ``sequence_length`` whose LSTMs are unrolled in an update without XLA (the critics
-#: then run ``2 × 16 + 1`` steps): a loop's per-step cost dominates such short sequences, while
-#: longer ones would make the graph slow to trace. XLA runs the loop about as fast as the unrolled
-#: steps and compiles it several times faster, so with XLA the LSTMs loop.
+#: The longest ``sequence_length`` whose LSTMs are unrolled in an update without XLA: a loop's
+#: per-step cost dominates short sequences, longer ones make the graph slow to trace; with XLA
+#: (as fast, compiling several times faster) the LSTMs loop.
 UNROLL_SEQUENCE_LENGTH = 16
 #: Added inside the log of the tanh correction, as Stable-Baselines3 and ML-Agents do.
 TANH_EPSILON = 1e-6
@@ -326,25 +323,9 @@ class SACNetworks(keras.Model):
                        and self.sequence_length <= UNROLL_SEQUENCE_LENGTH)
         self.actor = SACActor(spec, network, width if self.is_discrete else 0, seed, memory_units=units,
                               unroll=self.unroll, name="actor", dtype=hp.dtype_policy)
-        q_outputs = len(self.stream_names) * width
-
-        def q(name: str, offset: int) -> Union[QNetwork, RecurrentQNetwork]:
-            net_seed = None if seed is None else seed + offset
-            if self.recurrent:
-                return RecurrentQNetwork(spec, network, q_outputs, net_seed, units, self.unroll, name=name)
-            return QNetwork(spec, network, q_outputs, net_seed, name=name, dtype=hp.dtype_policy)
-
-        self.critics = [q("q1", 101), q("q2", 202)]
-        self.targets = [q("target_q1", 101), q("target_q2", 202)]
-        n_coefs = len(self.branches) if self.is_discrete else 1
-        self.log_ent_coef = self.add_weight(name="log_ent_coef", shape=(n_coefs,),
-                                            initializer=keras.initializers.Constant(math.log(hp.init_entcoef)))
-        if self.is_discrete:
-            entropy = [hp.discrete_target_entropy_scale * math.log(b) for b in self.branches]
-        else:
-            entropy = [-hp.target_entropy_scale * self.action_size]
-        #: The entropy the coefficients are tuned towards, per branch.
-        self.target_entropy = np.asarray(entropy, np.float32)
+        self.critics = [self._q_network("q1", 101, width, seed), self._q_network("q2", 202, width, seed)]
+        self.targets = [self._q_network("target_q1", 101, width, seed), self._q_network("target_q2", 202, width, seed)]
+        self._add_entropy_coefficients(hp)
         self._build_all()
         for target, critic in zip(self.targets, self.critics):
             for t, c in zip(target.weights, critic.weights):
@@ -356,6 +337,28 @@ class SACNetworks(keras.Model):
         for net in nets:
             setattr(self.checkpointed, net.name, list(net.weights))
         self.built = True
+
+    def _q_network(self, name: str, offset: int, width: int, seed: Optional[int]) -> Union[QNetwork, RecurrentQNetwork]:
+        """One Q network (a critic or its target: the same seed, so both start equal)."""
+        net_seed = None if seed is None else seed + offset
+        outputs = len(self.stream_names) * width
+        if self.recurrent:
+            return RecurrentQNetwork(self.spec, self.network_settings, outputs, net_seed, self.memory_size // 2,
+                                     self.unroll, name=name)
+        return QNetwork(self.spec, self.network_settings, outputs, net_seed, name=name,
+                        dtype=self.hyperparameters.dtype_policy)
+
+    def _add_entropy_coefficients(self, hp: SACSettings) -> None:
+        """``log_ent_coef`` (one per branch; continuous actions: one) and the entropy each is tuned towards."""
+        n_coefs = len(self.branches) if self.is_discrete else 1
+        self.log_ent_coef = self.add_weight(name="log_ent_coef", shape=(n_coefs,),
+                                            initializer=keras.initializers.Constant(math.log(hp.init_entcoef)))
+        if self.is_discrete:
+            entropy = [hp.discrete_target_entropy_scale * math.log(b) for b in self.branches]
+        else:
+            entropy = [-hp.target_entropy_scale * self.action_size]
+        #: The entropy the coefficients are tuned towards, per branch.
+        self.target_entropy = np.asarray(entropy, np.float32)
 
     def _build_all(self) -> None:
         zeros = {k: tf.zeros([1, *spec.shape[1:]]) for k, spec in self.input_signature().items()}

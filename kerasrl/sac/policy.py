@@ -23,12 +23,10 @@ import tensorflow as tf
 from kerasrl._kernels import sample_masked_categorical
 from kerasrl.arrays import shared_ones
 from kerasrl.common.agent_table import AgentTable
-from kerasrl.envs.base import StepResult
-from kerasrl.envs.env_manager import ActionInfo
 from kerasrl.fields import Field
 from kerasrl.models.distributions import EPSILON
 from kerasrl.sac.networks import LOG_STD_MAX, LOG_STD_MIN, SACNetworks
-from kerasrl.spec import concat_vector_observations
+from kerasrl.spec import ActionInfo, StepResult, concat_vector_observations
 from kerasrl.timers import hierarchical_timer
 
 

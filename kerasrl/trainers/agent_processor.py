@@ -18,11 +18,10 @@ import numpy as np
 
 from kerasrl.arrays import shared_ones
 from kerasrl.buffer import Buffer
-from kerasrl.envs.base import StepResult
 from kerasrl.fields import Field
 from kerasrl.rewards import RewardSignal
 from kerasrl.rewards.batched import UpdateBatchRewards
-from kerasrl.spec import BehaviorSpec, concat_vector_observations
+from kerasrl.spec import BehaviorSpec, StepResult, concat_vector_observations
 from kerasrl.trainers.trajectory import Trajectory, TrajectoryQueue
 
 

@@ -27,38 +27,62 @@ fails (a full disk, a folder that cannot be written) removes what it added and r
 Limitation: saving a step that already has a checkpoint (TF overwrites ``model-N`` in
 place) leaves that one checkpoint damaged if the process is killed in the middle; older
 checkpoints stay intact, so with ``keep >= 2`` a restore falls back to the previous one.
+
+The folder's files are handled in :mod:`kerasrl.trainers.checkpoint_folder`, the writes beside the
+checkpoints (write errors, the behavior record, weights export) in
+:mod:`kerasrl.trainers.checkpoint_writes`; their public names are importable from here too.
 """
 from __future__ import annotations
 
 import collections
 import contextlib
-import io
-import json
 import logging
 import os
 import re
 import shutil
-import sys
-import time
-import uuid
 from typing import AbstractSet, Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 import tensorflow as tf
-from google.protobuf import descriptor_pool, message_factory, text_format
 from google.protobuf.message import DecodeError
 from google.protobuf.text_format import ParseError
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from kerasrl import distribute
-from kerasrl.exception import UnityTrainerException, describe, one_line
+from kerasrl.exception import UnityTrainerException, describe
 from kerasrl.interrupts import sigint_deferred
+from kerasrl.trainers.checkpoint_folder import (
+    CHECKPOINT_NAME,
+    STALE_NAMES,
+    STATE_FILE,
+    adopt_untracked,
+    checkpoint_candidates,
+    folder_names,
+    initialize_from_advice,
+    read_state,
+    remove_stale_files,
+    state_prefixes,
+    write_state,
+)
+from kerasrl.trainers.checkpoint_writes import (
+    BEHAVIOR_FILE,
+    WRITE_ERRORS,
+    CheckpointWriteError,
+    export_weights,
+    read_behavior_record,
+    write_failure,
+    write_json_atomically,
+)
+
+__all__ = [
+    "BEHAVIOR_FILE", "CHECKPOINT_NAME", "INITIALIZE_FIX", "RESUME_FIX", "RUN_ID_ADVICE", "STATE_FILE", "WRITE_ERRORS",
+    "CheckpointMismatch", "CheckpointSaver", "CheckpointWriteError", "LateState",
+    "adopt_untracked", "check_fit", "checkpoint_candidates", "export_weights", "initialize_from_advice",
+    "read_behavior_record", "read_state", "remove_stale_files", "verify_checkpoint", "write_failure",
+    "write_json_atomically", "write_state",
+]
 
 logger = logging.getLogger("kerasrl.trainers")
 
-CHECKPOINT_NAME = "model"
-STATE_FILE = "checkpoint"
-#: Beside the checkpoints: the behavior's spec, settings and seed (``Trainer.behavior_record``).
-BEHAVIOR_FILE = "behavior.json"
 #: What to check when a model folder holds no checkpoint, for kerasrl-learn (--resume and the like);
 #: other commands pass their own advice to :meth:`CheckpointSaver.restore`.
 RUN_ID_ADVICE = "Make sure you specified the right --run-id."
@@ -67,16 +91,6 @@ RUN_ID_ADVICE = "Make sure you specified the right --run-id."
 RESUME_FIX = "resume with the run's settings, or start afresh with --force or a new --run-id."
 INITIALIZE_FIX = ("use the network settings of the run it initializes from (hidden_units, num_layers, ...), "
                   "or drop --initialize-from.")
-_INDEX_FILE = re.compile(r"^model-(\d+)\.index$")
-_DATA_FILE = re.compile(r"^(model-\d+)\.data-\d{5}-of-\d{5}$")
-#: Names only an interrupted write leaves behind (TF's temporaries and export_weights').
-_STALE_NAMES = (
-    re.compile(r"^model-\d+_temp$"),
-    re.compile(r"^checkpoint\.tmp[0-9a-f]+$"),
-    re.compile(r"\.tempstate\d+$"),
-    re.compile(r"\.tmp\.weights\.h5$"),
-    re.compile(r"^behavior\.json\.tmp$"),
-)
 #: What reading or restoring a damaged checkpoint raises in TF 2.21: ``OpError`` (its
 #: ``DataLossError``, ``NotFoundError``...) for a bad index, a checksum mismatch or a missing
 #: file, ``IndexError`` ("Read less bytes than requested") for a truncated data file,
@@ -84,15 +98,6 @@ _STALE_NAMES = (
 #: object graph.
 _RESTORE_ERRORS = (tf.errors.OpError, ValueError, IndexError, KeyError, AssertionError, DecodeError, ParseError,
                    OSError)
-#: What writing a checkpoint or an export raises on a full disk or a folder that cannot be written:
-#: TensorFlow's ``OpError`` (``ResourceExhaustedError``, ``PermissionDeniedError``...), Python's ``OSError``.
-WRITE_ERRORS = (tf.errors.OpError, OSError)
-#: The state file's message, ``tensorflow.CheckpointState`` (TF's public API has no constructor for it).
-_CHECKPOINT_STATE = message_factory.GetMessageClass(
-    descriptor_pool.Default().FindMessageTypeByName("tensorflow.CheckpointState"))
-#: State files already reported unreadable (path, inode, size, mtime): a restore and the first
-#: save read the same file, and the user is told once.
-_reported_states: set[tuple[str, int, int, int]] = set()
 
 
 class CheckpointMismatch(UnityTrainerException):
@@ -100,23 +105,6 @@ class CheckpointMismatch(UnityTrainerException):
     the model, such as ``hidden_units``, changed since it was saved): one line naming the
     variable and both shapes."""
 
-
-class CheckpointWriteError(UnityTrainerException):
-    """A checkpoint could not be written (a full disk, a folder that cannot be written): one line
-    naming the folder and the cause; the checkpoints written before it are intact."""
-
-
-def write_failure(error: BaseException) -> str:
-    """Why a write failed, on one line: the OS's reason and the error's type, without the path
-    and the op that TensorFlow's message adds (the caller names the folder)."""
-    if isinstance(error, OSError) and error.strerror:
-        return f"{error.strerror} ({type(error).__name__})"
-    text = one_line(getattr(error, "message", None) or error)
-    text = re.sub(r"\s*\[Op:\w+\]$", "", re.sub(r"^\{\{.*?\}\}\s*", "", text))
-    quoted = re.search(r"error message = '([^']+)'", text)  # HDF5's report of the OS's error
-    reason = quoted.group(1) if quoted else text.rsplit("; ", 1)[-1].strip() or text
-    reason = reason if len(reason) <= 200 else reason[:197] + "..."
-    return f"{reason} ({type(error).__name__})"
 
 
 class _DamagedCheckpoint(Exception):
@@ -127,168 +115,6 @@ class _DamagedCheckpoint(Exception):
         self.file = file
         self.reason = describe(error, 200)
 
-
-# -- the folder ------------------------------------------------------------------------
-def _step_of(prefix: str) -> int:
-    """The step number of a ``.../model-N`` prefix (-1 for a prefix that is not ours)."""
-    match = _INDEX_FILE.match(os.path.basename(prefix) + ".index")
-    return int(match.group(1)) if match else -1
-
-
-def read_state(folder: str) -> Optional[Any]:
-    """The ``checkpoint`` state file's ``CheckpointState`` (paths made absolute), or None when
-    it is missing or unreadable (empty, cut short, garbage): a warning names an unreadable one
-    (once per version of the file), and the caller then relies on the ``model-*.index`` files
-    instead. Parsed here rather than by ``tf.train.get_checkpoint_state``, which would log its
-    own warnings about the same file and hide the reason."""
-    path = os.path.join(folder, STATE_FILE)
-    if not os.path.exists(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-        state = _CHECKPOINT_STATE()
-        text_format.Merge(text, state)
-        if not state.model_checkpoint_path:
-            raise ValueError("it names no checkpoint")
-    except (ValueError, ParseError, OSError) as e:
-        _report_unreadable(path, describe(e, 200))
-        return None
-    state.model_checkpoint_path = os.path.join(folder, state.model_checkpoint_path)
-    for i, listed in enumerate(state.all_model_checkpoint_paths):
-        state.all_model_checkpoint_paths[i] = os.path.join(folder, listed)
-    return state
-
-
-def _report_unreadable(path: str, reason: str) -> None:
-    """Warn that the state file ``path`` is unreadable, unless this version of it was reported already."""
-    try:
-        stat = os.stat(path)
-        key = (os.path.realpath(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
-    except OSError:
-        key = (os.path.realpath(path), -1, -1, -1)
-    if key in _reported_states:
-        return
-    _reported_states.add(key)
-    logger.warning("Checkpoint state file %s is unreadable (%s); looking for model-*.index files instead.", path, reason)
-
-
-def _state_prefixes(folder: str, state: Any) -> list[str]:
-    """The prefixes ``state`` lists, newest first (its latest, then the others in reverse).
-
-    ``folder`` must be absolute: TF joins a relative listed path to the folder as given, so a
-    relative folder would be joined twice and no listed prefix would match one on disk."""
-    listed = [state.model_checkpoint_path, *reversed(state.all_model_checkpoint_paths)]
-    return _unique([os.path.normpath(os.path.join(folder, p)) for p in listed if p])
-
-
-def _disk_prefixes(folder: str) -> list[str]:
-    """The ``model-N`` prefixes with an index file in ``folder``, highest step first."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return []
-    steps = sorted((int(m.group(1)) for m in map(_INDEX_FILE.match, names) if m), reverse=True)
-    return [os.path.normpath(os.path.join(folder, f"{CHECKPOINT_NAME}-{step}")) for step in steps]
-
-
-def _names(folder: str) -> set[str]:
-    """The names in ``folder`` (none when it cannot be listed)."""
-    try:
-        return set(os.listdir(folder))
-    except OSError:
-        return set()
-
-
-def _unique(prefixes: list[str]) -> list[str]:
-    return list(dict.fromkeys(prefixes))
-
-
-def initialize_from_advice(model_path: str) -> str:
-    """What to check when ``model_path`` (``<run>/models/<behavior>``, given to --initialize-from)
-    holds no checkpoint: the behaviors that the source run does have."""
-    models = os.path.dirname(os.path.normpath(model_path))
-    run = os.path.dirname(models) if os.path.basename(models) == "models" else models
-    names = sorted(os.listdir(models)) if os.path.isdir(models) else []
-    behaviors = [n for n in names if os.path.isdir(os.path.join(models, n)) and checkpoint_candidates(os.path.join(models, n))]
-    has = f"it has {', '.join(behaviors)}" if behaviors else "it has no checkpoint at all"
-    return f"--initialize-from {run} has no checkpoint of behavior {os.path.basename(os.path.normpath(model_path))}; {has}."
-
-
-def checkpoint_candidates(folder: str) -> list[str]:
-    """Checkpoint prefixes to try, newest first: those the state file lists (when it parses),
-    then any other ``model-N.index`` by step; only prefixes whose index file exists (absolute)."""
-    folder = os.path.abspath(folder)
-    state = read_state(folder)
-    listed = _state_prefixes(folder, state) if state is not None else []
-    return [p for p in _unique(listed + _disk_prefixes(folder)) if os.path.isfile(p + ".index")]
-
-
-def remove_stale_files(folder: str) -> list[str]:
-    """Delete what an interrupted save leaves in ``folder`` (temporary folders and files, data
-    files without an index); returns the names removed. Never a complete checkpoint's file."""
-    names = os.listdir(folder) if os.path.isdir(folder) else []
-    indexed = {m.group(0)[: -len(".index")] for m in map(_INDEX_FILE.match, names) if m}
-    stale = [n for n in names if any(p.search(n) for p in _STALE_NAMES)]
-    stale += [n for n in names if (m := _DATA_FILE.match(n)) and m.group(1) not in indexed]
-    for name in stale:
-        path = os.path.join(folder, name)
-        try:
-            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
-        except FileNotFoundError:
-            pass
-    if stale:
-        logger.warning("Removed what an interrupted save left in %s: %s", folder, ", ".join(sorted(stale)))
-    return stale
-
-
-def write_state(folder: str, latest: str, prefixes: list[str]) -> None:
-    """Write the ``checkpoint`` state file atomically (a temporary file, fsync, ``os.replace``)
-    with paths relative to ``folder``, so that the folder can move; ``prefixes`` oldest first."""
-    stamps = [_mtime(p + ".index") for p in prefixes]
-    lines = [f'model_checkpoint_path: "{os.path.basename(latest)}"']
-    lines += [f'all_model_checkpoint_paths: "{os.path.basename(p)}"' for p in prefixes]
-    lines += [f"all_model_checkpoint_timestamps: {t!r}" for t in stamps]
-    # The manager only tracks checkpoints newer than the last preserved one.
-    lines.append(f"last_preserved_timestamp: {min(stamps, default=time.time()) - 1.0!r}")
-    path = os.path.join(folder, STATE_FILE)
-    tmp = f"{path}.tmp{uuid.uuid4().hex}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
-
-
-def _mtime(path: str) -> float:
-    try:
-        return os.path.getmtime(path)
-    except OSError:
-        return time.time()
-
-
-def adopt_untracked(folder: str) -> None:
-    """Make the state file list every ``model-N`` checkpoint in ``folder`` (by step), when it is
-    unreadable or misses some (a killed save's), so that TF's manager neither fails on it nor
-    leaves those files outside ``keep`` forever. A listed checkpoint stays the latest."""
-    folder = os.path.abspath(folder)
-    state = read_state(folder)
-    on_disk = _disk_prefixes(folder)
-    listed = _state_prefixes(folder, state) if state is not None else []
-    if not set(on_disk) - set(listed):
-        if state is None and os.path.exists(os.path.join(folder, STATE_FILE)) and not on_disk:
-            os.remove(os.path.join(folder, STATE_FILE))  # unreadable and lists nothing we have
-        return
-    prefixes = sorted(set(on_disk) | {p for p in listed if os.path.isfile(p + ".index")}, key=_step_of)
-    latest = listed[0] if listed and listed[0] in prefixes else prefixes[-1]
-    logger.warning("Checkpoint state file %s did not list %s; now it does.", os.path.join(folder, STATE_FILE),
-                   ", ".join(os.path.basename(p) for p in sorted(set(on_disk) - set(listed), key=_step_of)))
-    write_state(folder, latest, prefixes)
 
 
 # -- the saver -------------------------------------------------------------------------
@@ -344,7 +170,7 @@ class CheckpointSaver:
         with sigint_deferred(f"the checkpoint save in {self.model_path}"):
             self._step.assign(step)
             self._updates.assign(updates)
-            before = _names(self.model_path)
+            before = folder_names(self.model_path)
             try:
                 path = self._checkpoint_manager().save(checkpoint_number=step)
             except WRITE_ERRORS as e:
@@ -372,9 +198,9 @@ class CheckpointSaver:
         folder = os.path.abspath(self.model_path)
         own = re.compile(rf"^{CHECKPOINT_NAME}-{step}\.(index|data-\d{{5}}-of-\d{{5}})$")
         state = read_state(folder)
-        recorded = state is not None and os.path.join(folder, f"{CHECKPOINT_NAME}-{step}") in _state_prefixes(folder, state)
-        for name in sorted(_names(folder) - before):
-            if any(p.search(name) for p in _STALE_NAMES) or (own.match(name) and not recorded):
+        recorded = state is not None and os.path.join(folder, f"{CHECKPOINT_NAME}-{step}") in state_prefixes(folder, state)
+        for name in sorted(folder_names(folder) - before):
+            if any(p.search(name) for p in STALE_NAMES) or (own.match(name) and not recorded):
                 path = os.path.join(folder, name)
                 with contextlib.suppress(OSError):  # what stays is removed before the next save (remove_stale_files)
                     shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
@@ -456,6 +282,28 @@ def check_fit(prefix: str, root: Any, may_lack: AbstractSet[int] = frozenset(), 
     so TF neither half-restores nor warns. Objects are matched as TF's restore matches them: by
     walking the checkpoint's object graph and ``root``'s trackable children in step. An object
     graph that cannot be read makes the checkpoint damaged (:class:`_DamagedCheckpoint`)."""
+    saved_shapes, graph = _read_object_graph(prefix)
+    view = tf.train.TrackableView(root)
+    matched, mismatches = _match_object_graph(graph, saved_shapes, view, root)
+    if mismatches:
+        _raise_shape_mismatch(prefix, view, root, mismatches, fix)
+    missing = [(obj, path) for obj, path in _object_paths(view, root) if _is_variable(obj) and id(obj) not in matched]
+    lacking = {id(obj) for obj, _ in missing if id(obj) in may_lack}
+    missing = [(obj, path) for obj, path in missing if id(obj) not in lacking]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise CheckpointMismatch(
+            f"Checkpoint {prefix} does not fit this configuration: it has no {missing[0][1]}{more}, as when a setting "
+            f"that adds to the model (a reward signal, a recurrent layer...) changed; {fix}")
+    return lacking
+
+
+#: A variable whose saved shape differs from its configured one: the object, both shapes, its path.
+_Mismatch = tuple[Any, tuple[Any, ...], tuple[Any, ...], str]
+
+
+def _read_object_graph(prefix: str) -> tuple[dict[str, Any], Any]:
+    """Checkpoint ``prefix``'s variable shapes and object graph; :class:`_DamagedCheckpoint` when unreadable."""
     try:
         reader = tf.train.load_checkpoint(prefix)
         saved_shapes = reader.get_variable_to_shape_map()
@@ -463,11 +311,17 @@ def check_fit(prefix: str, root: Any, may_lack: AbstractSet[int] = frozenset(), 
         graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
     except _RESTORE_ERRORS as e:
         raise _DamagedCheckpoint(prefix + ".index", e) from e
-    view = tf.train.TrackableView(root)
+    return saved_shapes, graph
+
+
+def _match_object_graph(graph: Any, saved_shapes: Mapping[str, Any], view: Any,
+                        root: Any) -> tuple[set[int], list[_Mismatch]]:
+    """Walk the checkpoint's object ``graph`` and ``root``'s trackable children in step: the ``id``
+    of every object matched, and the variables whose saved shape differs from theirs."""
     matched: set[int] = set()
     visited: set[int] = set()
     queue: collections.deque[tuple[int, Any, str]] = collections.deque([(0, root, "")])
-    mismatches: list[tuple[Any, tuple[Any, ...], tuple[Any, ...], str]] = []
+    mismatches: list[_Mismatch] = []
     while queue:
         node_id, obj, path = queue.popleft()
         if node_id in visited or node_id >= len(graph.nodes):
@@ -486,24 +340,19 @@ def check_fit(prefix: str, root: Any, may_lack: AbstractSet[int] = frozenset(), 
         for ref in node.children:
             if ref.local_name in children:
                 queue.append((ref.node_id, children[ref.local_name], f"{path}/{ref.local_name}".lstrip("/")))
-    if mismatches:
-        # Name a weight of the model rather than an optimizer's slot for it.
-        weights = {id(v) for v in getattr(view.children(root).get("model"), "weights", [])}
-        obj, saved, configured, path = min(mismatches, key=lambda m: id(m[0]) not in weights)
-        more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
-        raise CheckpointMismatch(
-            f"Checkpoint {prefix} does not fit this configuration: variable {_variable_name(obj, path)} has shape "
-            f"{list(saved)} there and {list(configured)} here{more}, as when a setting such as hidden_units "
-            f"changed; {fix}")
-    missing = [(obj, path) for obj, path in _object_paths(view, root) if _is_variable(obj) and id(obj) not in matched]
-    lacking = {id(obj) for obj, _ in missing if id(obj) in may_lack}
-    missing = [(obj, path) for obj, path in missing if id(obj) not in lacking]
-    if missing:
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise CheckpointMismatch(
-            f"Checkpoint {prefix} does not fit this configuration: it has no {missing[0][1]}{more}, as when a setting "
-            f"that adds to the model (a reward signal, a recurrent layer...) changed; {fix}")
-    return lacking
+    return matched, mismatches
+
+
+def _raise_shape_mismatch(prefix: str, view: Any, root: Any, mismatches: list[_Mismatch], fix: str) -> None:
+    """Raise :class:`CheckpointMismatch` naming one of ``mismatches``: a weight of the model
+    rather than an optimizer's slot for it."""
+    weights = {id(v) for v in getattr(view.children(root).get("model"), "weights", [])}
+    obj, saved, configured, path = min(mismatches, key=lambda m: id(m[0]) not in weights)
+    more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
+    raise CheckpointMismatch(
+        f"Checkpoint {prefix} does not fit this configuration: variable {_variable_name(obj, path)} has shape "
+        f"{list(saved)} there and {list(configured)} here{more}, as when a setting such as hidden_units "
+        f"changed; {fix}")
 
 
 def _object_paths(view: Any, root: Any) -> list[tuple[Any, str]]:
@@ -543,55 +392,3 @@ def _data_file(prefix: str) -> str:
     names = sorted(n for n in (os.listdir(folder or ".") if os.path.isdir(folder or ".") else [])
                    if n.startswith(base + ".data-"))
     return os.path.join(folder, names[0]) if len(names) == 1 else prefix + ".data-*"
-
-
-def write_json_atomically(path: str, value: Any) -> None:
-    """``value`` as JSON at ``path``, whole or not at all (no temporary file left when it fails)."""
-    tmp = path + ".tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(value, f, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
-
-
-def read_behavior_record(model_path: str) -> Optional[dict[str, Any]]:
-    """The behavior record beside ``model_path``'s checkpoints; None for folders written before it existed."""
-    path = os.path.join(model_path, BEHAVIOR_FILE)
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        record = json.load(f)
-    return record if isinstance(record, dict) else None
-
-
-def export_weights(model: Any, path: str) -> None:
-    """Write ``model``'s weights to ``path`` (``.weights.h5``) atomically, creating its folder."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = path + ".tmp.weights.h5"
-    try:
-        _save_weights(model, tmp)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
-
-
-def _save_weights(model: Any, path: str) -> None:
-    """``model.save_weights(path)``; a failed write raises a plain ``OSError`` with h5py's reason.
-    After a failed write (a full disk) h5py prints a traceback for each handle it cannot close,
-    as the error's traceback is released: that happens here, with stderr set aside, so the
-    failure is said once (what a successful save writes to stderr is passed on)."""
-    failure: Optional[OSError] = None
-    with contextlib.redirect_stderr(io.StringIO()) as noise:
-        try:
-            model.save_weights(path)
-        except OSError as e:
-            failure = OSError(e.errno, os.strerror(e.errno) if e.errno else one_line(e), path)
-    if failure is not None:
-        raise failure
-    if noise.getvalue():
-        sys.stderr.write(noise.getvalue())

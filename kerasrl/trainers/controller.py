@@ -62,7 +62,15 @@ class TrainerController:
     a multiple of ``resampling_interval``. Either resets the environment with the sampled
     parameters overlaid by the lessons'. Each checkpoint also writes the lessons atomically to
     ``{model_path}/lessons.json`` (restored by ``kerasrl.curriculum.load_lessons``).
+
+    A subclass (``kerasrl.PPO.fit``'s controller) adapts the loop through public hooks:
+    ``before_update``, ``stop_requested``, ``checkpoint_allowed``, ``updates_finished`` and
+    ``close_at_end``.
     """
+
+    #: Whether the end of ``start_learning`` exports, writes the timers and closes the env manager
+    #: and the trainers; a subclass that trains on with them later (``fit``) sets it to False.
+    close_at_end: bool = True
 
     def __init__(
         self,
@@ -152,12 +160,17 @@ class TrainerController:
     def _steps(self) -> dict[str, int]:
         return {name: t.get_step for name, t in self.trainers.items()}
 
+    def checkpoint_allowed(self) -> bool:
+        """A subclass's hook: whether the trainers may be checkpointed now (when False, a
+        checkpoint that is due is skipped). Default: always."""
+        return True
+
     def _save_models(self) -> None:
-        """Checkpoint every trainer, unless the newest checkpoints already hold these steps
-        (saving a step again would overwrite its checkpoint in place). A stop signal that comes
-        meanwhile is held until all are written and recorded, so the save that follows it
-        (:meth:`start_learning`) finds nothing left to write."""
-        if self._steps() == self.saved_steps:
+        """Checkpoint every trainer, unless :meth:`checkpoint_allowed` says no or the newest
+        checkpoints already hold these steps (saving a step again would overwrite its checkpoint
+        in place). A stop signal that comes meanwhile is held until all are written and recorded,
+        so the save that follows it (:meth:`start_learning`) finds nothing left to write."""
+        if not self.checkpoint_allowed() or self._steps() == self.saved_steps:
             return
         with sigint_deferred("the checkpoint save"):
             for name, trainer in self.trainers.items():
@@ -209,9 +222,16 @@ class TrainerController:
             if advanced and name in self.trainers:
                 self.trainers[name].reward_buffer.clear()
 
+    def stop_requested(self) -> bool:
+        """A subclass's hook, asked before every step: True ends training early (as reaching
+        ``max_steps`` does). Default: never."""
+        return False
+
     def _should_continue(self) -> bool:
-        """Train until every trainer passes ``max_steps``; without training, run ``inference_steps``
-        steps (forever when None, as ML-Agents does)."""
+        """Train until every trainer passes ``max_steps`` (or :meth:`stop_requested`); without
+        training, run ``inference_steps`` steps (forever when None, as ML-Agents does)."""
+        if self.stop_requested():
+            return False
         if not self.train_model:
             return self.inference_steps is None or self.global_step < self.inference_steps
         return any(t.get_step <= t.get_max_steps for t in self.trainers.values())
@@ -238,15 +258,15 @@ class TrainerController:
             if self.train_model and trainer.get_step <= trainer.get_max_steps:
                 trainer.increment_step(self._agent_steps(new_step_infos, name))
                 if trainer.is_ready_update():
-                    self._before_update(trainer)
+                    self.before_update(trainer)
                     with hierarchical_timer("update_policy"):
                         trainer.update_policy()
                     env.set_policy(name, trainer.policy)
         return len(new_step_infos)
 
-    def _before_update(self, trainer: Any) -> None:
-        """Called right before ``trainer`` starts an update (threaded: before it hands the update
-        over); a subclass's hook, for example ``fit``'s epoch callbacks."""
+    def before_update(self, trainer: Any) -> None:
+        """A subclass's hook, called right before ``trainer`` starts an update (threaded: before it
+        hands the update over), for example to begin ``fit``'s epoch callbacks. Default: nothing."""
 
     @staticmethod
     def _agent_steps(step_infos: list[StepInfo], behavior: str) -> int:
@@ -320,6 +340,11 @@ class TrainerController:
                 if drain:
                     raise
                 logger.warning("Stopping the update thread of %s failed.", trainer.behavior_name, exc_info=True)
+        self.updates_finished(drain)
+
+    def updates_finished(self, drain: bool) -> None:
+        """A subclass's hook, called once every trainer's update thread stopped (``drain``: at the
+        end of training, after all their updates). Default: nothing."""
 
     def reset_environment(self, env_manager: EnvManager) -> None:
         """Hand each trainer's policy to the env manager and reset it with the first parameters
@@ -393,7 +418,10 @@ class TrainerController:
         """Export the trained weights (not after a failure: the checkpoints hold the last good
         state), write the timers and close everything; while an error propagates, problems here
         are logged so that they cannot hide it. The first step that fails otherwise (the export on
-        a full disk) is raised once the others have run, so that the summaries are still closed."""
+        a full disk) is raised once the others have run, so that the summaries are still closed.
+        Nothing happens when :attr:`close_at_end` is False."""
+        if not self.close_at_end:
+            return
         error: Optional[Exception] = None
         steps = [("export", self._export_models)] if self.train_model and self.global_step != 0 and not failed else []
         steps += [("close the environment", env_manager.close)]  # first: worker processes hand over their timers

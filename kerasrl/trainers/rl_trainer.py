@@ -8,10 +8,9 @@ from typing import Any, Mapping, Optional
 from kerasrl.buffer import Buffer
 from kerasrl.common.fast_path import signal_jit_compile
 from kerasrl.distribute import check_batch_size, learner_strategy, replicas
-from kerasrl.envs.base import StepResult
 from kerasrl.rewards import RewardSignal, create_reward_signal
 from kerasrl.settings import Hyperparameters, RunContext, TrainerSettings
-from kerasrl.spec import BehaviorSpec
+from kerasrl.spec import BehaviorSpec, StepResult
 from kerasrl.trainers.agent_processor import AgentProcessor, ValueEstimates
 from kerasrl.trainers.reward_normalization import RewardNormalizer
 from kerasrl.trainers.trainer import Trainer

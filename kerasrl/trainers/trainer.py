@@ -13,10 +13,9 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from kerasrl.compat import mlagents_names
-from kerasrl.envs.base import StepResult
 from kerasrl.exception import UnityTrainerException
 from kerasrl.settings import RunContext, TrainerSettings
-from kerasrl.spec import BehaviorSpec
+from kerasrl.spec import BehaviorSpec, StepResult
 from kerasrl.timers import set_gauge
 from kerasrl.trainers.stats import CsvStats, StatsWriter
 
