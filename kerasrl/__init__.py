@@ -1,7 +1,8 @@
 """kerasrl: the Unity ML-Agents trainer stack (PPO, reward signals, BC) on TensorFlow 2 and Keras 3.
 
 The names a user needs are importable from here; TensorFlow is imported only when a name
-that needs it is first used (``import kerasrl`` stays fast)::
+that needs it is first used (``import kerasrl`` stays fast), with its start-up chatter kept off
+stderr as the command line keeps it (``TF_CPP_MIN_LOG_LEVEL`` 3 unless the user set it)::
 
     import kerasrl
 
@@ -14,7 +15,10 @@ that needs it is first used (``import kerasrl`` stays fast)::
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
+
+from kerasrl.tf_startup import quiet_tensorflow, tensorflow_start_up_hidden
 
 __version__ = "0.1.0"
 
@@ -47,7 +51,11 @@ def __getattr__(name: str) -> Any:
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module 'kerasrl' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    if "tensorflow" not in sys.modules:  # TensorFlow's start-up chatter off, as for the command line
+        quiet_tensorflow(debug=False)
+    with tensorflow_start_up_hidden(debug=False):
+        loaded = importlib.import_module(module)
+    value = getattr(loaded, name)
     globals()[name] = value
     return value
 

@@ -19,6 +19,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "kerasrl"
 #: settings and the buffer, then what reads settings or buffers.
 LAYERS: list[set[str]] = [
     {"_buffer", "_kernels", "exception", "fields", "protos", "compat", "arrays", "timers", "interrupts", "xla_cache",
+     "tf_startup",
      "step_history"},
     {"spec", "configs", "distribute", "buffer_files"},
     {"settings", "buffer", "samplers", "curriculum"},

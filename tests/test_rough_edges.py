@@ -167,3 +167,28 @@ def test_version_prints_kerasrl_and_its_version(capsys):
         main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out == f"kerasrl {kerasrl.__version__}\n"
+
+
+# -- the Python API: TensorFlow's start-up lines -------------------------------------------------
+@pytest.mark.parametrize("level", [None, "1"])
+def test_the_python_api_keeps_tensorflows_start_up_lines_off_stderr(level, tmp_path):
+    """The first name that loads TensorFlow (kerasrl.PPO) prints none of its start-up lines; a
+    user's own TF_CPP_MIN_LOG_LEVEL is left as it was."""
+    import subprocess
+    import sys
+
+    from kerasrl.tf_startup import is_start_up_chatter
+
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    if level is not None:
+        env["TF_CPP_MIN_LOG_LEVEL"] = level
+    code = ("import os, kerasrl; kerasrl.PPO; import tensorflow as tf; tf.constant(1.0) + 1.0; "
+            "print(os.environ['TF_CPP_MIN_LOG_LEVEL'])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (level or "3")
+    chatter = [line for line in done.stderr.splitlines() if is_start_up_chatter(line)]
+    assert not chatter, done.stderr
+    if level is None:
+        assert done.stderr == "", done.stderr
