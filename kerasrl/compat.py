@@ -9,6 +9,7 @@ names as they are: they are the names, not aliases.)
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, TypeVar
 
 #: Per class name: ML-Agents 0.9's attribute name → kerasrl's.
@@ -19,8 +20,13 @@ ALIASES: dict[str, dict[str, str]] = {
                  "brain_name_to_action_info": "action_infos"},
     "MetaCurriculum": {"brains_to_curriculums": "curricula"},
 }
+#: Per function name: ML-Agents 0.9's keyword → kerasrl's.
+KEYWORD_ALIASES: dict[str, dict[str, str]] = {
+    "initialize_trainers": {"external_brains": "behavior_specs"},
+}
 
 T = TypeVar("T", bound=type)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _alias(new: str, settable: bool) -> property:
@@ -42,3 +48,20 @@ def mlagents_names(settable: bool = True) -> Callable[[T], T]:
         return cls
 
     return decorate
+
+
+def mlagents_keywords(func: F) -> F:
+    """Function decorator: the function's ML-Agents 0.9 keyword names (:data:`KEYWORD_ALIASES`)
+    accepted for its own (giving both is a ``TypeError`` naming them, as Python's own would be)."""
+    renamed = KEYWORD_ALIASES[func.__name__]
+
+    @functools.wraps(func)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        for old, new in renamed.items():
+            if old in kwargs:
+                if new in kwargs:
+                    raise TypeError(f"{func.__name__}() got both {new} and {old} (its ML-Agents 0.9 name)")
+                kwargs[new] = kwargs.pop(old)
+        return func(*args, **kwargs)
+
+    return call  # type: ignore[return-value]

@@ -1,13 +1,18 @@
 """Demonstration files: write and load the experience that ``kerasrl.recording.record`` records.
 
-A demo file is HDF5 (``.demo`` by convention)::
+Two formats are read, told apart by their first bytes (whatever the file's name): Unity ML-Agents'
+demonstration files (what the package's DemonstrationRecorder writes; :mod:`kerasrl.demo_format`)
+and kerasrl's own HDF5 files. :func:`write` writes either (``format``); ``recording.record`` picks
+ML-Agents' format for a ``.demo`` path and HDF5 for any other (``.h5``, say).
+
+kerasrl's HDF5 demo file::
 
     attrs  kerasrl_demo_version = 1
            behavior_spec        = JSON {"observation_shapes", "action_type", "action_shape"}
            behavior_name        = the behavior that was recorded
     /buffer                     = the experience, written by ``AgentBuffer.save_to_file``
 
-It is written to a temporary file beside ``path`` and renamed into place, so a failed
+Both are written to a temporary file beside ``path`` and renamed into place, so a failed
 recording leaves nothing behind and an existing file untouched.
 
 **Contract of the loaded** :class:`~kerasrl.buffer.AgentBuffer` (what BC and GAIL rely on).
@@ -37,22 +42,21 @@ import h5py
 import numpy as np
 
 from kerasrl.buffer import AgentBuffer, BufferException, atomic_h5_file
-from kerasrl.exception import UnityTrainerException, one_line
+from kerasrl.demo_format import DemoError, is_hdf5, read_unity_demo, write_unity_demo
+from kerasrl.exception import one_line
 from kerasrl.fields import Field
 from kerasrl.spec import BehaviorSpec
 
-__all__ = ["DEMO_FORMAT_VERSION", "DemoError", "describe_spec", "episode_layout", "load", "load_demo", "write"]
+__all__ = ["DEMO_FORMAT_VERSION", "FORMATS", "DemoError", "describe_spec", "episode_layout", "format_for_path", "load",
+           "load_demo", "write"]
 
 DEMO_FORMAT_VERSION = 1
 _VERSION_ATTR = "kerasrl_demo_version"
 _SPEC_ATTR = "behavior_spec"
 _NAME_ATTR = "behavior_name"
 _BUFFER_GROUP = "buffer"
-
-
-
-class DemoError(UnityTrainerException):
-    """A demo file is missing, foreign, truncated, or for another behavior spec; the message names it."""
+#: What :func:`write` writes: ML-Agents' demonstration format, or kerasrl's HDF5 file.
+FORMATS = ("unity", "hdf5")
 
 
 def describe_spec(spec: BehaviorSpec) -> str:
@@ -61,9 +65,23 @@ def describe_spec(spec: BehaviorSpec) -> str:
     return f"observations [{shapes}], {spec.action_type.value} actions {spec.action_shape}"
 
 
-def write(path: Union[str, os.PathLike[str]], spec: BehaviorSpec, buffer: AgentBuffer, behavior: str = "") -> None:
-    """Write ``buffer`` with ``spec`` as a demo file, atomically (temporary file, then rename)."""
+def format_for_path(path: Union[str, os.PathLike[str]]) -> str:
+    """The format a recording to ``path`` is written in: ``"unity"`` (ML-Agents' demonstration
+    format) for a ``.demo`` name, ``"hdf5"`` for any other."""
+    return "unity" if os.fspath(path).lower().endswith(".demo") else "hdf5"
+
+
+def write(path: Union[str, os.PathLike[str]], spec: BehaviorSpec, buffer: AgentBuffer, behavior: str = "",
+          format: str = "hdf5") -> None:
+    """Write ``buffer`` with ``spec`` as a demo file, atomically (temporary file, then rename):
+    kerasrl's HDF5 file (``format="hdf5"``) or ML-Agents' demonstration file (``"unity"``, which
+    Unity's tools and ``mlagents`` read; the buffer must hold the fields of the contract above)."""
+    if format not in FORMATS:
+        raise DemoError(f"Unknown demonstration format {format!r}; the formats are {list(FORMATS)}.")
     path = os.fspath(path)
+    if format == "unity":
+        write_unity_demo(path, spec, buffer, behavior)
+        return
     folder = os.path.dirname(path)
     if folder:
         os.makedirs(folder, exist_ok=True)
@@ -91,6 +109,19 @@ def _demo_files(path: str) -> list[str]:
 
 def _load_file(path: str) -> tuple[BehaviorSpec, AgentBuffer]:
     try:
+        hdf5 = is_hdf5(path)
+    except OSError as e:
+        raise DemoError(f"The demonstration file {path} could not be read: {one_line(e)}") from e
+    if hdf5:
+        spec, buffer = _load_hdf5(path)
+    else:
+        spec, buffer, _ = read_unity_demo(path)
+    _check_contract(path, spec, buffer)
+    return spec, buffer
+
+
+def _load_hdf5(path: str) -> tuple[BehaviorSpec, AgentBuffer]:
+    try:
         with h5py.File(path, "r") as f:
             version = f.attrs.get(_VERSION_ATTR)
             if version is None or _BUFFER_GROUP not in f or _SPEC_ATTR not in f.attrs:
@@ -105,7 +136,6 @@ def _load_file(path: str) -> tuple[BehaviorSpec, AgentBuffer]:
         raise
     except Exception as e:  # h5py's OSError for a foreign or truncated file, a bad spec, a bad dataset
         raise DemoError(f"The demonstration file {path} could not be read: {one_line(e)}") from e
-    _check_contract(path, spec, buffer)
     return spec, buffer
 
 
@@ -131,8 +161,9 @@ def _check_contract(path: str, spec: BehaviorSpec, buffer: AgentBuffer) -> None:
 
 
 def load(path: Union[str, os.PathLike[str]]) -> tuple[BehaviorSpec, AgentBuffer]:
-    """The behavior spec and experience of a demo file, or of every ``.demo`` file of a folder
-    (which must share one spec; episode ids are renumbered to stay distinct)."""
+    """The behavior spec and experience of a demo file (ML-Agents' or kerasrl's HDF5 format), or of
+    every ``.demo`` file of a folder, in name order (which must share one spec; episode ids are
+    renumbered to stay distinct)."""
     files = _demo_files(os.fspath(path))
     spec, buffer = _load_file(files[0])
     for other in files[1:]:
@@ -143,6 +174,8 @@ def load(path: Union[str, os.PathLike[str]]) -> tuple[BehaviorSpec, AgentBuffer]
         offset = int(buffer[Field.EPISODE_ID].array.max(initial=-1)) + 1
         arrays = {k: np.asarray(v.array) for k, v in more.items()}
         arrays[Field.EPISODE_ID] = arrays[Field.EPISODE_ID] + offset
+        for key in [k for k in buffer.keys() if k not in arrays]:  # files of both formats: the fields they share
+            del buffer[key]
         buffer.extend_fields({k: arrays[k] for k in buffer.keys()})
     return spec, buffer
 

@@ -1,4 +1,6 @@
-"""Record any policy in any kerasrl environment as a demonstration file (``kerasrl.demos``).
+"""Record any policy in any kerasrl environment as a demonstration file (``kerasrl.demos``):
+ML-Agents' demonstration format for a ``.demo`` path (Unity's tools and ``mlagents`` read it),
+kerasrl's HDF5 file for any other (``.h5``), unless ``format`` says which.
 
 A policy is a trained kerasrl ``ActorCriticPolicy`` (anything with ``get_action(step_result)``) or a
 callable from a batch of observations to a batch of actions, called once per step for all
@@ -14,7 +16,7 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 
 from kerasrl.buffer import AgentBuffer, AgentBufferField, Buffer
-from kerasrl.demos import DemoError, write
+from kerasrl.demos import FORMATS, DemoError, format_for_path, write
 from kerasrl.envs.base import Environment, StepResult, check_actions
 from kerasrl.envs.env_manager import ActionInfo, EnvManager, SimpleEnvManager
 from kerasrl.envs.gym_adapter import GymnasiumEnv
@@ -110,16 +112,21 @@ def _as_manager(env: Any, seed: Optional[int]) -> tuple[EnvManager, bool]:
 
 
 def record(env: Any, policy: PolicyLike, num_steps: int, path: Union[str, os.PathLike[str]],
-           behavior: Optional[str] = None, seed: Optional[int] = None) -> tuple[BehaviorSpec, AgentBuffer]:
+           behavior: Optional[str] = None, seed: Optional[int] = None,
+           format: Optional[str] = None) -> tuple[BehaviorSpec, AgentBuffer]:
     """Run ``policy`` for ``behavior`` in ``env`` until ``num_steps`` transitions are stored, and
     write them to ``path``.
 
     ``env``: a kerasrl ``Environment``, an ``EnvManager``, or a Gymnasium id / env (one copy,
     through ``GymnasiumEnv``). Other behaviors of the environment act uniformly at random.
-    ``seed`` seeds a Gymnasium env made here and those random actions. Returns what was written.
+    ``seed`` seeds a Gymnasium env made here and those random actions. ``format``: ``"unity"``
+    (ML-Agents' demonstration format) or ``"hdf5"`` (kerasrl's); by default ``"unity"`` for a
+    ``.demo`` path and ``"hdf5"`` for any other. Returns what was written.
     """
     if isinstance(num_steps, bool) or not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
         raise DemoError(f"num_steps must be an integer >= 1, got {num_steps!r}.")
+    if format is not None and format not in FORMATS:
+        raise DemoError(f"Unknown demonstration format {format!r}; the formats are {list(FORMATS)}.")
     path = os.fspath(path)
     manager, owned = _as_manager(env, seed)
     try:
@@ -133,7 +140,7 @@ def record(env: Any, policy: PolicyLike, num_steps: int, path: Union[str, os.Pat
     finally:
         if owned:
             manager.close()
-    write(path, spec, buffer, name)
+    write(path, spec, buffer, name, format=format or format_for_path(path))
     return spec, buffer
 
 

@@ -1,4 +1,6 @@
 """ML-Agents 0.9's names still read (and set) what kerasrl calls by its own names."""
+import pytest
+
 from kerasrl import compat
 from kerasrl.curriculum import MetaCurriculum
 from kerasrl.envs.env_manager import EnvManager, SimpleEnvManager, StepInfo
@@ -41,3 +43,16 @@ def test_a_meta_curriculums_brains_to_curriculums_is_its_curricula():
     assert meta.brains_to_curriculums is meta.curricula
     meta.brains_to_curriculums = {}
     assert meta.curricula == {}
+
+
+def test_initialize_trainers_takes_ml_agents_09s_keywords(tmp_path):
+    """0.9's scripts call initialize_trainers(trainer_config=..., external_brains=..., ...)."""
+    spec = BehaviorSpec(((3,),), "discrete", (2,))
+    trainers = initialize_trainers(trainer_config={"default": {"hidden_units": 8, "num_layers": 1}},
+                                   external_brains={"B": spec}, summaries_dir=str(tmp_path / "s"), run_id="run",
+                                   model_path=str(tmp_path / "m"), keep_checkpoints=1, train_model=True,
+                                   load_model=False, seed=1)
+    assert list(trainers) == ["B"] and trainers["B"].spec == spec
+    with pytest.raises(TypeError, match="got both behavior_specs and external_brains"):
+        initialize_trainers({}, behavior_specs={"B": spec}, external_brains={"B": spec}, summaries_dir="s",
+                            run_id="r", model_path="m", keep_checkpoints=1, train_model=True, load_model=False, seed=1)

@@ -48,6 +48,10 @@ def test_wire_facts() -> None:
     assert _field_numbers(pb.BrainParametersProto)["action_spec"] == 9
     assert _field_numbers(pb.ObservationProto)["float_data"] == 4
     assert pb.CommandProto.Value("RESET") == 1 and pb.CompressionTypeProto.Value("PNG") == 1
+    # demonstration files (kerasrl.demo_format)
+    assert _field_numbers(pb.DemonstrationMetaProto) == {
+        "api_version": 1, "demonstration_name": 2, "number_steps": 3, "number_episodes": 4, "mean_reward": 5}
+    assert _field_numbers(pb.AgentInfoActionPairProto) == {"agent_info": 1, "action_info": 2}
 
 
 def test_round_trip_bytes() -> None:

@@ -245,3 +245,25 @@ class AgentActionProto(_message.Message):
     continuous_actions: _containers.RepeatedScalarFieldContainer[float]
     discrete_actions: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, vector_actions_deprecated: _Optional[_Iterable[float]] = ..., value: _Optional[float] = ..., continuous_actions: _Optional[_Iterable[float]] = ..., discrete_actions: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class DemonstrationMetaProto(_message.Message):
+    __slots__ = ("api_version", "demonstration_name", "number_steps", "number_episodes", "mean_reward")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    DEMONSTRATION_NAME_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_STEPS_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_EPISODES_FIELD_NUMBER: _ClassVar[int]
+    MEAN_REWARD_FIELD_NUMBER: _ClassVar[int]
+    api_version: int
+    demonstration_name: str
+    number_steps: int
+    number_episodes: int
+    mean_reward: float
+    def __init__(self, api_version: _Optional[int] = ..., demonstration_name: _Optional[str] = ..., number_steps: _Optional[int] = ..., number_episodes: _Optional[int] = ..., mean_reward: _Optional[float] = ...) -> None: ...
+
+class AgentInfoActionPairProto(_message.Message):
+    __slots__ = ("agent_info", "action_info")
+    AGENT_INFO_FIELD_NUMBER: _ClassVar[int]
+    ACTION_INFO_FIELD_NUMBER: _ClassVar[int]
+    agent_info: AgentInfoProto
+    action_info: AgentActionProto
+    def __init__(self, agent_info: _Optional[_Union[AgentInfoProto, _Mapping]] = ..., action_info: _Optional[_Union[AgentActionProto, _Mapping]] = ...) -> None: ...

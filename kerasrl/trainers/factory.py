@@ -7,6 +7,7 @@ from typing import Any, Iterable, Mapping, Optional, Union
 
 import tensorflow as tf
 
+from kerasrl.compat import mlagents_keywords
 from kerasrl.distribute import cluster, get_strategy
 from kerasrl.exception import TrainerConfigError, TrainerError
 from kerasrl.settings import RunContext, TrainerConfig, TrainerSettings, load_trainer_config, trainer_type, trainer_types
@@ -104,6 +105,7 @@ def _adopt_files_named_by_id(behaviors: Iterable[str], context: RunContext) -> N
             logger.info("Renamed %s to %s (files no longer hold a team suffix's '?' or '=').", old, new)
 
 
+@mlagents_keywords
 def initialize_trainers(
     trainer_config: ConfigLike,
     behavior_specs: Mapping[str, BehaviorSpec],
