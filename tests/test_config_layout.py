@@ -252,6 +252,7 @@ def test_checkpoint_interval_and_keep_checkpoints_set_the_runs_plan(today):
     assert checkpoint_plan(argparse.Namespace(save_freq=None, keep_checkpoints=None), flat) == (100_000, 5)
 
 
+@pytest.mark.slow
 def test_kerasrl_learn_trains_todays_layout_with_no_env_flag(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     data = yaml.safe_load(TODAY)
@@ -289,3 +290,24 @@ def test_a_behavior_of_another_type_takes_default_settings_without_its_hyperpara
                                   "behaviors": {"Walker": {"trainer_type": "sac", "hyperparameters": {"tau": 0.02}}}})
     walker = config.sections["Walker"].hyperparameters
     assert isinstance(walker, SACSettings) and walker.tau == 0.02 and walker.batch_size == 256  # beta left out
+
+
+def test_a_run_folders_configuration_yaml_trains_again_unchanged(tmp_path):
+    """The record kerasrl-learn writes (command line, seed, every behavior's resolved settings)
+    loads as a trainer config with those settings."""
+    from kerasrl.cli.run_folder import record_run
+
+    config = load_trainer_config({"default": {"batch_size": 32, "buffer_size": 64, "max_steps": 999},
+                                  "Other": {"trainer": "sac", "tau": 0.02}})
+
+    class Stub:
+        def __init__(self, settings):
+            self.parameters, self.get_max_steps = settings.to_dict(), settings.max_steps
+
+    args = argparse.Namespace(results_dir=str(tmp_path), run_id="r", argv=["kerasrl-learn", "x.yaml"], inference=False)
+    (tmp_path / "r").mkdir()
+    context = kerasrl.RunContext.in_results_dir(str(tmp_path), "r", seed=3)
+    record_run(args, context, {"Simple1D": Stub(config.default), "Other": Stub(config.sections["Other"])})
+    again = load_trainer_config(tmp_path / "r" / "configuration.yaml")
+    assert again.settings_for("Simple1D") == config.default
+    assert again.settings_for("Other") == config.sections["Other"]

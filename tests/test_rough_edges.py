@@ -170,6 +170,7 @@ def test_version_prints_kerasrl_and_its_version(capsys):
 
 
 # -- the Python API: TensorFlow's start-up lines -------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("level", [None, "1"])
 def test_the_python_api_keeps_tensorflows_start_up_lines_off_stderr(level, tmp_path):
     """The first name that loads TensorFlow (kerasrl.PPO) prints none of its start-up lines; a

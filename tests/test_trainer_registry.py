@@ -138,6 +138,7 @@ def _install_plugin(site: Path) -> None:
     (info / "entry_points.txt").write_text("[kerasrl.trainer_type]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()))
 
 
+@pytest.mark.slow
 def test_an_installed_plugin_trains_through_kerasrl_learn_and_exports(tmp_path):
     site = tmp_path / "site"
     _install_plugin(site)

@@ -60,6 +60,7 @@ def test_the_command_refuses_to_overwrite_or_to_create_folders(tmp_path, capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new.yaml"]  # no temporary file left
 
 
+@pytest.mark.slow
 def test_the_upgraded_config_trains_the_same_run(tmp_path, capsys):
     flat = tmp_path / "flat.yaml"
     flat.write_text(yaml.safe_dump({"default": {"batch_size": 16, "buffer_size": 64, "hidden_units": 16,

@@ -20,6 +20,9 @@ from kerasrl.settings.trainer import TrainerSettings, _build_settings, _convert_
 
 logger = logging.getLogger("kerasrl")
 
+#: The key that marks the record kerasrl-learn writes into a run folder (``configuration.yaml``).
+RUN_RECORD_KEY = "kerasrl_version"
+
 
 @dataclass(frozen=True)
 class TrainerConfig:
@@ -118,6 +121,9 @@ def trainer_config_from_dict(config: Mapping[str, Any], source: str = "the train
     bad = [k for k in config if not isinstance(k, str)]
     if bad:
         raise TrainerConfigError(f"Section names of {source} must be strings, got {bad[0]!r}.")
+    if RUN_RECORD_KEY in config and isinstance(config.get("behaviors"), Mapping):
+        # a run folder's configuration.yaml: each behavior's resolved settings, in the flat layout
+        return trainer_config_from_dict(config["behaviors"], source)
     if is_behaviors_layout(config):
         return _from_behaviors_layout(config, source)
     default_values = _convert_section(f"section default of {source}", _resolve(config, "default", source)) \
