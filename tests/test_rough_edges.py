@@ -193,3 +193,24 @@ def test_the_python_api_keeps_tensorflows_start_up_lines_off_stderr(level, tmp_p
     assert not chatter, done.stderr
     if level is None:
         assert done.stderr == "", done.stderr
+
+
+def test_every_flag_the_migration_guide_maps_exists():
+    """The ML-Agents migration guide's command-line table: each mlagents-learn flag it says kerasrl
+    takes is a flag of kerasrl-learn (rows whose answer is "none" list flags kerasrl does not have)."""
+    import pathlib
+    import re
+
+    guide = pathlib.Path(__file__).resolve().parents[1] / "docs" / "migrating" / "ml-agents.md"
+    table = guide.read_text().split("## The command line", 1)[1].split("\n## ", 1)[0]
+    flags = {s for a in build_parser()._actions for s in a.option_strings}
+    checked = 0
+    for row in (line for line in table.splitlines() if line.startswith("| `")):
+        theirs, ours = (cell.strip() for cell in row.strip("|").split("|")[:2])
+        if ours.startswith("none"):
+            assert not set(re.findall(r"--[a-z][a-z-]*", theirs)) & flags, row
+            continue
+        for flag in re.findall(r"--[a-z][a-z-]*", theirs):
+            assert flag in flags, f"{flag} ({row})"
+            checked += 1
+    assert checked >= 20
