@@ -46,10 +46,12 @@ class Curriculum:
     """The lessons of one behavior, read from ``location``; ``default_reset_parameters`` (when
     given) are the environment's parameters, which every lesson parameter must be one of."""
 
-    def __init__(self, location: str, default_reset_parameters: Optional[Mapping[str, float]] = None) -> None:
+    def __init__(self, location: str, default_reset_parameters: Optional[Mapping[str, float]] = None,
+                 data: Optional[Mapping[str, Any]] = None, behavior_name: Optional[str] = None) -> None:
+        """``data`` given: the curriculum itself (``location`` then only names it in messages)."""
         self.location = location
-        self.behavior_name = os.path.basename(location).split(".")[0]
-        data = self._read(location)
+        self.behavior_name = behavior_name or os.path.basename(location).split(".")[0]
+        data = self._read(location) if data is None else dict(data)
         for key in REQUIRED_KEYS:
             if key not in data:
                 raise CurriculumError(f"{location} does not contain a {key} field.")
@@ -163,6 +165,13 @@ class MetaCurriculum:
                                    used[param], curriculum.behavior_name, param, curriculum.behavior_name)
                 used[param] = curriculum.behavior_name
             self.curricula[curriculum.behavior_name] = curriculum
+
+    @classmethod
+    def of(cls, curricula: Mapping[str, Curriculum]) -> "MetaCurriculum":
+        """A meta-curriculum of curricula made in Python (keyed by behavior name)."""
+        meta = cls.__new__(cls)
+        meta.curricula = dict(curricula)
+        return meta
 
     def check_behaviors(self, behaviors: Any) -> None:
         """Every curriculum must be for one of ``behaviors`` (the environment's behavior names)."""

@@ -95,7 +95,18 @@ class MultiRangeUniformSampler(Sampler):
         return float(self.rng.uniform(low, high))
 
 
-_BUILT_IN = (UniformSampler, GaussianSampler, MultiRangeUniformSampler)
+class ConstantSampler(Sampler):
+    """Always ``value`` (a parameter fixed for the run: ML-Agents' ``constant`` sampler)."""
+
+    def __init__(self, name: str, seed: Optional[int], value: Any, **_: Any) -> None:
+        super().__init__(name, seed)
+        self.value = _finite(name, "value", value)
+
+    def sample_parameter(self) -> float:
+        return self.value
+
+
+_BUILT_IN = (UniformSampler, GaussianSampler, MultiRangeUniformSampler, ConstantSampler)
 
 
 class SamplerFactory:
@@ -105,6 +116,7 @@ class SamplerFactory:
         "uniform": UniformSampler,
         "gaussian": GaussianSampler,
         "multirange_uniform": MultiRangeUniformSampler,
+        "constant": ConstantSampler,
     }
 
     @staticmethod

@@ -276,14 +276,6 @@ def test_the_config_argument_may_be_left_out(tmp_path, capsys, monkeypatch):
     assert "final steps=" in capsys.readouterr().out
 
 
-def test_environment_parameters_are_refused_in_one_line_not_dropped(today):
-    parser, args = _args([str(today)])
-    params = {"environment_parameters": {"mass": {"sampler_type": "uniform",
-                                                  "sampler_parameters": {"min_value": 1, "max_value": 2}}}}
-    with pytest.raises(TrainerConfigError, match="environment_parameters in f: kerasrl does not apply them yet"):
-        apply_run_options(args, parser, params, set(), "f")
-
-
 def test_a_behavior_of_another_type_takes_default_settings_without_its_hyperparameters():
     config = load_trainer_config({"default_settings": {"trainer_type": "ppo",
                                                        "hyperparameters": {"beta": 0.01, "batch_size": 256}},
@@ -311,3 +303,66 @@ def test_a_run_folders_configuration_yaml_trains_again_unchanged(tmp_path):
     again = load_trainer_config(tmp_path / "r" / "configuration.yaml")
     assert again.settings_for("Simple1D") == config.default
     assert again.settings_for("Other") == config.sections["Other"]
+
+
+WALL = {"behavior": "Wall", "measure": "progress", "threshold": 0.5, "signal_smoothing": False}
+
+
+def _lessons(values, criteria=WALL):
+    return {"curriculum": [{"name": f"L{i}", "value": v, **({"completion_criteria": criteria} if i < len(values) - 1
+                                                             else {})} for i, v in enumerate(values)]}
+
+
+def test_environment_parameters_become_lessons_and_fixed_parameters():
+    from kerasrl.cli.env_parameters import EnvParameters
+
+    block = {"big_wall": _lessons([0.0, 4.0, 8.0]), "small_wall": _lessons([1.5, 2.0, 2.5]), "gravity": 9.8,
+             "mass": {"sampler_type": "constant", "sampler_parameters": {"value": 2.0}}}
+    params = EnvParameters.from_args(_args(["x.yaml"])[1], block, "f")
+    (curriculum,) = params.meta_curriculum.curricula.values()
+    assert curriculum.behavior_name == "Wall" and curriculum.measure == "progress"
+    assert curriculum.thresholds == [0.5, 0.5] and not curriculum.smoothing
+    assert curriculum.get_config(2) == {"big_wall": 8.0, "small_wall": 2.5}
+    assert params.sampler_config == {"gravity": {"sampler-type": "constant", "value": 9.8},
+                                     "mass": {"sampler-type": "constant", "value": 2.0}}
+
+
+@pytest.mark.parametrize("block, words", [
+    ({"a": _lessons([1, 2]), "b": _lessons([1, 2], {**WALL, "threshold": 0.7})}, ["a and b", "different criteria"]),
+    ({"a": _lessons([1, 2], {**WALL, "measure": "Elo"})}, ["Elo", "self-play"]),
+    ({"a": {"sampler_type": "uniform", "sampler_parameters": {"min_value": 1, "max_value": 2}}},
+     ["environment parameter a", "uniform sampler", "--sampler"]),
+    ({"a": {"sampler_type": "uniform", "sampler_parameters": {"min_value": 3, "max_value": 2}}}, ["min_value 3"]),
+    ({"a": {"curriculum": [{"name": "L0", "value": 1}, {"name": "L1", "value": 2}]}}, ["lesson L0 needs completion"]),
+    ({"a": _lessons([1, 2], {"behavior": "W", "measure": "steps"})}, ["measure must be one of"]),
+])
+def test_environment_parameters_kerasrl_cannot_apply_are_one_line(block, words):
+    from kerasrl.cli.env_parameters import EnvParameters
+
+    with pytest.raises(kerasrl.TrainerError) as e:
+        EnvParameters.from_args(_args(["x.yaml"])[1], block, "f")
+    assert "\n" not in str(e.value)
+    for word in words:
+        assert word in str(e.value), str(e.value)
+
+
+@pytest.mark.slow
+def test_kerasrl_learn_applies_environment_parameters(tmp_path, capsys, monkeypatch):
+    """A lesson of today's layout advances and its value, and a constant, reach the environment."""
+    import csv
+
+    monkeypatch.chdir(tmp_path)
+    config = {"behaviors": {"CartPole-v1": {"hyperparameters": {"batch_size": 32, "buffer_size": 64},
+                                            "network_settings": {"hidden_units": 8}, "summary_freq": 100}},
+              "environment_parameters": {"length": _lessons([0.5, 0.6], {**WALL, "behavior": "CartPole-v1"}),
+                                         "masscart": 1.5}}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main([str(path), "--env", "CartPole-v1", "--num-envs", "2", "--steps", "300", "--seed", "1",
+                 "--run-id", "c"]) == 0
+    with open(tmp_path / "results" / "c" / "CartPole-v1.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert float(rows[0]["Environment/Lesson"]) == 0.0 and float(rows[-1]["Environment/Lesson"]) == 1.0
+    assert float(rows[-1]["Environment/Parameter/length"]) == pytest.approx(0.6)
+    assert float(rows[-1]["Environment/Parameter/masscart"]) == pytest.approx(1.5)
+

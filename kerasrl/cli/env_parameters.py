@@ -1,14 +1,21 @@
-"""What ``--curriculum`` and ``--sampler`` name, read and checked before TensorFlow loads and
-before the run folder is touched."""
+"""What ``--curriculum`` and ``--sampler`` name, or a config's ``environment_parameters`` (today's
+ML-Agents layout), read and checked before TensorFlow loads and before the run folder is touched.
+
+``environment_parameters`` become kerasrl's lessons and fixed parameters: a constant is set at
+every reset; a behavior's curricula become one curriculum of that behavior, whose lessons advance
+every parameter together (so its parameters' lessons must end on the same criteria). A sampler
+that ML-Agents draws anew each episode is not supported there yet (a ``--sampler`` file draws
+every ``resampling-interval`` steps)."""
 from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from kerasrl.curriculum import MetaCurriculum, load_lessons
+from kerasrl.curriculum import Curriculum, MetaCurriculum, load_lessons
 from kerasrl.exception import TrainerError
 from kerasrl.samplers import SamplerManager, load_sampler_file, resume_draws
+from kerasrl.settings.environment_parameters import EnvironmentParameter, read_environment_parameters
 
 
 @dataclass
@@ -20,8 +27,15 @@ class EnvParameters:
     resampling_interval: Optional[int] = None
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> "EnvParameters":
-        """Read and check the files (before the run folder is touched)."""
+    def from_args(cls, args: argparse.Namespace, environment_parameters: Any = None,
+                  source: str = "the trainer config") -> "EnvParameters":
+        """Read and check the files, or the config's ``environment_parameters`` (before the run
+        folder is touched)."""
+        if environment_parameters:
+            if getattr(args, "curriculum", None) or getattr(args, "sampler", None):
+                raise TrainerError(f"{source} has environment_parameters: give them there or as --curriculum and "
+                                   "--sampler files, not both.")
+            return cls.from_config(read_environment_parameters(environment_parameters, source), source)
         if getattr(args, "lesson", None) is not None and (args.lesson < 0 or not args.curriculum):
             raise TrainerError(f"--lesson {args.lesson}: needs --curriculum and a lesson >= 0.")
         meta = MetaCurriculum(args.curriculum) if getattr(args, "curriculum", None) else None
@@ -31,6 +45,20 @@ class EnvParameters:
             return cls(meta)
         sampler, interval = load_sampler_file(args.sampler)
         return cls(meta, sampler.reset_param_dict, interval)
+
+    @classmethod
+    def from_config(cls, parameters: Mapping[str, EnvironmentParameter], source: str) -> "EnvParameters":
+        """Lessons and fixed parameters from a config's ``environment_parameters``."""
+        fixed: dict[str, Any] = {}
+        by_behavior: dict[str, list[EnvironmentParameter]] = {}
+        for parameter in parameters.values():
+            lesson = parameter.lessons[0]
+            if lesson.completion_criteria is None:
+                fixed[parameter.name] = {"sampler-type": "constant", "value": _constant(parameter, lesson, source)}
+            else:
+                by_behavior.setdefault(lesson.completion_criteria.behavior, []).append(parameter)
+        curricula = {behavior: _curriculum(behavior, group, source) for behavior, group in by_behavior.items()}
+        return cls(MetaCurriculum.of(curricula) if curricula else None, fixed or None, None)
 
     def reward_buff_caps(self) -> dict[str, int]:
         """Each curriculum's behavior keeps the returns of its last ``min_lesson_length`` episodes."""
@@ -52,3 +80,36 @@ class EnvParameters:
             print(f"Resumed the samplers: their next draw is number {sampler.draws + 1}.", flush=True)
         return {"meta_curriculum": meta, "sampler_manager": sampler,
                 "resampling_interval": self.resampling_interval if sampler is not None else None}
+
+
+def _constant(parameter: EnvironmentParameter, lesson: Any, source: str) -> float:
+    value = lesson.value.constant
+    if value is None:
+        raise TrainerError(f"environment parameter {parameter.name} of {source}: its {lesson.value.kind} sampler is "
+                           "drawn anew each episode in ML-Agents, which kerasrl does not do yet; give it as a constant, "
+                           "or in a --sampler file (drawn every resampling-interval steps).")
+    return value
+
+
+def _curriculum(behavior: str, parameters: list[EnvironmentParameter], source: str) -> Curriculum:
+    """One curriculum of ``behavior`` whose lessons set every parameter of ``parameters``."""
+    first = parameters[0]
+    criteria = [lesson.completion_criteria for lesson in first.lessons[:-1]]
+    where = f"environment_parameters of {source}"
+    for parameter in parameters[1:]:
+        if [lesson.completion_criteria for lesson in parameter.lessons[:-1]] != criteria:
+            raise TrainerError(f"{where}: the curricula of {first.name} and {parameter.name} (behavior {behavior}) end "
+                               "their lessons on different criteria; kerasrl advances a behavior's parameters "
+                               "together, so give them the same lessons and completion_criteria.")
+    kinds = {(c.measure, c.min_lesson_length, c.signal_smoothing) for c in criteria if c is not None}
+    if len(kinds) > 1:
+        raise TrainerError(f"{where}: the lessons of {first.name} change measure, min_lesson_length or "
+                           "signal_smoothing from lesson to lesson, which kerasrl's curricula keep for all lessons.")
+    (measure, length, smoothing), = kinds
+    if measure == "Elo":
+        raise TrainerError(f"{where}: {first.name}'s lessons end on measure Elo, which needs self-play (not in "
+                           "kerasrl yet).")
+    values = {p.name: [_constant(p, lesson, source) for lesson in p.lessons] for p in parameters}
+    data = {"measure": measure, "thresholds": [c.threshold for c in criteria if c is not None],
+            "min_lesson_length": length, "signal_smoothing": smoothing, "parameters": values}
+    return Curriculum(f"{where} (behavior {behavior})", data=data, behavior_name=behavior)

@@ -138,7 +138,12 @@ def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.Argumen
             apply_torch_device(getattr(args, "torch_device", None))
             # (a multi-host run first says which flags it cannot take, once TensorFlow is loaded)
             hosts = getattr(args, "worker_hosts", None) is not None or bool(os.environ.get("TF_CONFIG"))
-            env_params = EnvParameters.from_args(args) if args.record_demo is None and not hosts else None
+            parameters = config.run_options.get("environment_parameters")
+            if hosts and parameters:
+                raise TrainerError(f"environment_parameters in {config.source}: a run on several hosts takes no "
+                                   "environment parameters.")
+            env_params = EnvParameters.from_args(args, parameters, config.source) \
+                if args.record_demo is None and not hosts else None
             with tensorflow_start_up_hidden(args.debug):
                 from kerasrl.cli.train import record_demo, run_training  # after quiet_tensorflow: see the docstring
 

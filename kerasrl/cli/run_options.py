@@ -38,9 +38,6 @@ def given_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str
 def apply_run_options(args: argparse.Namespace, parser: argparse.ArgumentParser, options: Mapping[str, Any],
                       given: set[str], source: str) -> None:
     """Sets each flag the config's run blocks set and the command line does not."""
-    if options.get("environment_parameters"):
-        raise TrainerConfigError(f"environment_parameters in {source}: kerasrl does not apply them yet; give the "
-                                 "samplers as a --sampler file and the lessons as --curriculum files for now.")
     actions = {a.dest: a for a in parser._actions}
     for block, keys in FLAG_OF.items():
         values = options.get(block) or {}
