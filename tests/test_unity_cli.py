@@ -175,3 +175,28 @@ def test_faults_end_the_run_with_one_line(tmp_path, fault, expected, saved):
     assert STANDIN in line and "port " in line
     assert ("The model was saved at step" in line) == saved
     _assert_no_process_left(proc)
+
+
+def test_todays_layout_trains_a_player_with_no_env_flag_and_its_samplers_reach_it(tmp_path):
+    """env_settings.env_path names the player; environment_parameters' sampler reaches it."""
+    (port,) = free_ports(1)
+    cfg = tmp_path / "today.yaml"
+    cfg.write_text(f"""behaviors:
+  Simple1D:
+    hyperparameters: {{batch_size: 16, buffer_size: 64, learning_rate: 5.0e-3}}
+    network_settings: {{hidden_units: 16}}
+    max_steps: 300
+    summary_freq: 100
+env_settings: {{env_path: {STANDIN}, base_port: {port}, seed: 1}}
+checkpoint_settings: {{run_id: r, results_dir: {tmp_path}}}
+environment_parameters:
+  mass: {{sampler_type: uniform, sampler_parameters: {{min_value: 1, max_value: 2, seed: 5}}}}
+  step_size: 0.5
+""")
+    done = subprocess.run([sys.executable, "-m", "kerasrl.cli", str(cfg), "--progress-every", "300"], cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert FINAL.search(done.stdout), done.stdout[-2000:]
+    with open(tmp_path / "r" / "run_logs" / "Player-0.log") as f:
+        log = f.read()
+    assert "sampler mass 0 5 1 2" in log and "parameter step_size 0.5" in log

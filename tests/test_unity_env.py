@@ -473,3 +473,18 @@ def test_a_team_suffix_names_no_file_with_question_mark_or_equals(tmp_path):
     with pytest.raises(TrainerError, match="Behaviors 'Striker\\?team=1' and 'Striker_team_1' would write .* "
                                            "under one name, 'Striker_team_1'"):
         create_trainers(None, {"Striker?team=1": spec, "Striker_team_1": spec}, context)
+
+
+def test_samplers_and_training_areas_reach_the_scene(tmp_path):
+    """A config's per-episode samplers go through the environment-parameters channel with the
+    first reset (the scene draws them each episode), and --num-areas with the handshake."""
+    samplers = [("mass", "uniform", (1.0, 2.0), 7), ("scale", "multirangeuniform", (0.5, 1.0, 2.0, 3.0), 8),
+                ("wind", "gaussian", (0.0, 0.5), 9)]
+    env = _env(tmp_path, samplers=samplers, num_areas=2)
+    try:
+        env.reset()
+    finally:
+        env.close()
+    log = _log(tmp_path)
+    assert "num_areas 2" in log
+    assert "sampler mass 0 7 1 2" in log and "sampler scale 2 8 0.5 1 2 3" in log and "sampler wind 1 9 0 0.5" in log

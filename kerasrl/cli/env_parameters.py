@@ -13,9 +13,15 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from kerasrl.curriculum import Curriculum, MetaCurriculum, load_lessons
+from kerasrl.envs.registry import is_unity_env
 from kerasrl.exception import TrainerError
 from kerasrl.samplers import SamplerManager, load_sampler_file, resume_draws
-from kerasrl.settings.environment_parameters import EnvironmentParameter, read_environment_parameters
+from kerasrl.settings.environment_parameters import (
+    SAMPLER_PARAMETERS,
+    EnvironmentParameter,
+    Sampler,
+    read_environment_parameters,
+)
 
 
 @dataclass
@@ -25,6 +31,17 @@ class EnvParameters:
     meta_curriculum: Any = None
     sampler_config: Optional[dict[str, Any]] = None
     resampling_interval: Optional[int] = None
+    #: Parameters a Unity scene draws anew each episode (a config's non-constant samplers).
+    per_episode: Optional[dict[str, Sampler]] = None
+
+    def episode_samplers(self, seed: int) -> tuple[tuple[str, str, tuple[float, ...], int], ...]:
+        """``(key, kind, values, seed)`` for the scene; a sampler without a seed gets the run's + its index."""
+        out = []
+        for i, (name, sampler) in enumerate((self.per_episode or {}).items()):
+            values = [v for pair in sampler.parameters["intervals"] for v in pair] if sampler.kind == "multirangeuniform" \
+                else [sampler.parameters[k] for k in SAMPLER_PARAMETERS[sampler.kind]]
+            out.append((name, sampler.kind, tuple(float(v) for v in values), seed + i if sampler.seed is None else sampler.seed))
+        return tuple(out)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, environment_parameters: Any = None,
@@ -35,7 +52,8 @@ class EnvParameters:
             if getattr(args, "curriculum", None) or getattr(args, "sampler", None):
                 raise TrainerError(f"{source} has environment_parameters: give them there or as --curriculum and "
                                    "--sampler files, not both.")
-            return cls.from_config(read_environment_parameters(environment_parameters, source), source)
+            return cls.from_config(read_environment_parameters(environment_parameters, source), source,
+                                   unity=is_unity_env(getattr(args, "env", "")))
         if getattr(args, "lesson", None) is not None and (args.lesson < 0 or not args.curriculum):
             raise TrainerError(f"--lesson {args.lesson}: needs --curriculum and a lesson >= 0.")
         meta = MetaCurriculum(args.curriculum) if getattr(args, "curriculum", None) else None
@@ -47,18 +65,23 @@ class EnvParameters:
         return cls(meta, sampler.reset_param_dict, interval)
 
     @classmethod
-    def from_config(cls, parameters: Mapping[str, EnvironmentParameter], source: str) -> "EnvParameters":
-        """Lessons and fixed parameters from a config's ``environment_parameters``."""
+    def from_config(cls, parameters: Mapping[str, EnvironmentParameter], source: str,
+                    unity: bool = False) -> "EnvParameters":
+        """Lessons, fixed parameters and (for a Unity scene) per-episode samplers from a config's
+        ``environment_parameters``."""
         fixed: dict[str, Any] = {}
+        per_episode: dict[str, Sampler] = {}
         by_behavior: dict[str, list[EnvironmentParameter]] = {}
         for parameter in parameters.values():
             lesson = parameter.lessons[0]
-            if lesson.completion_criteria is None:
-                fixed[parameter.name] = {"sampler-type": "constant", "value": _constant(parameter, lesson, source)}
-            else:
+            if lesson.completion_criteria is not None:
                 by_behavior.setdefault(lesson.completion_criteria.behavior, []).append(parameter)
+            elif unity and lesson.value.constant is None:
+                per_episode[parameter.name] = lesson.value
+            else:
+                fixed[parameter.name] = {"sampler-type": "constant", "value": _constant(parameter, lesson, source)}
         curricula = {behavior: _curriculum(behavior, group, source) for behavior, group in by_behavior.items()}
-        return cls(MetaCurriculum.of(curricula) if curricula else None, fixed or None, None)
+        return cls(MetaCurriculum.of(curricula) if curricula else None, fixed or None, None, per_episode or None)
 
     def reward_buff_caps(self) -> dict[str, int]:
         """Each curriculum's behavior keeps the returns of its last ``min_lesson_length`` episodes."""
@@ -86,8 +109,9 @@ def _constant(parameter: EnvironmentParameter, lesson: Any, source: str) -> floa
     value = lesson.value.constant
     if value is None:
         raise TrainerError(f"environment parameter {parameter.name} of {source}: its {lesson.value.kind} sampler is "
-                           "drawn anew each episode in ML-Agents, which kerasrl does not do yet; give it as a constant, "
-                           "or in a --sampler file (drawn every resampling-interval steps).")
+                           "drawn anew each episode, which a Unity scene does and kerasrl does not do for other "
+                           "environments (nor inside lessons) yet; give it as a constant, or in a --sampler file "
+                           "(drawn every resampling-interval steps).")
     return value
 
 

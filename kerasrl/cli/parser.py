@@ -9,7 +9,7 @@ from typing import NoReturn
 from kerasrl import __version__
 from kerasrl.cli.run_folder import check_run_name
 from kerasrl.configs import available_configs
-from kerasrl.envs.registry import BUILTIN_ENVS, DEFAULT_NUM_ENVS
+from kerasrl.envs.registry import BUILTIN_ENVS, DEFAULT_NUM_ENVS, is_unity_env
 from kerasrl.exception import TrainerError
 from kerasrl.settings.run_context import MAX_SEED, check_seed
 
@@ -96,7 +96,7 @@ def _add_unity_flags(parser: argparse.ArgumentParser) -> None:
                    help="the players' target frame rate (default -1: unlimited)")
     g.add_argument("--capture-frame-rate", type=int, default=60, help="the players' capture frame rate (default 60)")
     g.add_argument("--num-areas", type=int, default=1,
-                   help="training areas per player (mlagents-learn's; kerasrl takes 1: the scene's own layout)")
+                   help="training areas per player, made by the scene's TrainingAreaReplicator (default 1)")
     g.add_argument("--max-lifetime-restarts", type=int, default=10,
                    help="accepted for mlagents-learn's command lines: kerasrl ends the run (saving it) when a "
                         "player crashes, and --resume continues it")
@@ -211,9 +211,9 @@ def check_args(args: argparse.Namespace) -> None:
                              ("--save-every-minutes", args.save_every_minutes, 0)):
         if value is not None and value < low:
             raise TrainerError(f"{flag} must be >= {low}, got {value}.")
-    if getattr(args, "num_areas", 1) != 1:
-        raise TrainerError(f"--num-areas {args.num_areas}: kerasrl trains the training areas a scene lays out itself "
-                           "(only --num-areas 1 is supported).")
+    if getattr(args, "num_areas", 1) != 1 and not is_unity_env(getattr(args, "env", "")):
+        raise TrainerError(f"--num-areas {args.num_areas}: training areas are a Unity scene's (its "
+                           "TrainingAreaReplicator); --env is not one.")
     seed = getattr(args, "seed", DRAW_SEED)
     if seed != DRAW_SEED:  # the parser checked its own; this checks a namespace made elsewhere
         check_seed(seed)

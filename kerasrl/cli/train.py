@@ -68,8 +68,10 @@ def set_tf_threads(threads: int) -> bool:
 
 
 
-def unity_options(args: argparse.Namespace) -> Optional[UnityOptions]:
-    """The Unity flags, for a Unity ``--env``; players log to the run folder's ``run_logs``."""
+def unity_options(args: argparse.Namespace, env_params: Optional[EnvParameters] = None,
+                  seed: int = 0) -> Optional[UnityOptions]:
+    """The Unity flags, for a Unity ``--env``; players log to the run folder's ``run_logs``; the
+    samplers of the config's ``environment_parameters`` go to the scene, which draws them each episode."""
     if not is_unity_env(args.env):
         return None
     return UnityOptions(base_port=args.base_port, no_graphics=args.no_graphics, timeout_wait=args.timeout_wait,
@@ -77,7 +79,8 @@ def unity_options(args: argparse.Namespace) -> Optional[UnityOptions]:
                         log_folder=os.path.join(args.results_dir, args.run_id, "run_logs"),
                         time_scale=args.time_scale, quality_level=args.quality_level, width=args.width,
                         height=args.height, target_frame_rate=args.target_frame_rate,
-                        capture_frame_rate=args.capture_frame_rate)
+                        capture_frame_rate=args.capture_frame_rate, num_areas=getattr(args, "num_areas", 1),
+                        samplers=env_params.episode_samplers(seed) if env_params is not None else ())
 
 
 def _check_ray_args(args: argparse.Namespace) -> None:
@@ -155,7 +158,7 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
     env_seed = seed + host_seed_offset(args)
     manager, n_agents = make_env_manager(args.env, args.num_envs, env_seed, workers, env_manager,
                                          getattr(args, "ray_address", None), getattr(args, "ray_restart_workers", False),
-                                         unity=unity_options(args) if hasattr(args, "base_port") else None)
+                                         unity=unity_options(args, env_params, seed) if hasattr(args, "base_port") else None)
     context = RunContext.in_results_dir(args.results_dir, args.run_id, keep_checkpoints=args.keep_checkpoints,
                                         train_model=not args.inference, load_model=args.load or args.inference,
                                         seed=seed, max_steps=args.steps, initialize_from=init)

@@ -130,6 +130,10 @@ class UnityOptions:
     target_frame_rate: int = -1
     capture_frame_rate: int = 60
     side_channels: tuple[Any, ...] = field(default=())
+    #: Training areas per player (``--num-areas``; the scene's ``TrainingAreaReplicator`` makes them).
+    num_areas: int = 1
+    #: Parameters the scene draws anew each episode: ``(key, sampler kind, values, seed)``.
+    samplers: tuple[tuple[str, str, tuple[float, ...], int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -150,7 +154,7 @@ class UnityEnvFactory:
         return UnityEnvironment(None if self.path.lower() == EDITOR else self.path, worker_id=index,
                                 base_port=o.base_port, seed=self.seed + index, no_graphics=o.no_graphics,
                                 timeout_wait=o.timeout_wait, additional_args=o.env_args, side_channels=o.side_channels,
-                                log_folder=o.log_folder, engine=engine)
+                                log_folder=o.log_folder, engine=engine, num_areas=o.num_areas, samplers=o.samplers)
 
 
 def _unity_env_manager(env_id: str, num_envs: Optional[int], seed: int, workers: int, env_manager: str,

@@ -145,7 +145,15 @@ class Scene:
             elif channel == PARAMETERS:
                 (n,) = struct.unpack_from("<i", payload)
                 key = payload[4:4 + n].decode()
-                _, value = struct.unpack_from("<if", payload, 4 + n)
+                (kind,) = struct.unpack_from("<i", payload, 4 + n)
+                if kind == 1:  # a sampler: seed, sampler type, then its floats (a list for multirangeuniform)
+                    seed, sampler = struct.unpack_from("<ii", payload, 8 + n)
+                    rest = payload[16 + n:]
+                    floats = struct.unpack(f"<{len(rest) // 4}f", rest)
+                    floats = floats[1:] if sampler == 2 else floats
+                    self.log(f"sampler {key} {sampler} {seed} {' '.join(f'{v:g}' for v in floats)}")
+                    continue
+                (value,) = struct.unpack_from("<f", payload, 8 + n)
                 self.log(f"parameter {key} {value:g}")
                 if key == "step_size":
                     self.step_size = value
@@ -217,6 +225,7 @@ def main(argv: list[str]) -> int:
         return 0
     seed = reply.unity_input.rl_initialization_input.seed
     log(f"seed {seed}")
+    log(f"num_areas {reply.unity_input.rl_initialization_input.num_areas}")
     scene.random.seed(seed)  # the goals of every reset on follow the trainer's seed
     reply = exchange(pb.UnityMessageProto(header=pb.HeaderProto(status=200)))
     steps = 0

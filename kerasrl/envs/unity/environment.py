@@ -96,13 +96,16 @@ class UnityEnvironment(Environment):
     ``parameters_channel``, ``stats_channel``). ``engine``: the player's time scale, quality,
     screen size and frame rates, sent with the first reset. ``log_folder``: where the player
     writes its log (``Player-{worker_id}.log``). ``timeout_wait``: seconds to wait for the player
-    to connect and for each of its steps.
+    to connect and for each of its steps. ``num_areas``: training areas the scene makes (its
+    ``TrainingAreaReplicator``). ``samplers``: ``(key, kind, values, seed)`` of parameters the scene
+    draws anew each episode, sent with the first reset.
     """
 
     def __init__(self, file_name: Optional[str] = None, worker_id: int = 0, base_port: Optional[int] = None,
                  seed: int = 0, no_graphics: bool = False, timeout_wait: float = 60.0,
                  additional_args: Sequence[str] = (), side_channels: Iterable[SideChannel] = (),
-                 log_folder: Optional[str] = None, engine: Optional[EngineConfig] = None, num_areas: int = 1) -> None:
+                 log_folder: Optional[str] = None, engine: Optional[EngineConfig] = None, num_areas: int = 1,
+                 samplers: Sequence[tuple[str, str, Sequence[float], int]] = ()) -> None:
         port = (base_port if base_port is not None else PLAYER_PORT if file_name else EDITOR_PORT) + worker_id
         self.file_name = file_name
         self.port = port
@@ -116,6 +119,8 @@ class UnityEnvironment(Environment):
             self._channels[channel.channel_id] = channel
         if engine is not None:
             self.engine_channel.set_configuration(engine)
+        for key, kind, values, sampler_seed in samplers:  # sent with the first reset; the scene keeps them
+            self.parameters_channel.set_sampler(key, kind, values, sampler_seed)
         self._specs: dict[str, BehaviorSpec] = {}
         self._params: dict[str, pb.BrainParametersProto] = {}
         self._decision_ids: dict[str, list[int]] = {}

@@ -16,7 +16,7 @@ import struct
 import uuid
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Iterable, Mapping, Optional
+from typing import Iterable, Mapping, Optional, Sequence
 
 from kerasrl.exception import EnvironmentException
 
@@ -200,10 +200,14 @@ class EngineConfigurationChannel(SideChannel):
 
 
 class EnvironmentParametersChannel(SideChannel):
-    """Sets float parameters the scene reads with ``Academy.Instance.EnvironmentParameters``."""
+    """Sets parameters the scene reads with ``Academy.Instance.EnvironmentParameters``: a float, or
+    a sampler the scene draws from anew at each episode (``uniform``: min, max; ``gaussian``:
+    mean, standard deviation; ``multirangeuniform``: the intervals' ends, flattened)."""
 
     CHANNEL_ID = uuid.UUID("534c891e-810f-11ea-a9d0-822485860400")
     FLOAT = 0
+    SAMPLER = 1
+    SAMPLER_TYPES = {"uniform": 0, "gaussian": 1, "multirangeuniform": 2}
 
     def __init__(self) -> None:
         super().__init__(self.CHANNEL_ID)
@@ -216,6 +220,23 @@ class EnvironmentParametersChannel(SideChannel):
         message.write_float32(float(value))
         self.queue_message(message)
         self.values[key] = float(value)
+
+    def set_sampler(self, key: str, kind: str, values: Sequence[float], seed: int) -> None:
+        """The scene draws ``key`` from a ``kind`` sampler of ``values`` (seeded) at each episode."""
+        if kind not in self.SAMPLER_TYPES:
+            raise EnvironmentException(f"Environment parameter {key}: no {kind!r} sampler (known: "
+                                       f"{', '.join(self.SAMPLER_TYPES)}).")
+        message = OutgoingMessage()
+        message.write_string(key)
+        message.write_int32(self.SAMPLER)
+        message.write_int32(int(seed))
+        message.write_int32(self.SAMPLER_TYPES[kind])
+        if kind == "multirangeuniform":
+            message.write_float32_list(values)
+        else:
+            for value in values:
+                message.write_float32(float(value))
+        self.queue_message(message)
 
 
 class StatsAggregation(IntEnum):
