@@ -88,6 +88,7 @@ RUN_BY = {
     "kerasrl.SAC(\"Simple1DContinuous\"": "tests/test_sac_docs.py::test_sac_page_recurrent_block_runs",
     "seed=0, threaded=True)": "tests/test_threaded.py::test_the_docs_page_python_example_runs",
     "Pendulum-v1.unity.onnx": "tests/test_sac_unity_export.py::test_unity_page_sac_block_runs",
+    "class SteadyPPOSettings": "tests/test_trainer_registry.py::test_the_guide_shows_the_example_plugin_as_it_is",
 }
 
 

@@ -160,9 +160,21 @@ def test_an_installed_plugin_trains_through_kerasrl_learn_and_exports(tmp_path):
     assert (models / "Simple1D.savedmodel").is_dir()
 
 
-def test_the_guide_shows_the_example_plugin_as_it_is():
+def test_the_guide_shows_the_example_plugin_as_it_is(monkeypatch):
+    """The guide's module is the example's file, and it is what its docstring says (a module,
+    as the plugin is imported: dataclasses need one)."""
+    import importlib.util
+
     guide = (ROOT / "docs" / "guides" / "adding-a-trainer.md").read_text()
     assert (PLUGIN / "steady_ppo.py").read_text().strip() in guide
+    spec = importlib.util.spec_from_file_location("steady_ppo", PLUGIN / "steady_ppo.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "steady_ppo", module)
+    spec.loader.exec_module(module)
+    trainers, settings = module.trainer_types()
+    assert issubclass(trainers["steady_ppo"], PPOTrainer) and issubclass(settings["steady_ppo"], PPOSettings)
+    hp = settings["steady_ppo"](beta=0.01)
+    assert (hp.learning_rate_schedule, hp.beta_end, hp.epsilon_end) == ("constant", 0.01, hp.epsilon)
     points = tomllib.loads((PLUGIN / "pyproject.toml").read_text())["project"]["entry-points"]["kerasrl.trainer_type"]
     assert points == {"steady_ppo": "steady_ppo:trainer_types"}
     assert '[project.entry-points."kerasrl.trainer_type"]\nsteady_ppo = "steady_ppo:trainer_types"' in guide
