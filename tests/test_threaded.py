@@ -1,6 +1,6 @@
-"""``threaded: true``: PPO updates in a thread of their own while acting goes on. It learns as
-the unthreaded trainer does, its data is one update old, seeded runs repeat, a failing update
-stops the run with one line and no thread left, and Ctrl-C / SIGTERM / --resume work."""
+"""``threaded: true``: PPO (and SAC) updates in a thread of their own while acting goes on. It
+learns as the unthreaded trainer does, its data is one update old, seeded runs repeat, a failing
+update stops the run with one line and no thread left, and Ctrl-C / SIGTERM / --resume work."""
 import json
 import re
 import signal
@@ -18,7 +18,8 @@ from kerasrl.cli.train import threaded_sections
 from kerasrl.envs import EnvironmentException, SimpleEnvManager
 from kerasrl.envs.simple import Simple1DEnvironment
 from kerasrl.exception import TrainerConfigError, UpdateThreadError
-from kerasrl.ppo.trainer import PPOTrainer
+from kerasrl.ppo.trainer import PPOTrainer, ThreadedData
+from kerasrl.sac.trainer import SACTrainer
 from kerasrl.trainers import TrainerController, initialize_trainers
 
 BASE = {"batch_size": 16, "buffer_size": 63, "hidden_units": 16, "num_layers": 1, "num_epoch": 3,
@@ -88,14 +89,14 @@ def test_an_update_buffer_built_while_acting_learns_as_one_built_in_the_update_t
         return [v.numpy() for v in model.trainable_variables] + list(model.normalizer.numpy_stats())
 
     staged = results("staged")
-    original = PPOTrainer._init_threading
+    original = PPOTrainer.prepare_threaded
 
     def unstaged(self):
         original(self)
-        assert self._staging is not None  # the path compared against is the one a run takes
-        self._staging = None
+        assert self._next.staged is not None  # the path compared against is the one a run takes
+        self._next = ThreadedData()
 
-    monkeypatch.setattr(PPOTrainer, "_init_threading", unstaged)
+    monkeypatch.setattr(PPOTrainer, "prepare_threaded", unstaged)
     in_thread = results("in_thread")
     assert all(np.array_equal(a, b) for a, b in zip(staged, in_thread))
 
@@ -153,9 +154,9 @@ def test_ppo_clips_the_ratio_to_the_learners_weights_at_the_update_start_not_the
     acted = []
     original_stage = PPOTrainer._stage
 
-    def stage(self, trajectory, staging):
+    def stage(self, trajectory, data):
         acted.append(trajectory.steps[Field.ACTION_LOG_PROBS].get_batch().sum(axis=-1))
-        original_stage(self, trajectory, staging)
+        original_stage(self, trajectory, data)
 
     monkeypatch.setattr(PPOTrainer, "_stage", stage)
     _, trainer = _train(tmp_path, seed=2, max_steps=400, flush_on_update=True)
@@ -298,12 +299,61 @@ def test_what_threaded_cannot_do_is_one_clear_error(tmp_path, overrides, message
                             load_model=False, seed=0)
 
 
-def test_a_threaded_sac_trainer_is_one_clear_error(tmp_path):
+SAC = {"trainer": "sac", "batch_size": 32, "buffer_size": 5000, "buffer_init_steps": 40, "hidden_units": 16,
+       "num_layers": 1, "learning_rate": 1.0e-3, "time_horizon": 16, "summary_freq": 10**6, "threaded": True}
+
+
+def _train_sac(tmp_path, seed=0, load=False, **overrides):
+    """A continuous Simple1D run of SAC; returns its trainer."""
+    manager = SimpleEnvManager(Simple1DEnvironment(use_discrete=False, seed=seed))
+    trainers = initialize_trainers({"default": {**SAC, **overrides}}, manager.behavior_specs, str(tmp_path / "s"), "run",
+                                   str(tmp_path / "m"), keep_checkpoints=2, train_model=True, load_model=load, seed=seed)
+    tc = TrainerController(trainers, str(tmp_path / "m"), str(tmp_path / "s"), "run", save_freq=100,
+                           timers_path=str(tmp_path / "sac_timers.json"))
+    tc.start_learning(manager)
+    return trainers["Simple1D"]
+
+
+def test_a_threaded_sac_trainer_trains_checkpoints_and_resumes(tmp_path, monkeypatch):
+    # SAC's update (the trajectories since the last one into the replay, then the gradient steps
+    # due) runs in the update thread; the checkpoint's replay holds every closed trajectory
+    closed = []
+    take = SACTrainer.take_for_update
+    monkeypatch.setattr(SACTrainer, "take_for_update", lambda self, t: (closed.append(len(t)), take(self, t))[1])
+    trainer = _train_sac(tmp_path, max_steps=300, save_replay_buffer=True, normalize=True)
+    assert trainer.threaded and not _update_threads()
+    assert trainer.update_count >= 10 and trainer.updates_applied == trainer.update_count
+    staleness = trainer.stats["Policy/Staleness"]
+    assert len(staleness) == trainer.update_count and staleness[0] == 0.0 and max(staleness) >= 1.0
+    assert len(trainer.stats["Losses/Value Loss"]) == trainer.update_count
+    assert all(np.isfinite(v) for v in trainer.stats["Losses/Value Loss"])
+    # at the end the policy acts with the learner's weights and normalizer
+    actor, policy = trainer.networks.actor, trainer.policy
+    assert all(np.array_equal(w, d.kernel.numpy()) for (w, _), d in zip(policy.layers, actor.body.dense))
+    assert np.array_equal(policy.stats[0], trainer.networks.normalizer.numpy_stats()[0])
+    folder = tmp_path / "m" / "Simple1D"
+    assert (folder / f"model-{trainer.step}.index").exists() and (folder / f"model-{trainer.step}.replay.h5").exists()
+    assert len(trainer.replay) == sum(closed) and not trainer._pending
+    json.loads((tmp_path / "sac_timers.json").read_text())["children"]  # the update thread's timers were merged
+    resumed = _train_sac(tmp_path, load=True, max_steps=trainer.step + 150, save_replay_buffer=True, normalize=True)
+    assert resumed.step > trainer.step and resumed.update_steps > trainer.update_steps
+    assert len(resumed.replay) > len(trainer.replay) and not _update_threads()
+
+
+def test_seeded_threaded_sac_runs_repeat(tmp_path):
+    runs = [_train_sac(tmp_path / run, seed=4, max_steps=200) for run in ("a", "b")]
+    weights = [[v.numpy() for v in t.networks.weights] for t in runs]
+    assert all(np.array_equal(x, y) for x, y in zip(*weights))
+    assert runs[0].stats["Policy/Staleness"] == runs[1].stats["Policy/Staleness"]
+
+
+def test_threaded_sac_with_memory_is_one_clear_error(tmp_path):
     manager = SimpleEnvManager(Simple1DEnvironment(use_discrete=False, seed=0))
-    with pytest.raises(TrainerConfigError, match="Behavior Simple1D: threaded: true is for the ppo trainer"):
-        initialize_trainers({"default": {"trainer": "sac", "threaded": True}}, manager.behavior_specs,
-                            str(tmp_path / "s"), "run", str(tmp_path / "m"), keep_checkpoints=1, train_model=True,
-                            load_model=False, seed=0)
+    with pytest.raises(TrainerConfigError, match="Behavior Simple1D: threaded: true acts with the numpy mirror of the "
+                                                 "policy, and a sac network with cameras or memory acts with TensorFlow"):
+        initialize_trainers({"default": {**SAC, "use_recurrent": True, "memory_size": 16, "sequence_length": 4}},
+                            manager.behavior_specs, str(tmp_path / "s"), "run", str(tmp_path / "m"), keep_checkpoints=1,
+                            train_model=True, load_model=False, seed=0)
     assert not (tmp_path / "m").exists()
 
 

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import logging
-import threading
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple, Optional
 
 import numpy as np
@@ -21,13 +21,12 @@ from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
 from kerasrl.ppo.learner import PPOLearner
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec, StepResult
-from kerasrl.timers import get_timer_root, get_timer_stack, hierarchical_timer, merge_worker_tree, set_gauge
+from kerasrl.timers import hierarchical_timer
 from kerasrl.trainers.agent_processor import Rollout
 from kerasrl.trainers.checkpoint import INITIALIZE_FIX, CheckpointSaver, initialize_from_advice
 from kerasrl.trainers.reward_normalization import RewardNormalizer
 from kerasrl.trainers.rl_trainer import RLTrainer
 from kerasrl.trainers.trajectory import Trajectory
-from kerasrl.trainers.update_thread import UpdateResult, UpdateThread, UpdateWork
 
 logger = logging.getLogger("kerasrl.trainers")
 
@@ -42,6 +41,21 @@ class StagedSegment(NamedTuple):
     bootstrap: dict[str, float]
     terminated: bool
     next_observations: Optional[list[np.ndarray]]
+
+
+@dataclass
+class ThreadedData:
+    """A threaded update's data, gathered in the acting thread until its hand-over: the
+    trajectories (the update thread processes them) or, ``staged`` (without deferred reward
+    signals), the update buffer built from them, their vector observations (for the normalizer,
+    which only the update thread changes) and segments; each one's policy version, and the rows."""
+
+    staged: Optional[Buffer] = None
+    trajectories: list[Trajectory] = field(default_factory=list)
+    observations: list[np.ndarray] = field(default_factory=list)
+    segments: list[StagedSegment] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    rows: int = 0
 
 
 def normalized_advantages(advantages: np.ndarray, masks: np.ndarray) -> np.ndarray:
@@ -65,13 +79,12 @@ class PPOTrainer(RLTrainer):
     The learner owns the model, the optimizer and the schedules; the policy acts with the
     learner's weights; this trainer owns the step counter, the trajectories and the statistics.
 
-    ``threaded: true``: the updates run in an :class:`~kerasrl.trainers.update_thread.UpdateThread`
-    while the agents act. The acting thread cuts the trajectories into updates where an
-    unthreaded trainer would update, hands each over, and then takes the weights of the update
-    before it: an update's data was acted by weights one update older than its own start.
+    ``threaded: true`` (:mod:`kerasrl.trainers.threaded`, through the hooks below): updates run in
+    a thread while the agents act, each on data acted by weights one update older than its start;
+    ``run_update`` first recomputes the PPO reference log-probabilities (staged: the advantages too).
     """
 
-    #: Whether ``threaded: true`` is allowed (not where an update gathers from several hosts).
+    #: Whether ``threaded: true`` is allowed (not where an update gathers from several hosts); ``--threaded`` sets it.
     supports_threaded = True
     #: The class that trains this type on several hosts (``kerasrl.trainers.factory``).
     MULTI_HOST_TRAINER = "kerasrl.ppo.multi_host:MultiHostPPOTrainer"
@@ -88,8 +101,6 @@ class PPOTrainer(RLTrainer):
         self.sequence_length = model.sequence_length
         self._policy = ActorCriticPolicy(spec, model, seed=self.seed, inference=settings.inference)
         self.processor = self.make_processor(self._policy.experience_fields, self._policy.get_value_estimates)
-        self.update_count = 0
-        self.last_update_metrics: dict[str, float] = {}
         #: ``"raise"``: a non-finite PPO loss stops training with an error; ``"report"``: it is only
         #: reported in the metrics (``kerasrl.PPO.fit`` with ``TerminateOnNaN``, which stops there).
         self.nonfinite_loss = "raise"
@@ -110,7 +121,7 @@ class PPOTrainer(RLTrainer):
         self.reward_normalizer: Optional[RewardNormalizer] = None
         if self.hyperparameters.normalize_rewards and "extrinsic" in self.reward_signals:
             self.reward_normalizer = RewardNormalizer(self.reward_signals["extrinsic"].gamma)
-        self._init_threading()
+        self.init_threading()
         self.saver = self._make_saver()
         if context.load_model:
             self.load_model()
@@ -120,34 +131,10 @@ class PPOTrainer(RLTrainer):
         #: not before: by then every restore of the optimizer's state (checkpoints, callbacks) is done.
         self._warm_up_pending = context.train_model
 
-    # -- threaded updates ----------------------------------------------------------------
-    def _init_threading(self) -> None:
-        """``threaded``: the update thread's state (started at the first update)."""
-        self.threaded = bool(self.settings.threaded and self.context.train_model)
-        self._update_thread: Optional[UpdateThread] = None
-        #: Held while the learner's state changes (an update, the normalizer) or is read whole
-        #: (a checkpoint, ``kerasrl.PPO.fit``'s callbacks).
-        self.learner_lock = threading.RLock()
-        #: Trajectories taken from the queue since the last hand-over, and their update rows.
-        self._pending: list[Trajectory] = []
-        self._pending_rows = 0
-        #: Threaded without deferred reward signals: the acting thread builds the next update's
-        #: buffer (GAE, appends) while the update thread runs the XLA update, which leaves
-        #: Python's GIL free: the update thread's own Python then delays no update.
-        self._staging: Optional[Buffer] = None
-        self._staged_obs: list[np.ndarray] = []
-        self._staged_versions: list[int] = []
-        self._staged_segments: list[StagedSegment] = []
-        self._log_prob_fn: Optional[Any] = None
-        self._values_fn: Optional[Any] = None
-        #: The update count whose weights the policy acts with, and the last one handed over.
-        self._applied = self._handed = self.update_count
-        #: The statistics the update thread records, moved into each result.
-        self._thread_stats: defaultdict[str, list[float]] = defaultdict(list)
-        #: Seconds acting waited for the first update of this session (threaded), None before it.
-        self.first_wait_seconds: Optional[float] = None
-        if not self.threaded:
-            return
+    # -- threaded updates: the hooks of kerasrl.trainers.threaded ---------------------------
+    def prepare_threaded(self) -> None:
+        """Threaded: act with the numpy mirror (which takes the weights of each update whole);
+        without deferred reward signals, stage each update's buffer in the acting thread."""
         if not self.supports_threaded:
             raise TrainerConfigError(f"Behavior {self.behavior_name}: threaded: true is not available when "
                                      "training on several hosts; set threaded: false.")
@@ -158,86 +145,59 @@ class PPOTrainer(RLTrainer):
                 why, fix = "no numpy mirror exists for this network (a recurrent visual or resnet one)", "set threaded: false"
             raise TrainerConfigError(
                 f"Behavior {self.behavior_name}: threaded: true acts with the numpy mirror of the policy, and {why}; {fix}.")
-        self.processor.policy_version = self.update_count
-        self.processor.deferred.stats = self._thread_stats
-        if not self.processor.deferred:
-            self._staging = Buffer()
+        self.processor.deferred.stats = self.threaded_updates.stats
+        self._log_prob_fn: Optional[Any] = None  # the learner's log-probabilities and values, traced at first use
+        self._values_fn: Optional[Any] = None
+        # Without deferred reward signals the acting thread stages each update's buffer (GAE, appends) while
+        # the XLA update runs, which leaves Python's GIL free: the update thread's Python then delays no update.
+        self._next = ThreadedData(None if self.processor.deferred else Buffer())
 
-    @property
-    def updates_applied(self) -> int:
-        """Updates whose weights the policy acts with (threaded: behind ``update_count`` while one runs)."""
-        return self._applied if self.threaded else self.update_count
-
-    def _sync_versions(self) -> None:
-        """After a restore: the update count is the policy's version."""
-        self._applied = self._handed = self.update_count
-        if self.threaded:
-            self.processor.policy_version = self.update_count
-
-    def _rows(self, trajectory: Trajectory) -> int:
-        """Update-buffer rows of ``trajectory`` (recurrent: whole padded sequences)."""
-        n, seq = len(trajectory), self.sequence_length
-        return -(-n // seq) * seq if seq > 1 else n
-
-    def _threaded_ready(self) -> bool:
-        """An unthreaded trainer's update condition, on the trajectories taken since the last hand-over."""
-        if self._update_thread is not None:
-            self._update_thread.check()
-        rollout = self.processor.rollout
-        if rollout is not None:
-            return rollout.done and self._pending_rows > 0
-        return self._pending_rows > self.hyperparameters.buffer_size
-
-    def _hand_over(self) -> None:
-        """Give the pending trajectories to the update thread, then act with the weights of the
-        update before (waiting for it if it is still running)."""
-        if self._update_thread is None:  # (a thread that failed raises its error at submit)
-            self._update_thread = UpdateThread(f"Behavior {self.behavior_name}", self._threaded_update)
-        if self._staging is not None:
-            work = UpdateWork([], self.step, self._handed + 1, prepared=self._staging.update_buffer,
-                              observations=self._staged_obs, versions=self._staged_versions,
-                              segments=self._staged_segments)
-            self._staging.update_buffer = AgentBuffer()
-            self._staged_obs, self._staged_versions, self._staged_segments = [], [], []
+    def take_for_update(self, trajectory: Trajectory) -> None:
+        """Stage the trajectory into the next update's buffer, or (deferred reward signals, whose
+        rewards the update computes) keep it for the update thread to process."""
+        data, seq = self._next, self.sequence_length
+        if data.staged is not None:
+            self._stage(trajectory, data)
         else:
-            work = UpdateWork(self._pending, self.step, self._handed + 1,
-                              versions=[t.policy_version for t in self._pending])
-        self._update_thread.submit(work)
-        self._handed += 1
-        self._pending, self._pending_rows = [], 0
+            data.trajectories.append(trajectory)
+        data.versions.append(trajectory.policy_version)
+        data.rows += -(-len(trajectory) // seq) * seq  # update-buffer rows (recurrent: whole padded sequences)
+
+    def threaded_update_due(self) -> bool:
+        return self._due(self._next.rows)
+
+    def cut_update(self) -> tuple[ThreadedData, list[int]]:
+        """The data gathered since the last hand-over, and a new rollout."""
+        data = self._next
+        self._next = ThreadedData(None if data.staged is None else Buffer())
         if self.processor.rollout is not None:
             self.processor.rollout.restart()
-        if self._handed - 1 > self._applied:
-            waited = self._update_thread.waited_seconds
-            self._apply(self._update_thread.wait_for(self._handed - 1))
-            if self.first_wait_seconds is None:  # the first update's: it includes any compile left
-                self.first_wait_seconds = self._update_thread.waited_seconds - waited
+        return data, data.versions
 
-    def _threaded_update(self, work: UpdateWork) -> UpdateResult:
-        """In the update thread: one update from ``work``'s trajectories; the new weights (and
-        the normalizer's statistics) as an immutable snapshot."""
-        stats = self._thread_stats
-        with self.learner_lock:
-            oldest = min(work.versions, default=self.update_count)
-            stats["Policy/Staleness"].append(float(self.update_count - oldest))
-            if work.prepared is not None:
-                for vector_obs in work.observations:
-                    self._update_normalizer(vector_obs)
-                self.training_buffer.update_buffer = work.prepared
-            for trajectory in work.trajectories:
-                self.process_trajectory(trajectory)
-            if self.learner.replicas == 1:
-                refresh = work.prepared is not None and self.sequence_length == 1
-                self._rebase_on_learner(work.segments if refresh else None)
-            weights, metrics = self._update(work.step, stats)
-            if weights is None:
-                weights = [v.numpy() for v in self.learner.actor_critic.trainable_variables]
-            normalizer = self.learner.actor_critic.normalizer
-            norm = None if normalizer is None else (*normalizer.numpy_stats(), normalizer.clip)
-        # (the hand-over's count, which the acting thread waits for, even if a callback reloaded the learner)
-        result = UpdateResult(work.version, (weights, norm), {k: list(v) for k, v in stats.items()}, metrics)
-        stats.clear()
-        return result
+    def run_update(self, data: ThreadedData, step: int,
+                   stats: defaultdict[str, list[float]]) -> tuple[Any, dict[str, float]]:
+        """One update from ``data``; the new weights (and the normalizer's statistics) as numpy."""
+        if data.staged is not None:
+            for vector_obs in data.observations:
+                self._update_normalizer(vector_obs)
+            self.training_buffer.update_buffer = data.staged.update_buffer
+        for trajectory in data.trajectories:
+            self.process_trajectory(trajectory)
+        if self.learner.replicas == 1:
+            refresh = data.staged is not None and self.sequence_length == 1
+            self._rebase_on_learner(data.segments if refresh else None)
+        weights, metrics = self._update(step, stats)
+        if weights is None:
+            weights = [v.numpy() for v in self.learner.actor_critic.trainable_variables]
+        normalizer = self.learner.actor_critic.normalizer
+        norm = None if normalizer is None else (*normalizer.numpy_stats(), normalizer.clip)
+        return (weights, norm), metrics
+
+    def apply_update(self, snapshot: Any) -> None:
+        self._policy.refresh(*snapshot)  # the weights and the normalizer's statistics
+
+    def updates_stopped(self) -> None:
+        self._policy.refresh()
 
     def _rebase_on_learner(self, segments: Optional[list[StagedSegment]]) -> None:
         """Threaded: the update buffer's PPO reference log-probabilities from the learner's weights
@@ -315,38 +275,6 @@ class PPOTrainer(RLTrainer):
             log_prob, values = self._log_prob_fn(inputs)
         return log_prob.numpy(), {k: np.asarray(v.numpy(), np.float32).reshape(-1) for k, v in values.items()}
 
-    def _apply(self, result: UpdateResult) -> None:
-        """In the acting thread: act with ``result``'s weights from the next step on."""
-        weights, norm = result.weights
-        self._policy.refresh(weights, norm)
-        for key, values in result.stats.items():
-            self.stats[key].extend(values)
-        self.last_update_metrics = result.metrics
-        self._applied = result.version
-        self.processor.policy_version = result.version
-
-    def finish_updates(self, drain: bool) -> None:
-        """Stop the update thread: after every handed-over update (``drain``, the end of
-        training), else after the one in progress; the policy then acts with the learner's
-        weights, and the thread's timers join the run's (``update_thread:{behavior}``)."""
-        thread = self._update_thread
-        if thread is None:
-            return
-        thread.stop(drain and thread.error is None)
-        self._update_thread = None
-        for result in thread.finished():
-            self._apply(result)
-        with self.learner_lock:
-            self._policy.refresh()
-            self._sync_versions()
-        merge_worker_tree(thread.timers, root_name=f"update_thread:{self.behavior_name}", into=get_timer_root())
-        overlap = max(thread.busy_seconds - thread.waited_seconds, 0.0)
-        for name, value in (("update_seconds", thread.busy_seconds), ("acting_waited_seconds", thread.waited_seconds),
-                            ("overlap_seconds", overlap)):
-            set_gauge(f"{self.behavior_name}.threaded.{name}", value, get_timer_stack())
-        if drain:
-            thread.check()
-
     @classmethod
     def checkpointed_model(cls, behavior: str, spec: BehaviorSpec, settings: TrainerSettings,
                            seed: int) -> tuple[Any, dict[str, Any]]:
@@ -403,7 +331,7 @@ class PPOTrainer(RLTrainer):
             self.reward_normalizer.read_variables()
         self.learner.set_schedules(self.step)
         self._policy.refresh()
-        self._sync_versions()
+        self.threaded_updates.sync()
         logger.info("Restored %s at step %d", self.behavior_name, self.step)
 
     def initialize_from(self, model_path: str) -> None:
@@ -415,7 +343,7 @@ class PPOTrainer(RLTrainer):
         self.step, self.update_count = 0, 0
         learner.set_schedules(0)
         self._policy.refresh()
-        self._sync_versions()
+        self.threaded_updates.sync()
         logger.info("Initialized %s from %s", self.behavior_name, model_path)
 
     @property
@@ -444,16 +372,17 @@ class PPOTrainer(RLTrainer):
             deferred.add(trajectory.agent_id, start, self._update_buffer_rows(), trajectory.bootstrap,
                          trajectory.terminated, trajectory.episode_ended)
 
-    def _stage(self, trajectory: Trajectory, staging: Buffer) -> None:
+    def _stage(self, trajectory: Trajectory, data: ThreadedData) -> None:
         """Threaded: ``trajectory`` into the next update's buffer (in the acting thread); its
         observations are kept for the normalizer, which the update thread feeds."""
-        start = len(staging.update_buffer[Field.MASKS]) if Field.MASKS in staging.update_buffer else 0
-        steps = self._advantages_into(trajectory, staging)
-        self._staged_segments.append(StagedSegment(start, len(staging.update_buffer[Field.MASKS]), trajectory.bootstrap,
-                                                   trajectory.terminated, trajectory.next_observations))
+        assert data.staged is not None
+        update = data.staged.update_buffer
+        start = len(update[Field.MASKS]) if Field.MASKS in update else 0
+        steps = self._advantages_into(trajectory, data.staged)
+        data.segments.append(StagedSegment(start, len(update[Field.MASKS]), trajectory.bootstrap, trajectory.terminated,
+                                           trajectory.next_observations))
         if self.learner.actor_critic.normalizer is not None and Field.VECTOR_OBS in steps:
-            self._staged_obs.append(steps[Field.VECTOR_OBS].get_batch())
-        self._staged_versions.append(trajectory.policy_version)
+            data.observations.append(steps[Field.VECTOR_OBS].get_batch())
 
     def _advantages_into(self, trajectory: Trajectory, buffer: Buffer) -> AgentBuffer:
         """The trajectory's advantages and returns (placeholders for the deferred signals), then
@@ -508,25 +437,15 @@ class PPOTrainer(RLTrainer):
         update = self.training_buffer.update_buffer
         return len(update[Field.ACTIONS]) if Field.ACTIONS in update else 0
 
-    def process_trajectories(self) -> None:
-        """Threaded: only take the queued trajectories (the update thread processes them)."""
-        if not self.threaded:
-            return super().process_trajectories()
-        staging = self._staging
-        for trajectory in self.trajectory_queue.take_all():
-            if staging is not None:
-                self._stage(trajectory, staging)
-            else:
-                self._pending.append(trajectory)
-            self._pending_rows += self._rows(trajectory)
-
     def is_ready_update(self) -> bool:
-        if self.threaded:
-            return self._threaded_ready()
+        return self.threaded_updates.ready() if self.threaded else self._due(self._update_buffer_length())
+
+    def _due(self, rows: int) -> bool:
+        """With ``rows`` collected: the rollout is done, else ``buffer_size`` is passed."""
         rollout = self.processor.rollout
         if rollout is not None:
-            return rollout.done and self._update_buffer_length() > 0
-        return self._update_buffer_length() > self.hyperparameters.buffer_size
+            return rollout.done and rows > 0
+        return rows > self.hyperparameters.buffer_size
 
     def learning_batch(self) -> dict[str, np.ndarray]:
         """The update buffer's fields that the learner takes, advantages normalised over the real rows."""
@@ -539,7 +458,7 @@ class PPOTrainer(RLTrainer):
         """A PPO update over the update buffer, the reward signals' own updates, then clear it
         (fully on-policy). Threaded: hand the update over to the update thread."""
         if self.threaded:
-            self._hand_over()
+            self.threaded_updates.hand_over()
             return
         weights, self.last_update_metrics = self._update(self.step, self.stats)
         if self.processor.rollout is not None:

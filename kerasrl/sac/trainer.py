@@ -6,6 +6,7 @@ import glob
 import logging
 import os
 import re
+from collections import defaultdict
 from typing import Any, Optional
 
 import numpy as np
@@ -57,6 +58,16 @@ def steps_per_call(spec: BehaviorSpec, batch_size: int, burn_in: float = 0.0) ->
     return int(np.clip(CALL_BYTES // (row * batch_size), 1, STEPS_PER_CALL))
 
 
+def actor_snapshot(networks: SACNetworks) -> tuple[Any, Any, Any]:
+    """A copy of what ``SACPolicy.refresh`` reads: the actor's layers and heads, the normalizer's statistics."""
+    actor = networks.actor
+    assert actor.body is not None  # the numpy mirror acts on vector observations only
+    heads = [actor.logits] if actor.is_discrete else [actor.mu, actor.log_std]
+    stats = networks.normalizer.numpy_stats() if networks.normalizer is not None else None
+    return ([(d.kernel.numpy(), d.bias.numpy()) for d in actor.body.dense],
+            [(h.kernel.numpy(), h.bias.numpy()) for h in heads], stats)
+
+
 def power_of_two_parts(n: int) -> list[int]:
     """``n`` as a sum of distinct powers of two, largest first (13 -> [8, 4, 1])."""
     return [1 << b for b in range(n.bit_length() - 1, -1, -1) if n >> b & 1]
@@ -76,6 +87,10 @@ class SACTrainer(RLTrainer):
     mini-batch is ``batch_size // sequence_length`` sequences of ``sequence_length`` steps
     (``ReplayBuffer.sample_sequences``), each with the ``sequence_length`` steps before it as the
     critics' burn-in.
+
+    ``threaded: true`` (:mod:`kerasrl.trainers.threaded`): each update (the trajectories since the last
+    into the replay, then the gradient steps due) runs in the update thread while the agents act
+    with the weights of the update before (``--threaded`` leaves SAC sections alone: set the key).
     """
 
     def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
@@ -87,9 +102,6 @@ class SACTrainer(RLTrainer):
         if unsupported:
             raise UnityTrainerException(f"Behavior {behavior_name}: reward signal {unsupported[0]} is not available "
                                         f"with the sac trainer (available: {', '.join(SAC_REWARD_SIGNALS)}).")
-        if settings.threaded:
-            raise TrainerConfigError(f"Behavior {behavior_name}: threaded: true is for the ppo trainer (sac's "
-                                     "gradient steps already use every core between acting steps); set threaded: false.")
         super().__init__(behavior_name, spec, settings, context, reward_buff_cap)
         self.seed = context.seed
         self.hyperparameters: SACSettings = settings.hyperparameters
@@ -118,6 +130,7 @@ class SACTrainer(RLTrainer):
         self.last_update_metrics: dict[str, float] = {}
         #: Transitions added to the replay since the last update.
         self.new_transitions = 0
+        self.init_threading()
         bc_state = {} if self.bc_module is None else {"bc_optimizer": self.bc_module.optimizer}
         self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, self.behavior_record(),
                                      model=self.networks, **self.learner.optimizers, **self.reward_state(), **bc_state)
@@ -157,10 +170,21 @@ class SACTrainer(RLTrainer):
     # -- trajectories ------------------------------------------------------------------
     def process_trajectory(self, trajectory: Trajectory) -> None:
         """The trajectory's transitions into the replay buffer (and its observations into the normalizer)."""
+        n = self._into_replay(trajectory)
+        self.new_transitions += n
+        if n and self.networks.normalizer is not None:
+            self._policy.refresh_normalizer()
+
+    @staticmethod
+    def _transitions(trajectory: Trajectory) -> int:
         steps = trajectory.steps
-        n = len(steps[Field.ACTIONS]) if Field.ACTIONS in steps else 0
+        return len(steps[Field.ACTIONS]) if Field.ACTIONS in steps else 0
+
+    def _into_replay(self, trajectory: Trajectory) -> int:
+        """The trajectory's transitions into the replay (its observations into the normalizer); returns how many."""
+        steps, n = trajectory.steps, self._transitions(trajectory)
         if n == 0:
-            return
+            return 0
         rows = {
             Field.ACTIONS: steps[Field.ACTIONS].get_batch(),
             # The model signals' rewards are computed when the transitions are sampled (zeros here).
@@ -184,9 +208,8 @@ class SACTrainer(RLTrainer):
             rows[Field.MEMORY] = steps[Field.MEMORY].get_batch()
         if self.networks.normalizer is not None:
             self.networks.normalizer.update(rows[Field.VECTOR_OBS])
-            self._policy.refresh_normalizer()
         self.replay.add(rows, agent=trajectory.agent_id)
-        self.new_transitions += n
+        return n
 
     def end_episode(self) -> None:
         super().end_episode()
@@ -195,13 +218,17 @@ class SACTrainer(RLTrainer):
 
     # -- updates -----------------------------------------------------------------------
     def due_gradient_steps(self) -> int:
-        """Gradient steps owed: one per ``steps_per_update`` agent steps after ``buffer_init_steps``."""
+        """Gradient steps owed: one per ``steps_per_update`` agent steps after ``buffer_init_steps``
+        (threaded: less those handed over, which the update thread may not have taken yet)."""
         hp = self.hyperparameters
-        return int((self.step - hp.buffer_init_steps) / hp.agent_steps_per_update) - self.update_steps
+        taken = self._steps_handed if self.threaded else self.update_steps
+        return int((self.step - hp.buffer_init_steps) / hp.agent_steps_per_update) - taken
 
     def is_ready_update(self) -> bool:
         """When new transitions reached the replay (a trajectory closed) and gradient steps are
         due: the steps due since the last update then run together, on the replay as it is now."""
+        if self.threaded:
+            return self.threaded_updates.ready()
         return (self.new_transitions > 0 and len(self.replay) >= self.hyperparameters.batch_size
                 and self.due_gradient_steps() >= 1)
 
@@ -241,42 +268,50 @@ class SACTrainer(RLTrainer):
                                             nets.burn_in, first_only=(Field.MEMORY,), burn_in_fields=tuple(observations))
 
     def update_policy(self) -> None:
-        """Every due gradient step, in calls of at most ``steps_per_call``."""
-        due = self.due_gradient_steps()
+        """Every due gradient step, in calls of at most ``steps_per_call`` (threaded: hand them over)."""
+        if self.threaded:
+            self.threaded_updates.hand_over()
+            return
+        self.new_transitions = 0
+        self.last_update_metrics = self._gradient_steps(self.due_gradient_steps(), self.step, self.stats)
+        self._policy.refresh()
+
+    def _gradient_steps(self, due: int, step: int, stats: defaultdict[str, list[float]]) -> dict[str, float]:
+        """``due`` gradient steps with the schedules at trainer step ``step``, then the model
+        signals' and BC's updates; their statistics into ``stats``; returns the update's metrics."""
         totals: dict[str, float] = {}
-        learning_rate = self.learner.learning_rate(self.step)
+        learning_rate = self.learner.learning_rate(step)
         done = 0
         with hierarchical_timer("sac.update"):
             while done < due:
                 count = min(due - done, self.steps_per_call)
                 stacked = self.learning_batches(count)
-                self._model_signal_rewards(stacked, count)
+                self._model_signal_rewards(stacked, count, stats)
                 metrics = self.learner.update(stacked, count, learning_rate)
                 for k, v in metrics.items():
                     totals[k] = totals.get(k, 0.0) + v * count
                 done += count
         self.update_steps += due
         self.update_count += 1
-        self.new_transitions = 0
         metrics = {k: v / due for k, v in totals.items()}
         if not np.isfinite(metrics["critic_loss"]):
             raise UnityTrainerException(f"Behavior {self.behavior_name}: the SAC critic loss became "
                                         f"{metrics['critic_loss']}.")
-        self._update_model_signals(self._due_signal_steps(due))
+        self._update_model_signals(self._due_signal_steps(due), stats)
         if self.bc_module is not None:
             with hierarchical_timer("bc.update"):
-                for key, value in self.bc_module.update(self.step).items():
-                    self.stats[key].append(value)
-        self.last_update_metrics = {**metrics, "learning_rate": learning_rate}
-        self.stats["Losses/Value Loss"].append(metrics["critic_loss"])
-        self.stats["Losses/Policy Loss"].append(abs(metrics["actor_loss"]))
-        self.stats["Losses/Entropy Coefficient Loss"].append(metrics["ent_coef_loss"])
-        self.stats["Policy/Entropy Coefficient"].append(metrics["ent_coef"])
-        self.stats["Policy/Q Estimate"].append(metrics["q_value"])
-        self.stats["Policy/Learning Rate"].append(learning_rate)
-        self._policy.refresh()
+                for key, value in self.bc_module.update(step).items():
+                    stats[key].append(value)
+        stats["Losses/Value Loss"].append(metrics["critic_loss"])
+        stats["Losses/Policy Loss"].append(abs(metrics["actor_loss"]))
+        stats["Losses/Entropy Coefficient Loss"].append(metrics["ent_coef_loss"])
+        stats["Policy/Entropy Coefficient"].append(metrics["ent_coef"])
+        stats["Policy/Q Estimate"].append(metrics["q_value"])
+        stats["Policy/Learning Rate"].append(learning_rate)
+        return {**metrics, "learning_rate": learning_rate}
 
-    def _model_signal_rewards(self, stacked: dict[str, np.ndarray], count: int) -> None:
+    def _model_signal_rewards(self, stacked: dict[str, np.ndarray], count: int,
+                              stats: Optional[defaultdict[str, list[float]]] = None) -> None:
         """The model signals' rewards of the mini-batches the update uses, from their current models."""
         for k, signal in enumerate(self.reward_signals.values()):
             if signal.per_step:
@@ -289,7 +324,7 @@ class SACTrainer(RLTrainer):
                     for f in signal.batch_fields}
             rewards = signal.evaluate_batch(flat).scaled_reward.reshape(size, *shape)[:count]
             stacked[REWARDS][:count, ..., k] = rewards
-            self.stats[signal.stat_name].append(float(np.mean(rewards)))
+            (self.stats if stats is None else stats)[signal.stat_name].append(float(np.mean(rewards)))
 
     def _due_signal_steps(self, gradient_steps: int) -> int:
         """The reward signals' mini-batches owed after ``gradient_steps`` SAC steps: one per
@@ -299,7 +334,7 @@ class SACTrainer(RLTrainer):
         self._signal_carry = owed - int(owed)
         return int(owed)
 
-    def _update_model_signals(self, gradient_steps: int) -> None:
+    def _update_model_signals(self, gradient_steps: int, stats: defaultdict[str, list[float]]) -> None:
         """Train the model signals on ``gradient_steps`` uniform mini-batches of the replay (at most
         as many as it holds; each signal makes its ``num_epoch`` passes over them), in chunks of a
         power-of-two number of mini-batches (13 = 8 + 4 + 1): every new chunk size is one more trace
@@ -319,7 +354,60 @@ class SACTrainer(RLTrainer):
                 buffer[Field.MASKS] = np.ones(rows, np.float32)
                 for signal in signals:
                     for key, value in signal.update(buffer, batch_size).items():
-                        self.stats[key].append(value)
+                        stats[key].append(value)
+
+    # -- threaded updates: the hooks of kerasrl.trainers.threaded ---------------------------
+    def prepare_threaded(self) -> None:
+        """Threaded: act with the actor's numpy mirror, which takes the weights of each update whole."""
+        if self.networks.num_visual or self.recurrent:
+            raise TrainerConfigError(f"Behavior {self.behavior_name}: threaded: true acts with the numpy mirror of the "
+                                     "policy, and a sac network with cameras or memory acts with TensorFlow; "
+                                     "set threaded: false.")
+        self._pending: list[Trajectory] = []  # closed since the last hand-over; the update thread stores them
+        self._sync_threaded()
+
+    def _sync_threaded(self) -> None:
+        """After a restore or the update thread's end: what was handed over is what was done."""
+        self.threaded_updates.sync()
+        self._steps_handed, self._replay_rows = self.update_steps, len(self.replay)
+
+    def take_for_update(self, trajectory: Trajectory) -> None:
+        n = self._transitions(trajectory)
+        self._pending.append(trajectory)
+        self.new_transitions += n
+        # the rows the replay will hold (vector observations, no sequences: one per transition)
+        self._replay_rows = min(self._replay_rows + n, self.replay.capacity)
+
+    def threaded_update_due(self) -> bool:
+        return (self.new_transitions > 0 and self._replay_rows >= self.hyperparameters.batch_size
+                and self.due_gradient_steps() >= 1)
+
+    def cut_update(self) -> tuple[tuple[list[Trajectory], int], list[int]]:
+        """The trajectories closed since the last hand-over and the gradient steps due."""
+        due, trajectories = self.due_gradient_steps(), self._pending
+        self._pending, self.new_transitions = [], 0
+        self._steps_handed += due
+        return (trajectories, due), [t.policy_version for t in trajectories]
+
+    def run_update(self, data: tuple[list[Trajectory], int], step: int,
+                   stats: defaultdict[str, list[float]]) -> tuple[Any, dict[str, float]]:
+        """The trajectories into the replay, then the gradient steps; the actor's new weights as numpy."""
+        trajectories, due = data
+        for trajectory in trajectories:
+            self._into_replay(trajectory)
+        metrics = self._gradient_steps(due, step, stats)
+        return actor_snapshot(self.networks), metrics
+
+    def apply_update(self, snapshot: Any) -> None:
+        self._policy.layers, self._policy.heads, self._policy.stats = snapshot
+
+    def updates_stopped(self) -> None:
+        """Also the trajectories closed since the last hand-over into the replay (checkpoints hold them)."""
+        for trajectory in self._pending:
+            self._into_replay(trajectory)
+        self._pending = []
+        self._policy.refresh()
+        self._sync_threaded()
 
     # -- checkpoints -------------------------------------------------------------------
     def _replay_path(self, step: int) -> str:
@@ -332,29 +420,30 @@ class SACTrainer(RLTrainer):
         cannot be written is, and leaves no replay file. A save that fails before its checkpoint is
         written removes the replay file it created, as the saver removes its own files, so no replay
         without a checkpoint is left."""
-        replay = self._replay_path(self.step)
-        created_replay = False
-        if self.hyperparameters.save_replay_buffer:
-            os.makedirs(self.model_path, exist_ok=True)
-            created_replay = not os.path.exists(replay)
+        with self.learner_lock:  # threaded: between two updates
+            replay = self._replay_path(self.step)
+            created_replay = False
+            if self.hyperparameters.save_replay_buffer:
+                os.makedirs(self.model_path, exist_ok=True)
+                created_replay = not os.path.exists(replay)
+                try:
+                    self.replay.save(replay)
+                except OSError as e:
+                    raise CheckpointWriteError(
+                        f"Replay buffer {os.path.basename(replay)} could not be written in {self.model_path}: "
+                        f"{write_failure(e)}. The checkpoints written before it are intact: free some space or make the "
+                        "folder writable, then continue with --resume.") from e
             try:
-                self.replay.save(replay)
-            except OSError as e:
-                raise CheckpointWriteError(
-                    f"Replay buffer {os.path.basename(replay)} could not be written in {self.model_path}: "
-                    f"{write_failure(e)}. The checkpoints written before it are intact: free some space or make the "
-                    "folder writable, then continue with --resume.") from e
-        try:
-            path = self.saver.save(self.step, self.update_steps)
-        except BaseException:
-            index = os.path.join(self.model_path, f"{CHECKPOINT_NAME}-{self.step}.index")
-            if created_replay and not os.path.exists(index):
-                with contextlib.suppress(OSError):  # what stays is removed after the next save (orphan replays)
-                    os.remove(replay)
-            raise
-        if self.hyperparameters.save_replay_buffer:
-            self._remove_orphan_replays()
-        return path
+                path = self.saver.save(self.step, self.update_steps)
+            except BaseException:
+                index = os.path.join(self.model_path, f"{CHECKPOINT_NAME}-{self.step}.index")
+                if created_replay and not os.path.exists(index):
+                    with contextlib.suppress(OSError):  # what stays is removed after the next save (orphan replays)
+                        os.remove(replay)
+                raise
+            if self.hyperparameters.save_replay_buffer:
+                self._remove_orphan_replays()
+            return path
 
     def _remove_orphan_replays(self) -> None:
         """Replays whose checkpoint the saver has deleted (beyond ``keep_checkpoints``)."""
@@ -380,6 +469,7 @@ class SACTrainer(RLTrainer):
         self._policy.refresh()
         if self.hyperparameters.save_replay_buffer:
             self._load_replay(self._replay_path(self.step))
+        self._sync_threaded()
         logger.info("Restored %s at step %d", self.behavior_name, self.step)
 
     def _load_replay(self, path: str) -> None:
@@ -403,4 +493,5 @@ class SACTrainer(RLTrainer):
         saver.restore(initialize_from_advice(model_path), INITIALIZE_FIX)
         self.step, self.update_steps = 0, 0
         self._policy.refresh()
+        self._sync_threaded()
         logger.info("Initialized %s from %s", self.behavior_name, model_path)

@@ -2,17 +2,19 @@
 from __future__ import annotations
 
 import threading
-from collections import deque
+from collections import defaultdict, deque
 from typing import Any, Mapping, Optional
 
 from kerasrl.buffer import Buffer
 from kerasrl.common.fast_path import signal_jit_compile
 from kerasrl.distribute import check_batch_size, learner_strategy, replicas
+from kerasrl.exception import TrainerConfigError
 from kerasrl.rewards import RewardSignal, create_reward_signal
 from kerasrl.settings import Hyperparameters, RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec, StepResult
 from kerasrl.trainers.agent_processor import AgentProcessor, ValueEstimates
 from kerasrl.trainers.reward_normalization import RewardNormalizer
+from kerasrl.trainers.threaded import ThreadedUpdates
 from kerasrl.trainers.trainer import Trainer
 from kerasrl.trainers.trajectory import Trajectory, TrajectoryQueue
 
@@ -22,6 +24,12 @@ class RLTrainer(Trainer):
 
     Subclasses create their policy and then ``self.processor = self.make_processor(fields)``
     with the policy outputs that are stored as experience.
+
+    ``threaded: true``: a subclass that implements the hooks of
+    :class:`~kerasrl.trainers.threaded.ThreadedTrainer` calls ``init_threading`` once its policy
+    and processor exist, and delegates ``is_ready_update`` and ``update_policy`` to
+    ``threaded_updates`` while ``threaded``; the rest (taking trajectories, stopping the thread,
+    the applied update count) is here.
     """
 
     #: The extrinsic rewards' normalizer (PPO's ``normalize_rewards``), or None.
@@ -49,9 +57,32 @@ class RLTrainer(Trainer):
         self.processor: AgentProcessor
         #: Policy updates made (restored from checkpoints on resume).
         self.update_count = 0
+        #: The latest update's losses and learning rate.
+        self.last_update_metrics: dict[str, float] = {}
         #: Held while the learner's state changes or is read whole (a trainer that updates in its
         #: own thread, ``threaded``, needs it; for the others it is never contended).
         self.learner_lock = threading.RLock()
+        #: The update thread's part (``threaded``; idle unless ``init_threading`` starts it).
+        self.threaded_updates = ThreadedUpdates(self)
+
+    def init_threading(self) -> None:
+        """``threaded: true`` while training: update in a thread from now on (one that this
+        trainer cannot run raises ``TrainerConfigError``, from ``prepare_threaded``)."""
+        if self.settings.threaded and self.context.train_model:
+            self.threaded_updates.start()
+
+    @property
+    def threaded(self) -> bool:
+        """Whether updates run in a thread of their own while acting goes on."""
+        return self.threaded_updates.active
+
+    @property
+    def first_wait_seconds(self) -> Optional[float]:
+        """Threaded: seconds acting waited for the first update of this session (None before it)."""
+        return self.threaded_updates.first_wait_seconds
+
+    def finish_updates(self, drain: bool) -> None:
+        self.threaded_updates.finish(drain)
 
     def reward_state(self) -> dict[str, Any]:
         """What the rewards depend on besides the policy, as checkpointable objects: each model
@@ -73,8 +104,8 @@ class RLTrainer(Trainer):
 
     @property
     def updates_applied(self) -> int:
-        """Updates whose weights the policy acts with (all of them, unless updates run in a thread)."""
-        return self.update_count
+        """Updates whose weights the policy acts with (threaded: behind ``update_count`` while one runs)."""
+        return self.threaded_updates.updates_applied
 
     @property
     def recent_returns(self) -> deque[float]:
@@ -100,8 +131,11 @@ class RLTrainer(Trainer):
         self.processor.add_step(previous.get(self.behavior_name), current.get(self.behavior_name), outputs)
 
     def process_trajectories(self) -> None:
+        """Each queued trajectory into ``process_trajectory``; threaded, into ``take_for_update``
+        (kept for the next hand-over: the update thread processes it)."""
+        take = self.take_for_update if self.threaded else self.process_trajectory
         for trajectory in self.trajectory_queue.take_all():
-            self.process_trajectory(trajectory)
+            take(trajectory)
 
     def process_trajectory(self, trajectory: Trajectory) -> None:
         """Take one closed trajectory (the default keeps none of its steps)."""
@@ -110,3 +144,26 @@ class RLTrainer(Trainer):
         """An environment reset: drop unfinished trajectories and episode statistics."""
         self.processor.end_episode()
 
+    # -- threaded updates: the hooks of kerasrl.trainers.threaded.ThreadedTrainer (documented there) ----
+    def prepare_threaded(self) -> None:
+        """A trainer type that has not implemented the hooks refuses ``threaded: true``."""
+        raise TrainerConfigError(f"Behavior {self.behavior_name}: the {self.settings.trainer} trainer cannot update in a "
+                                 "thread of its own; set threaded: false.")
+
+    def take_for_update(self, trajectory: Trajectory) -> None:
+        raise NotImplementedError
+
+    def threaded_update_due(self) -> bool:
+        raise NotImplementedError
+
+    def cut_update(self) -> tuple[Any, list[int]]:
+        raise NotImplementedError
+
+    def run_update(self, data: Any, step: int, stats: defaultdict[str, list[float]]) -> tuple[Any, dict[str, float]]:
+        raise NotImplementedError
+
+    def apply_update(self, snapshot: Any) -> None:
+        raise NotImplementedError
+
+    def updates_stopped(self) -> None:
+        raise NotImplementedError

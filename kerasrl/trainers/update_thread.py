@@ -1,8 +1,9 @@
 """A trainer's update thread (``threaded: true``): updates run beside acting.
 
-The acting thread hands each update over as :class:`UpdateWork` (the trajectories that make it,
-cut at the same point an unthreaded trainer would update) and goes on acting; the thread runs
-the update and publishes an :class:`UpdateResult` whose weights are an immutable snapshot.
+The acting thread hands each update over as :class:`UpdateWork` (the data that makes it, cut
+at the same point an unthreaded trainer would update: :mod:`kerasrl.trainers.threaded` does it
+for any trainer) and goes on acting; the thread runs the update and publishes an
+:class:`UpdateResult` whose weights are an immutable snapshot.
 The acting thread takes a result only at fixed points (the next hand-over), so which weights
 acted at every step does not depend on how fast either thread ran: seeded runs repeat.
 
@@ -26,7 +27,6 @@ from typing import Any, Callable, Optional
 from kerasrl.exception import UpdateThreadError, describe
 from kerasrl.interrupts import raise_if_stopping
 from kerasrl.timers import TimerStack, hierarchical_timer, thread_timer_stack
-from kerasrl.trainers.trajectory import Trajectory
 
 #: How often (seconds) a waiting thread looks again whether the other one stopped or failed.
 POLL_SECONDS = 0.05
@@ -54,23 +54,15 @@ def _thread_ended() -> None:
 
 @dataclass
 class UpdateWork:
-    """One update's input: its trajectories, the trainer's step when it became due (the
-    schedules' step) and ``version``, the update count it produces.
+    """One update's input: ``data``, what the trainer cut for it (its own kind: trajectories, a
+    prepared update buffer, gradient steps due), the trainer's step when it became due (the
+    schedules' step), ``version``, the update count it produces, and ``versions``, the policy
+    version of each trajectory in it (the update's staleness)."""
 
-    ``prepared``: the update buffer the acting thread already built from the trajectories
-    (their advantages computed), else None (the update thread processes ``trajectories``);
-    ``observations``: then the trajectories' vector observations, for the normalizer, which
-    only the update thread changes; ``versions``: the policy version of each trajectory;
-    ``segments``: each trajectory's rows in ``prepared``, bootstrap values and terminal flag.
-    """
-
-    trajectories: list[Trajectory]
+    data: Any
     step: int
     version: int
-    prepared: Any = None
-    observations: list[Any] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
-    segments: list[Any] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
