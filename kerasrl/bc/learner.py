@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from kerasrl import distribute
 from kerasrl.buffer import AgentBuffer
+from kerasrl.common import update_loop
 from kerasrl.common.minibatches import minibatch_plan
 from kerasrl.common.reductions import global_count
 from kerasrl.demos import episode_layout
@@ -109,8 +110,7 @@ class BCLearner:
         with self.strategy.scope():
             self.optimizer = keras.optimizers.Adam(learning_rate=self.initial_learning_rate, name=f"{self.name}_adam")
             self.optimizer.build(self.model.trainable_variables)
-        update = self._update if self.replicas == 1 else self._update_replicated
-        self._update_fn = tf.function(update, autograph=False, reduce_retracing=True)
+        self._update_fn = tf.function(self._update, autograph=False, reduce_retracing=True)
 
     def check_batch_size(self, rows: int, where: str) -> None:
         """Refuse (one line) mini-batches of ``rows`` rows that the replicas cannot share in whole sequences."""
@@ -158,27 +158,21 @@ class BCLearner:
         self.optimizer.apply_gradients(zip(grads, variables))
         return loss
 
-    def _update(self, data: dict[str, tf.Tensor], rows: tf.Tensor, learning_rate: tf.Tensor,
-                seed: tf.Tensor) -> tf.Tensor:
-        """One device: the mini-batches gathered from ``data`` by ``rows`` inside the loop; the summed loss."""
+    def _update(self, data: Any, rows: Optional[tf.Tensor], learning_rate: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+        """Every mini-batch of the update; the summed loss. One device: ``data`` is the whole batch and
+        each mini-batch is gathered from it by ``rows`` inside the loop; under a strategy (``rows``
+        ``None``) ``data`` holds the replicas' slices of the mini-batches gathered on the host."""
         self.optimizer.learning_rate.assign(learning_rate)
 
-        def body(i: tf.Tensor, total: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            batch = {k: tf.gather(v, rows[i]) for k, v in data.items()}
-            return i + 1, total + self._step(batch, i, seed)
+        def step(i: tf.Tensor, batches: Mapping[str, tf.Tensor]) -> tf.Tensor:
+            if rows is None:
+                batch = {k: v[i] for k, v in batches.items()}
+            else:
+                batch = {k: tf.gather(v, rows[i]) for k, v in batches.items()}
+            return tf.reshape(self._step(batch, i, seed), [1])
 
-        n = tf.shape(rows)[0]
-        _, total = tf.while_loop(lambda i, _: i < n, body, (tf.constant(0), tf.constant(0.0)))
-        return total
-
-    def _update_replicated(self, per_replica: Any, learning_rate: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
-        """Under a strategy: one ``strategy.run`` per stacked mini-batch; the summed loss."""
-        self.optimizer.learning_rate.assign(learning_rate)
-
-        def replica_step(i: tf.Tensor, local: Mapping[str, tf.Tensor]) -> tf.Tensor:
-            return tf.reshape(self._step({k: v[i] for k, v in local.items()}, i, seed), [1])
-
-        return distribute.run_minibatches(self.strategy, replica_step, per_replica, 1)[0]
+        count = None if rows is None else tf.shape(rows)[0]
+        return update_loop.sum_minibatch_steps(self.strategy, step, data, 1, count)[0]
 
     # -- driving it ----------------------------------------------------------------------
     def plan(self, n_rows: int, batch_size: int, num_epoch: int, max_batches: Optional[int], seed: int) -> np.ndarray:
@@ -204,9 +198,7 @@ class BCLearner:
         else:
             self.check_batch_size(rows.shape[1], f"{self.name}: ")
             stacked = {k: np.asarray(v)[rows] for k, v in data.items()}
-            per_replica = distribute.distribute_minibatches(self.strategy, stacked,
-                                                            {k: tf.as_dtype(v.dtype) for k, v in stacked.items()})
-            loss = self._update_fn(per_replica, lr, seed_t)
+            loss = self._update_fn(update_loop.replica_inputs(self.strategy, stacked), None, lr, seed_t)
         value = float(loss) / max(rows.shape[0], 1)
         if not self._traced:
             self._traced = True

@@ -32,7 +32,8 @@ from kerasrl import xla_cache
 from kerasrl.common.fast_path import choose_jit_compile
 from kerasrl.common.minibatches import minibatch_plan
 from kerasrl.common.reductions import global_count
-from kerasrl.distribute import check_batch_size, distribute_minibatches, run_minibatches
+from kerasrl.common.update_loop import replica_inputs, sum_minibatch_steps
+from kerasrl.distribute import check_batch_size
 from kerasrl.exception import one_line
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
@@ -265,9 +266,9 @@ class PPOLearner(keras.Model):
         return tf.function(step, reduce_retracing=True)
 
     def _distribute(self, stacked: Mapping[str, np.ndarray]) -> Any:
-        """The replicas' slices of stacked mini-batches (``kerasrl.distribute.distribute_minibatches``)."""
+        """The replicas' slices of stacked mini-batches (``kerasrl.common.update_loop.replica_inputs``)."""
         dtypes = {k: spec.dtype for k, spec in self.batch_signature().items()}
-        return distribute_minibatches(self.strategy, stacked, dtypes)
+        return replica_inputs(self.strategy, stacked, dtypes)
 
     def _to_tensors(self, batch: Mapping[str, np.ndarray]) -> dict[str, tf.Tensor]:
         sig = self.batch_signature()
@@ -277,51 +278,28 @@ class PPOLearner(keras.Model):
         return {k: tf.convert_to_tensor(np.asarray(batch[k]), dtype=spec.dtype) for k, spec in sig.items()}
 
     def _build_fused(self) -> tf.types.experimental.GenericFunction:
+        """The fused update: ``(stacked or per-replica mini-batches, schedules) -> (summed metrics,
+        flat weights)``, a loop over the first ``schedules[3]`` stacked mini-batches (on one device
+        the rest pad the stack to its compiled size), each one ``strategy.run`` under a strategy."""
         names = list(self.batch_signature())
         variables = self.actor_critic.trainable_variables
-        fused = self._fused_replicated(names, variables) if self.replicas > 1 else self._fused_single(names, variables)
-        # No input signature: static shapes compile to faster code, and the stacked
-        # shape is padded to the most mini-batches seen (``_stacked_calls``): one trace per run.
-        return tf.function(fused, jit_compile=self.use_xla and self.replicas == 1, autograph=False)
 
-    def _fused_single(self, names: list[str], variables: list[Any]) -> Any:
-        """The fused update on one device: a loop over the first ``schedules[3]`` stacked
-        mini-batches (the rest pad the stack to its compiled size)."""
-
-        def fused(stacked: dict[str, tf.Tensor], schedules: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            self._assign(schedules)
-            n = tf.cast(schedules[3], tf.int32)
-
-            def body(i: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-                metrics = self._gradient_step({k: stacked[k][i] for k in names})
-                return i + 1, totals + tf.stack([metrics[k] for k in METRIC_NAMES])
-
-            # A plain ``tf.while_loop`` without ``maximum_iterations`` (which XLA would need at
-            # compile time); no autograph: converting every Keras layer's code only adds tracing time.
-            _, totals = tf.while_loop(lambda i, _: i < n, body, (tf.constant(0), tf.zeros([len(METRIC_NAMES)])))
-            with tf.control_dependencies([totals]):
-                flat = tf.concat([tf.reshape(tf.cast(v.value, tf.float32), [-1]) for v in variables], axis=0)
-            return totals, flat
-
-        return fused
-
-    def _fused_replicated(self, names: list[str], variables: list[Any]) -> Any:
-        """The fused update under a strategy: a loop over the mini-batches (in cross-replica
-        context), each one ``strategy.run`` on the replicas' slices of that mini-batch."""
-        strategy = self.strategy
-
-        def replica_step(i: tf.Tensor, stacked: dict[str, tf.Tensor]) -> tf.Tensor:
+        def step(i: tf.Tensor, stacked: Mapping[str, tf.Tensor]) -> tf.Tensor:
             metrics = self._gradient_step({k: stacked[k][i] for k in names})
             return tf.stack([metrics[k] for k in METRIC_NAMES])
 
-        def fused(per_replica: Any, schedules: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        def fused(inputs: Any, schedules: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
             self._assign(schedules)
-            totals = run_minibatches(strategy, replica_step, per_replica, len(METRIC_NAMES))
+            count = tf.cast(schedules[3], tf.int32)
+            totals = sum_minibatch_steps(self.strategy, step, inputs, len(METRIC_NAMES), count)
             with tf.control_dependencies([totals]):
                 flat = tf.concat([tf.reshape(tf.cast(v.value, tf.float32), [-1]) for v in variables], axis=0)
             return totals, flat
 
-        return fused
+        # No input signature: static shapes compile to faster code, and the stacked
+        # shape is padded to the most mini-batches seen (``_stacked_calls``): one trace per run.
+        # No autograph: converting every Keras layer's code only adds tracing time.
+        return tf.function(fused, jit_compile=self.use_xla and self.replicas == 1, autograph=False)
 
     def _plan_rows(self, n_rows: int, num_epoch: int, batch_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         """Row indices ``[E·B, spb·L]`` and sequence starts ``[E·B, spb]`` of every mini-batch."""
@@ -394,7 +372,7 @@ class PPOLearner(keras.Model):
             first = shape not in self._traced_shapes
             start = time.perf_counter()
             schedules = np.append(self._schedule_values, np.float32(count))
-            inputs = self._distribute(stacked) if self.replicas > 1 else stacked
+            inputs = self._distribute(stacked)
             out, flat = self._compile_call(inputs, schedules) if first else self._fused(inputs, schedules)
             for k, v in zip(METRIC_NAMES, out.numpy().tolist()):
                 totals[k] += v

@@ -9,7 +9,7 @@ each mini-batch and taking one gradient step on it.
 Under the learner's ``tf.distribute`` strategy (``kerasrl.distribute.learner_strategy``, taken
 once at construction) model and optimizer are built inside its scope; an update is still one
 compiled call, in which every mini-batch is one ``strategy.run`` on the replicas' slices of its
-rows (``distribute.run_minibatches``), losses are local sums over the *global* row count (the
+rows (``kerasrl.common.update_loop``), losses are local sums over the *global* row count (the
 optimizer sums the replicas' gradients) and random draws are made for the global mini-batch, so
 an update equals the one-device update. XLA is used on one device only. Rewards
 (``evaluate_batch``) stay on one device: they read the mirrored weights.
@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasrl import distribute, xla_cache
+from kerasrl.common import update_loop
 from kerasrl.exception import TrainerError, UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.optimizers import Adam
@@ -196,42 +197,28 @@ class ModelRewardSignal(RewardSignal):
 
     def _build_update(self) -> Any:
         """The compiled update: ``(stacked or per-replica mini-batches, seed) -> summed metrics``."""
-        size = len(self.loss_names)
 
         def step(i: tf.Tensor, stacked: Mapping[str, tf.Tensor], seed: tf.Tensor) -> tf.Tensor:
             return self.train_step({k: v[i] for k, v in stacked.items()}, tf.stack([seed, tf.cast(i, tf.int64)]))
 
+        def fused(batches: Any, seed: tf.Tensor) -> tf.Tensor:
+            """``batches``: every mini-batch of the update, ``[batches, rows, ...]`` per field
+            (the replicas' slices of them under a strategy)."""
+            return update_loop.sum_minibatch_steps(self.strategy, lambda i, b: step(i, b, seed), batches,
+                                                   len(self.loss_names))
+
         if self.replicas > 1:
-            strategy = self.strategy
-
-            def replicated(per_replica: Any, seed: tf.Tensor) -> tf.Tensor:
-                return distribute.run_minibatches(strategy, lambda i, local: step(i, local, seed), per_replica, size)
-
-            return tf.function(replicated, autograph=False)
-
-        def fused(stacked: dict[str, tf.Tensor], seed: tf.Tensor) -> tf.Tensor:
-            """``stacked``: every mini-batch of the update, ``[batches, rows, ...]`` per field."""
-            n = tf.shape(next(iter(stacked.values())))[0]
-
-            def body(i: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-                return i + 1, totals + step(i, stacked, seed)
-
-            _, totals = tf.while_loop(lambda i, _: i < n, body, (tf.constant(0), tf.zeros([size])))
-            return totals
-
+            return tf.function(fused, autograph=False)
         # The mini-batches have one shape (``plan``), so XLA compiles once.
         return tf.function(fused, jit_compile=self.jit_compile, autograph=False)
 
     def _inputs(self, stacked: dict[str, np.ndarray]) -> Any:
         """The stacked mini-batches as the compiled update takes them (split over the replicas)."""
-        if self.replicas == 1:
-            return stacked
         rows = next(iter(stacked.values())).shape[1]
         if rows % self.replicas:
             raise TrainerError(f"reward signal {self.short_name}: mini-batches of {rows} rows cannot be split over "
                                f"{self.replicas} replicas: batch_size must give a multiple of {self.replicas} rows.")
-        dtypes = {k: tf.as_dtype(v.dtype) for k, v in stacked.items()}
-        return distribute.distribute_minibatches(self.strategy, stacked, dtypes)
+        return update_loop.replica_inputs(self.strategy, stacked)
 
     def rows_per_batch(self, n_sequences: int) -> int:
         """Rows of a mini-batch: PPO's (``n_sequences`` whole sequences), as ML-Agents after #2362

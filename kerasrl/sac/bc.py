@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasrl import distribute
+from kerasrl.common.update_loop import replica_inputs, sum_minibatch_steps
 from kerasrl.demos import episode_layout, load_demo
 from kerasrl.fields import Field
 from kerasrl.optimizers import Adam
@@ -80,7 +81,7 @@ class SACBehavioralCloning:
             self.optimizer = Adam(learning_rate=self.base_learning_rate, name="sac_bc_adam")
             self.optimizer.build(networks.actor_variables)
         self.rng = np.random.default_rng([int(seed), 2])
-        self._fn = tf.function(self._steps if self.replicas == 1 else self._steps_replicated, autograph=False)
+        self._fn = tf.function(self._steps, autograph=False)
 
     def _in_sequences(self, rows: dict[str, np.ndarray], demo: Any) -> dict[str, np.ndarray]:
         """``rows`` as whole sequences ``[sequences, length, ...]``, each episode padded at its
@@ -146,22 +147,14 @@ class SACBehavioralCloning:
                                            variables))
         return value
 
-    def _steps(self, stacked: dict[str, tf.Tensor], learning_rate: tf.Tensor) -> tf.Tensor:
+    def _steps(self, batches: Any, learning_rate: tf.Tensor) -> tf.Tensor:
+        """A step on every stacked mini-batch (the replicas' slices under a strategy); the summed loss."""
         self.optimizer.learning_rate.assign(learning_rate)
 
-        def body(i: tf.Tensor, total: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            return i + 1, total + self._step({k: v[i] for k, v in stacked.items()})
-
-        n = tf.shape(next(iter(stacked.values())))[0]
-        return tf.while_loop(lambda i, _: i < n, body, (tf.constant(0), tf.constant(0.0)))[1]
-
-    def _steps_replicated(self, per_replica: Any, learning_rate: tf.Tensor) -> tf.Tensor:
-        self.optimizer.learning_rate.assign(learning_rate)
-
-        def replica_step(i: tf.Tensor, local: Mapping[str, tf.Tensor]) -> tf.Tensor:
+        def step(i: tf.Tensor, local: Mapping[str, tf.Tensor]) -> tf.Tensor:
             return tf.reshape(self._step({k: v[i] for k, v in local.items()}), [1])
 
-        return distribute.run_minibatches(self.strategy, replica_step, per_replica, 1)[0]
+        return sum_minibatch_steps(self.strategy, step, batches, 1)[0]
 
     def minibatches(self) -> dict[str, np.ndarray]:
         """An update's mini-batches ``[batches, batch_size, ...]`` (recurrent: ``[batches,
@@ -185,9 +178,5 @@ class SACBehavioralCloning:
         lr = self.learning_rate(step)
         if lr <= 0.0:
             return {LOSS_STAT: 0.0}
-        stacked: Any = self.minibatches()
-        if self.replicas > 1:
-            dtypes = {k: tf.as_dtype(v.dtype) for k, v in stacked.items()}
-            stacked = distribute.distribute_minibatches(self.strategy, stacked, dtypes)
-        total = self._fn(stacked, np.float32(lr))
+        total = self._fn(replica_inputs(self.strategy, self.minibatches()), np.float32(lr))
         return {LOSS_STAT: float(total) / self.batches}

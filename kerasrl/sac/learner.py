@@ -31,7 +31,8 @@ import numpy as np
 import tensorflow as tf
 
 from kerasrl import xla_cache
-from kerasrl.distribute import check_batch_size, distribute_minibatches
+from kerasrl.common.update_loop import replica_inputs, sum_minibatch_steps
+from kerasrl.distribute import check_batch_size
 from kerasrl.fields import Field
 from kerasrl.optimizers import Adam
 from kerasrl.sac import loss
@@ -196,45 +197,24 @@ class SACLearner:
 
     # -- many steps per call --------------------------------------------------------------
     def _build(self) -> Any:
-        steps = self._steps_replicated if self.replicas > 1 else self._steps_single
-        return tf.function(steps, jit_compile=self.use_xla, autograph=False)
+        return tf.function(self._steps, jit_compile=self.use_xla, autograph=False)
 
     def _set_learning_rate(self, learning_rate: tf.Tensor) -> None:
         for opt in (self.actor_optimizer, self.critic_optimizer, self.entropy_optimizer):
             opt.learning_rate.assign(learning_rate)
 
-    def _steps_single(self, stacked: dict[str, tf.Tensor], count: tf.Tensor, learning_rate: tf.Tensor) -> tf.Tensor:
-        """``count`` gradient steps on one device, each on its mini-batch of ``stacked``."""
+    def _steps(self, batches: Any, count: tf.Tensor, learning_rate: tf.Tensor) -> tf.Tensor:
+        """``count`` gradient steps, each on its mini-batch of ``batches`` and followed by the target
+        update; the summed metrics. Under the strategy each step is one ``strategy.run`` on the
+        replicas' slices, the target update in cross-replica context after it, and the metrics'
+        shares are summed on each replica and once across replicas at the end."""
         self._set_learning_rate(learning_rate)
 
-        def body(i: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            metrics = self._gradient_step({k: v[i] for k, v in stacked.items()})
-            with tf.control_dependencies([metrics]):
-                self._update_targets()
-            return i + 1, totals + metrics
+        def step(i: tf.Tensor, local: Mapping[str, tf.Tensor]) -> tf.Tensor:
+            return self._gradient_step({k: v[i] for k, v in local.items()})
 
-        _, totals = tf.while_loop(lambda i, _: i < count, body, (tf.constant(0), tf.zeros([len(METRIC_NAMES)])))
-        return totals
-
-    def _steps_replicated(self, per_replica: Any, count: tf.Tensor, learning_rate: tf.Tensor) -> tf.Tensor:
-        """``count`` gradient steps under the strategy: a loop in cross-replica context, each step
-        one ``strategy.run`` on the replicas' slices of its mini-batch, then the target update;
-        the metrics' shares are summed on each replica and once across replicas at the end."""
-        strategy = self.strategy
-        self._set_learning_rate(learning_rate)
-
-        def replica_step(i: tf.Tensor, local: dict[str, tf.Tensor], totals: tf.Tensor) -> tf.Tensor:
-            return totals + self._gradient_step({k: v[i] for k, v in local.items()})
-
-        def body(i: tf.Tensor, totals: Any) -> tuple[tf.Tensor, Any]:
-            totals = strategy.run(replica_step, args=(i, per_replica, totals))
-            with tf.control_dependencies(strategy.experimental_local_results(totals)):
-                self._update_targets()
-            return i + 1, totals
-
-        zeros = strategy.run(lambda: tf.zeros([len(METRIC_NAMES)]))
-        _, totals = tf.while_loop(lambda i, _: i < count, body, (tf.constant(0), zeros))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, totals, axis=None)
+        return sum_minibatch_steps(self.strategy, step, batches, len(METRIC_NAMES), count,
+                                   after_step=self._update_targets)
 
     def update(self, stacked: Mapping[str, np.ndarray], count: int, learning_rate: float) -> dict[str, float]:
         """``count`` gradient steps, on the first ``count`` mini-batches of ``stacked`` (each field
@@ -244,10 +224,7 @@ class SACLearner:
         shape = tuple(next(iter(stacked.values())).shape[:2])
         if self.networks.recurrent:
             stacked = {**stacked, STEP_WEIGHTS: loss.step_weights(stacked[Field.MASKS])}
-        inputs: Any = dict(stacked)
-        if self.replicas > 1:
-            inputs = distribute_minibatches(self.strategy, stacked, {k: tf.as_dtype(v.dtype) for k, v in stacked.items()})
-        args = (inputs, np.int32(count), np.float32(learning_rate))
+        args = (replica_inputs(self.strategy, dict(stacked)), np.int32(count), np.float32(learning_rate))
         if shape in self._traced:
             totals = self._fn(*args)
         else:
