@@ -20,7 +20,7 @@ import logging
 import os
 import subprocess
 import sys
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -149,28 +149,6 @@ def distribute_minibatches(strategy: tf.distribute.Strategy, stacked: Mapping[st
         return out
 
     return strategy.experimental_distribute_values_from_function(value_fn)
-
-
-def run_minibatches(strategy: tf.distribute.Strategy, replica_step: Callable[[tf.Tensor, Any], tf.Tensor],
-                    per_replica: Any, size: int) -> tf.Tensor:
-    """Inside a ``tf.function``: for each mini-batch ``i`` one ``strategy.run(replica_step, (i, local))``
-    whose ``[size]`` output (partial sums: local sums over the *global* count) is summed across
-    mini-batches on each replica, then once across replicas (one all-reduce per update, not per
-    mini-batch: on several hosts each is a network round trip). The loop runs in cross-replica
-    context: a loop inside ``strategy.run`` cannot hold the optimizer's cross-replica sum
-    (TensorFlow refuses a ``merge_call`` there)."""
-    first = next(iter(strategy.experimental_local_results(per_replica)[0].values()))
-    n = tf.shape(first)[0]
-
-    def accumulate(i: tf.Tensor, local: Any, totals: tf.Tensor) -> tf.Tensor:
-        return totals + replica_step(i, local)
-
-    def body(i: tf.Tensor, totals: Any) -> tuple[tf.Tensor, Any]:
-        return i + 1, strategy.run(accumulate, args=(i, per_replica, totals))
-
-    zeros = strategy.run(lambda: tf.zeros([size]))
-    _, totals = tf.while_loop(lambda i, _: i < n, body, (tf.constant(0), zeros))
-    return strategy.reduce(tf.distribute.ReduceOp.SUM, totals, axis=None)
 
 
 def warn_if_small(hidden_units: int, num_layers: int, visual: bool, n_gpus: int) -> bool:
