@@ -116,7 +116,8 @@ for discrete in (False, True):
         for k in one:
             assert abs(one[k] - two[k]) < 1e-5 * max(1.0, abs(one[k])), (discrete, k, one[k], two[k])
     for a, b in zip(learners[0].networks.weights, learners[1].networks.weights):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=1e-5, err_msg=f"{discrete} {a.path}")
+        # six Adam steps: float32 sums in another order move a near-zero gradient's step by ~1e-5 relative
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5, err_msg=f"{discrete} {a.path}")
 distribute.set_strategy(strategy)
 try:
     with strategy.scope():
