@@ -52,6 +52,12 @@ class Field:
     TERMINATED = "terminated"
     TRUNCATED = "truncated"
     ENVIRONMENT_REWARDS = "environment_rewards"
+    #: The agent's group (ML-Agents' ``group_id``; 0 = in no group) when the step's rewards came;
+    #: stored only when the environment reports groups (``StepResult.has_groups``).
+    GROUP_ID = "group_id"
+    #: The reward the agent's group earned at the step (``StepResult.group_reward``), apart from
+    #: ``ENVIRONMENT_REWARDS``; stored only with ``GROUP_ID``. PPO and SAC do not train on it.
+    GROUP_REWARD = "group_reward"
     #: The episode a demonstration row belongs to (0, 1, ... in row order; ``kerasrl.demos``).
     EPISODE_ID = "episode_id"
     #: The advantage the policy loss uses (mean over the reward signals).

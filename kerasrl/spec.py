@@ -176,6 +176,12 @@ class StepResult:
     ``observations`` holds one float32 array ``[n, *shape]`` per entry of the spec's
     ``observation_shapes``. ``action_mask`` (discrete only) is ``[n, sum(branches)]`` with
     1 = allowed, 0 = masked; ``None`` means everything is allowed.
+
+    Groups (ML-Agents' ``SimpleMultiAgentGroup``): ``group_id`` (int32 ``[n]``, 0 = the agent is
+    in no group) and ``group_reward`` (float32 ``[n]``, the reward its group earned since its last
+    step, apart from ``rewards``) are ``None`` when the environment reports no groups;
+    :attr:`has_groups`, :attr:`group_id_or_zeros` and :attr:`group_reward_or_zeros` read them
+    either way.
     """
 
     agent_ids: np.ndarray
@@ -185,6 +191,8 @@ class StepResult:
     truncated: np.ndarray
     action_mask: Optional[np.ndarray] = None
     previous_actions: Optional[np.ndarray] = None
+    group_id: Optional[np.ndarray] = None
+    group_reward: Optional[np.ndarray] = None
     _index: Optional[dict[int, int]] = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -211,6 +219,17 @@ class StepResult:
                 raise EnvironmentException(
                     f"StepResult.action_mask has shape {self.action_mask.shape} for {n} agents."
                 )
+        if self.group_id is not None or self.group_reward is not None:
+            self._check_groups(n)
+
+    def _check_groups(self, n: int) -> None:
+        """Both group fields as 1-D arrays of ``n`` rows (a missing one: zeros)."""
+        self.group_id = _as_1d(np.zeros(n, np.int32) if self.group_id is None else self.group_id, np.int32)
+        reward = np.zeros(n, np.float32) if self.group_reward is None else self.group_reward
+        self.group_reward = _as_1d(reward, np.float32)
+        for name in ("group_id", "group_reward"):
+            if getattr(self, name).shape[0] != n:
+                raise EnvironmentException(f"StepResult.{name} has {getattr(self, name).shape[0]} rows for {n} agents.")
 
     def __len__(self) -> int:
         return int(self.agent_ids.shape[0])
@@ -219,6 +238,21 @@ class StepResult:
     def done(self) -> np.ndarray:
         """``terminated | truncated`` (ML-Agents' ``local_done``)."""
         return self.terminated | self.truncated
+
+    @property
+    def has_groups(self) -> bool:
+        """Whether the environment reported groups (``group_id`` and ``group_reward`` are set)."""
+        return self.group_id is not None
+
+    @property
+    def group_id_or_zeros(self) -> np.ndarray:
+        """``group_id``, or int32 zeros (no agent in a group) when the environment reports no groups."""
+        return np.zeros(len(self), np.int32) if self.group_id is None else self.group_id
+
+    @property
+    def group_reward_or_zeros(self) -> np.ndarray:
+        """``group_reward``, or float32 zeros when the environment reports no groups."""
+        return np.zeros(len(self), np.float32) if self.group_reward is None else self.group_reward
 
     def index_of(self, agent_id: int) -> int:
         """Row of ``agent_id`` in this result; ``KeyError`` if absent."""
@@ -243,6 +277,8 @@ class StepResult:
                 raise EnvironmentException(f"Observation {i}{label} contains NaN or inf.")
         if not np.isfinite(self.rewards).all():
             raise EnvironmentException(f"Rewards{label} contain NaN or inf.")
+        if self.group_reward is not None and not np.isfinite(self.group_reward).all():
+            raise EnvironmentException(f"Group rewards{label} contain NaN or inf.")
         if self.action_mask is not None and self.action_mask.shape[1] != spec.action_mask_size:
             raise EnvironmentException(
                 f"Action masks{label} have {self.action_mask.shape[1]} columns, spec needs "

@@ -148,6 +148,7 @@ def test_main_job_names_its_run_folder_after_another_env(tmp_path, capsys, monke
     assert sorted(os.listdir(tmp_path)) == ["pendulum_ppo"]
 
 
+@pytest.mark.slow
 def test_main_job_keeps_its_compiled_update_for_the_next_run(tmp_path):
     """The main job's XLA cache: the first run publishes the compiled update, the second loads
     it, and TensorFlow's spurious errors about the load stay hidden (no TF_CPP_MIN_LOG_LEVEL set)."""

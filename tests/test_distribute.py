@@ -341,10 +341,12 @@ def run_script(body: str, replicas: int, marker: str) -> None:
     assert proc.returncode == 0 and marker in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_mirrored_train_step_matches_single_device():
     run_script(TRAIN_STEP + ERRORS, 2, "ERRORS_OK")
 
 
+@pytest.mark.slow
 def test_mirrored_updates_match_single_device():
     run_script(UPDATES + SIGNALS + SIGNALS_END_TO_END, 2, "END_TO_END_OK")
 

@@ -89,6 +89,7 @@ def test_savedmodel_and_onnx_give_the_keras_deterministic_actions(tmp_path, case
         np.testing.assert_allclose(result["recurrent_out"], out["memory_out"].numpy(), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_kerasrl_export_run_dir_rebuilds_the_end_of_training_export(tmp_path, capsys):
     from kerasrl.cli import main
     from kerasrl.cli.tools import main as tool

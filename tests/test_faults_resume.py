@@ -72,6 +72,7 @@ def steps_of(rows: list[dict]) -> list[int]:
     return [int(float(r["Step"])) for r in rows]
 
 
+@pytest.mark.slow
 def test_resume_continues_to_the_recorded_target_with_the_recorded_seed(tmp_path, capsys):
     """Ctrl-C of a ``--steps 600`` run (config ``max_steps: 200``), then ``--resume`` without
     ``--steps`` or ``--seed``: it trains to 600 with the drawn seed, and the learning rate goes

@@ -247,6 +247,7 @@ def _no_chatter(err: str) -> None:
     assert not [line for line in err.splitlines() if any(c in line for c in CHATTER)], err
 
 
+@pytest.mark.slow
 def test_a_short_run_starts_with_kerasrl_and_shows_no_tensorflow_chatter(tmp_path):
     proc = subprocess.run(_learn(tmp_path, "--steps", "100"), cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

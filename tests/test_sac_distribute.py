@@ -10,6 +10,7 @@ replicas bit-identical, the metrics equal; checkpoints cross between the strateg
 ``batch_size`` the replicas cannot share is refused; behavioral cloning (``pretraining``) on
 the actor equals one device's too; ``kerasrl.SAC`` trains under the strategy.
 """
+import pytest
 from test_distribute import run_script
 
 SAC_UPDATES = """
@@ -143,5 +144,6 @@ print("SAC_OK")
 """
 
 
+@pytest.mark.slow
 def test_mirrored_sac_update_matches_single_device():
     run_script(SAC_UPDATES, 2, "SAC_OK")

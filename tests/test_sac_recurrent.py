@@ -131,6 +131,7 @@ print("RECURRENT_OK")
 """
 
 
+@pytest.mark.slow
 def test_mirrored_recurrent_update_matches_single_device():
     from test_distribute import run_script
 
@@ -298,6 +299,7 @@ def sequence_batch(rng, k, n, length, discrete, pad_value):
     return {key: np.asarray(v, np.int32 if key == Field.ACTIONS and discrete else np.float32) for key, v in b.items()}
 
 
+@pytest.mark.slow
 def test_a_gradient_step_ignores_padded_steps():
     learner = networks(sequence_length=3, section=RECURRENT_XLA)
     assert learner.use_xla
@@ -317,6 +319,7 @@ def test_a_gradient_step_ignores_padded_steps():
 
 
 # -- training, checkpoints, export ----------------------------------------------------------
+@pytest.mark.slow
 def test_training_stores_memories_and_resumes_with_them(tmp_path):
     section = {**RECURRENT, "max_steps": 80, "buffer_init_steps": 30, "save_replay_buffer": True}
     first = run(CueEnvironment(False, seed=1), tmp_path, section)
@@ -479,6 +482,7 @@ def test_a_recurrent_sac_run_with_pretraining_clones_between_updates(tmp_path):
     assert losses and all(np.isfinite(losses)) and max(losses) > 0
 
 
+@pytest.mark.slow
 def test_kerasrl_learn_trains_resumes_and_exports_a_recurrent_sac(tmp_path, capsys):
     import json
 

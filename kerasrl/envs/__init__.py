@@ -9,6 +9,7 @@ from kerasrl.envs.base import (
     concat_vector_observations,
 )
 from kerasrl.envs.env_manager import ActionInfo, EnvManager, Policy, SimpleEnvManager, StepInfo
+from kerasrl.envs.groups import GroupSimple1DEnvironment
 from kerasrl.envs.gym_adapter import GymnasiumEnv
 from kerasrl.envs.lock import COMBINATION_LOCK, CombinationLock  # also registers CombinationLock-v0
 from kerasrl.envs.ray_env_manager import RayEnvManager  # Ray itself is imported when one is made
@@ -22,7 +23,8 @@ from kerasrl.envs.subprocess_env_manager import GymnasiumEnvFactory, SubprocessE
 
 __all__ = [
     "ActionInfo", "ActionType", "BehaviorSpec", "COMBINATION_LOCK", "CombinationLock", "EnvManager", "Environment",
-    "EnvironmentException", "GymnasiumEnv", "GymnasiumEnvFactory", "MultiBranchMaskedEnvironment", "Policy",
+    "EnvironmentException", "GroupSimple1DEnvironment", "GymnasiumEnv", "GymnasiumEnvFactory",
+    "MultiBranchMaskedEnvironment", "Policy",
     "RayEnvManager", "SLOW_CARTPOLE", "Simple1DEnvironment", "SimpleEnvManager", "SlowEnvironment", "SlowStep",
     "StepInfo", "StepResult", "SubprocessEnvManager", "VisualSimple1DEnvironment", "check_actions",
     "concat_vector_observations",

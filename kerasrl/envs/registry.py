@@ -16,6 +16,7 @@ import gymnasium
 
 from kerasrl.envs.base import Environment
 from kerasrl.envs.env_manager import EnvManager, SimpleEnvManager
+from kerasrl.envs.groups import GroupSimple1DEnvironment
 from kerasrl.envs.gym_adapter import GymnasiumEnv
 from kerasrl.envs.lock import COMBINATION_LOCK  # noqa: F401 - registers CombinationLock-v0 with Gymnasium
 from kerasrl.envs.ray_env_manager import RayEnvManager
@@ -24,7 +25,7 @@ from kerasrl.envs.slow import SLOW_CARTPOLE  # noqa: F401 - registers SlowCartPo
 from kerasrl.envs.subprocess_env_manager import SubprocessEnvManager
 from kerasrl.exception import TrainerError, one_line
 
-BUILTIN_ENVS = ("Simple1D", "Simple1DContinuous", "MultiBranchMasked", "VisualSimple1D")
+BUILTIN_ENVS = ("Simple1D", "Simple1DContinuous", "MultiBranchMasked", "VisualSimple1D", "GroupSimple1D")
 #: Gymnasium copies when ``num_envs`` is not given.
 DEFAULT_NUM_ENVS = 8
 
@@ -36,6 +37,8 @@ def _builtin(env_id: str, seed: Optional[int]) -> Environment:
         return Simple1DEnvironment(use_discrete=False, seed=seed)
     if env_id == "MultiBranchMasked":
         return MultiBranchMaskedEnvironment(seed=seed)
+    if env_id == "GroupSimple1D":  # three agents in one group (kerasrl.envs.groups)
+        return GroupSimple1DEnvironment(seed=seed)
     return VisualSimple1DEnvironment(use_discrete=True, seed=seed)
 
 
@@ -53,7 +56,8 @@ def make_env(env_id: str, num_envs: Optional[int], seed: Optional[int],
         return UnityEnvFactory(env_id, UnityOptions(), 0 if seed is None else seed)(0)
     if env_id in BUILTIN_ENVS:
         if num_envs not in (None, 1):
-            raise TrainerError(f"The built-in environment {env_id} has one agent; {copies_name} must be 1.")
+            raise TrainerError(f"The built-in environment {env_id} is one environment (its agents are its own); "
+                               f"{copies_name} must be 1.")
         return _builtin(env_id, seed)
     try:
         return GymnasiumEnv(env_id, num_envs=DEFAULT_NUM_ENVS if num_envs is None else num_envs, seed=seed)
@@ -80,7 +84,7 @@ def copies_per_worker(env_id: str, num_envs: Optional[int], workers: int) -> int
     (default 8) split evenly; a built-in (one-agent) environment has one copy per worker."""
     if env_id in BUILTIN_ENVS:
         if num_envs not in (None, workers):
-            raise TrainerError(f"The built-in environment {env_id} has one agent: with --workers {workers} there is "
+            raise TrainerError(f"The built-in environment {env_id} is one environment: with --workers {workers} there is "
                                f"one copy per worker, so --num-envs must be {workers} or left out.")
         return 1
     n = DEFAULT_NUM_ENVS if num_envs is None else num_envs

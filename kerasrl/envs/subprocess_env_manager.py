@@ -402,13 +402,14 @@ class SubprocessEnvManager(EnvManager):
         self._rows[name] = rows
         ids = self._global_ids(name, parts)
         if len(parts) == 1:
-            _, (_, obs, rewards, terminated, truncated, mask, previous) = parts[0]
-            return StepResult(ids, obs, rewards, terminated, truncated, mask, previous)
-        cols = list(zip(*(packed for _, packed in parts)))
+            return StepResult(ids, *parts[0][1][1:7], *_group_columns(parts[0][1]))
+        cols = list(zip(*(packed[:7] for _, packed in parts)))
         obs = [np.concatenate(o) for o in zip(*cols[1])]
         counts = [len(a) for a in cols[0]]
+        group_ids, group_rewards = zip(*(_group_columns(packed) for _, packed in parts))
         return StepResult(ids, obs, np.concatenate(cols[2]), np.concatenate(cols[3]), np.concatenate(cols[4]),
-                          _concat_optional(cols[5], counts, 1.0), _concat_optional(cols[6], counts, 0.0))
+                          _concat_optional(cols[5], counts, 1.0), _concat_optional(cols[6], counts, 0.0),
+                          _concat_optional(group_ids, counts, 0), _concat_optional(group_rewards, counts, 0.0))
 
     def _merge(self, replies: list[dict[str, Any]]) -> dict[str, StepResult]:
         for reply in replies:
@@ -479,6 +480,11 @@ class SubprocessEnvManager(EnvManager):
                     self._request("timers", [None] * self.num_workers, self.close_timeout_s)
         finally:
             self._finalizer()
+
+
+def _group_columns(packed: Sequence[Any]) -> tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+    """A packed result's group ids and group rewards (after its previous actions), else ``None``."""
+    return (packed[7], packed[8]) if len(packed) > 7 else (None, None)
 
 
 def _concat_optional(arrays: Sequence[Optional[np.ndarray]], counts: Sequence[int],

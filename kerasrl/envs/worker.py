@@ -26,9 +26,9 @@ from kerasrl.exception import describe
 from kerasrl.timers import get_timer_tree, hierarchical_timer, reset_timers
 
 #: One step result as sent through the pipe: agent ids, observations, rewards, terminated,
-#: truncated, action mask, previous actions.
+#: truncated, action mask, previous actions, group ids and group rewards (both None without groups).
 Packed = tuple[np.ndarray, list[np.ndarray], np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray],
-               Optional[np.ndarray]]
+               Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray]]
 #: The key of a step reply that holds the statistics the environment recorded (no behavior's name).
 STATS_KEY = "\x00environment_stats"
 #: What a worker ignores; the main process starts it with these blocked (so that none can end it
@@ -42,7 +42,7 @@ def _env_label(env: Environment) -> str:
 
 def _pack(result: StepResult) -> Packed:
     return (result.agent_ids, result.observations, result.rewards, result.terminated, result.truncated,
-            result.action_mask, result.previous_actions)
+            result.action_mask, result.previous_actions, result.group_id, result.group_reward)
 
 
 def _check_results(env: Environment, results: Mapping[str, StepResult]) -> None:

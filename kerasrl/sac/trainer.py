@@ -334,11 +334,14 @@ class SACTrainer(RLTrainer):
         self._signal_carry = owed - int(owed)
         return int(owed)
 
-    def _update_model_signals(self, gradient_steps: int, stats: defaultdict[str, list[float]]) -> None:
+    def _update_model_signals(self, gradient_steps: int,
+                              stats: Optional[defaultdict[str, list[float]]] = None) -> None:
         """Train the model signals on ``gradient_steps`` uniform mini-batches of the replay (at most
         as many as it holds; each signal makes its ``num_epoch`` passes over them), in chunks of a
         power-of-two number of mini-batches (13 = 8 + 4 + 1): every new chunk size is one more trace
-        and compilation of a signal's update, so there are only a few."""
+        and compilation of a signal's update, so there are only a few. Their losses go to ``stats``
+        (default: the trainer's; a threaded update's own)."""
+        stats = self.stats if stats is None else stats
         signals = [s for s in self.reward_signals.values() if not s.per_step]
         if not signals or gradient_steps < 1:
             return

@@ -107,6 +107,10 @@ class AgentProcessor:
     ``needs_next_observations``. ``value_estimates`` gives the trajectories' bootstrap values;
     ``time_horizon=None`` closes trajectories only at episode ends (and ``close_all``);
     ``episode_stats=False`` reports no episode (a teacher's experience).
+
+    When the environment reports groups (``StepResult.has_groups``), each transition also stores
+    the agent's ``Field.GROUP_ID`` and ``Field.GROUP_REWARD`` of the step its rewards came with
+    (for a group trainer such as MA-POCA); PPO and SAC do not train on them, as ML-Agents' do not.
     """
 
     #: Padding of a field when an agent's trajectory gains a field late (all actions allowed).
@@ -203,6 +207,9 @@ class AgentProcessor:
         fields[Field.TERMINATED] = nxt.terminated[next_rows].astype(np.float32)
         fields[Field.TRUNCATED] = nxt.truncated[next_rows].astype(np.float32)
         fields[Field.ENVIRONMENT_REWARDS] = nxt.rewards[next_rows]
+        if nxt.group_id is not None:  # only environments that report groups (ML-Agents' group rewards)
+            fields[Field.GROUP_ID] = nxt.group_id[next_rows]
+            fields[Field.GROUP_REWARD] = nxt.group_reward_or_zeros[next_rows]
         return fields
 
     def _record_step_stats(self, outputs: dict[str, Any]) -> None:

@@ -24,6 +24,10 @@ class Trajectory:
     ``next_observations``: the observations ``bootstrap`` was estimated from (one array per
     observation of the spec; None when cut short without one), so that a trainer whose critic
     moved on since can estimate it again.
+
+    When the environment reports groups, ``steps`` also holds each step's ``Field.GROUP_ID``
+    (0 = in no group) and ``Field.GROUP_REWARD`` (:attr:`has_groups`); trainers that do not train
+    on group rewards (PPO, SAC) leave them unread.
     """
 
     agent_id: int
@@ -36,6 +40,11 @@ class Trajectory:
 
     def __len__(self) -> int:
         return max((len(f) for f in self.steps.values()), default=0)
+
+    @property
+    def has_groups(self) -> bool:
+        """Whether the steps carry group ids and group rewards (the environment reported groups)."""
+        return Field.GROUP_ID in self.steps
 
 
 class TrajectoryQueue:

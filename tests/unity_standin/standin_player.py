@@ -16,6 +16,10 @@ discrete action (stay) that its action mask never allows, ``--scene hybrid`` tak
 at once: the discrete action is the direction, as in the vector scene, and the continuous one
 the stride (clipped to [0, 0.1]: at 0 or below the walker stays).
 
+``--group ID`` puts every agent in group ``ID`` (ML-Agents' ``SimpleMultiAgentGroup``) and, at
+each step where one of them ends an episode, gives the group ``GROUP_REWARD``: every info of
+that message carries it (``group_reward``).
+
 Faults for tests: ``--never-connect``, ``--crash-after N`` (exit 3 after N steps), ``--hang-after N``
 (stop answering after N steps), ``--communication-version V``; ``--outlive-trainer`` plays on
 when the trainer is gone, as a Unity player does (by default the stand-in exits then). What arrives on the side
@@ -44,6 +48,8 @@ ENGINE = uuid.UUID("e951342c-4f7e-11ea-b238-784f4387d1f7")
 PARAMETERS = uuid.UUID("534c891e-810f-11ea-a9d0-822485860400")
 STATS = uuid.UUID("a1d8f7b7-cec8-50f9-b78b-d3e165a78520")
 IMAGE = (20, 20)
+#: What the group earns (``--group``) at each step where one of its agents ends an episode.
+GROUP_REWARD = 0.5
 
 
 def png(grey_rows: list[bytes]) -> bytes:
@@ -83,7 +89,8 @@ class Scene:
         # the masked scene has a third action, "stay", which is never allowed (true: masked)
         mask = [False, False, True] if self.args.scene == "masked" else []
         return pb.AgentInfoProto(id=agent["id"], reward=reward, done=done, max_step_reached=truncated,
-                                 observations=[self.observation(agent)], action_mask=mask)
+                                 observations=[self.observation(agent)], action_mask=mask,
+                                 group_id=self.args.group)
 
     def decisions(self) -> list[pb.AgentInfoProto]:
         return [self.info(agent) for agent in self.agents]
@@ -119,6 +126,9 @@ class Scene:
                 decisions.append(self.info(agent))
             else:
                 decisions.append(self.info(agent, -0.001))
+        if self.args.group and ended:
+            for info in ended + decisions:
+                info.group_reward = GROUP_REWARD
         return ended + decisions
 
     def record_stat(self, key: str, value: float) -> None:
@@ -180,6 +190,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--agents", type=int, default=1)
     p.add_argument("--max-step", type=int, default=100)
     p.add_argument("--communication-version", default="1.5.0")
+    p.add_argument("--group", type=int, default=0, help="the agents' group id (0: in no group)")
     p.add_argument("--never-connect", action="store_true")
     p.add_argument("--crash-after", type=int, default=None)
     p.add_argument("--hang-after", type=int, default=None)

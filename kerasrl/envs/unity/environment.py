@@ -14,6 +14,11 @@ observation, and keeps its new decision: the next :meth:`UnityEnvironment.step` 
 only those agents (reward 0, their first observation) without talking to the player, so that
 their first action is chosen from what they see; the step after sends every agent's action.
 Actions go back in the order the player listed the deciding agents.
+
+Groups. An agent's ``group_id`` (0: in no group) and ``group_reward`` (its
+``SimpleMultiAgentGroup``'s reward) become the step result's ``group_id`` and ``group_reward``
+once one of the behavior's agents has been in a group (``None`` before, as for a scene without
+groups).
 """
 from __future__ import annotations
 
@@ -127,6 +132,8 @@ class UnityEnvironment(Environment):
         self._chosen: dict[str, dict[int, np.ndarray]] = {}
         self._held: dict[str, list[pb.AgentInfoProto]] = {}
         self._last: dict[str, StepResult] = {}
+        #: Behaviors whose agents have been in a group: their results carry group ids and rewards.
+        self._grouped: set[str] = set()
         self._needs_reset = True
         self._legacy_actions = False
         self._connected = False
@@ -297,12 +304,24 @@ class UnityEnvironment(Environment):
             for row, info in enumerate(infos):
                 if len(info.action_mask) == width:
                     mask[row] = ~np.array(info.action_mask, bool)
+        group_id, group_reward = self._groups(name, infos)
         result = StepResult(
             agent_ids=np.array([info.id for info in infos], np.int64),
             observations=observation_arrays(infos, spec.observation_shapes, name),
             rewards=np.array([info.reward for info in infos], np.float32),
-            terminated=done & ~truncated, truncated=truncated, action_mask=mask)
+            terminated=done & ~truncated, truncated=truncated, action_mask=mask,
+            group_id=group_id, group_reward=group_reward)
         return result
+
+    def _groups(self, name: str, infos: list[pb.AgentInfoProto]) -> tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+        """The agents' group ids and group rewards (ML-Agents' ``SimpleMultiAgentGroup``); ``None``
+        until one of the behavior's agents is in a group, then arrays for the rest of the run."""
+        group_id = np.array([info.group_id for info in infos], np.int32)
+        if name not in self._grouped:
+            if not group_id.any():
+                return None, None
+            self._grouped.add(name)
+        return group_id, np.array([info.group_reward for info in infos], np.float32)
 
     # ------------------------------------------------------------------ statistics and closing
 
