@@ -1,7 +1,7 @@
 """Curiosity (ICM) reward signal, as ML-Agents 0.9's ``curiosity``."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Mapping
 
 import keras
 import numpy as np
@@ -59,12 +59,3 @@ class CuriosityRewardSignal(ModelRewardSignal):
         self.apply(tape, loss)
         return tf.stack([forward_loss, inverse_loss])
 
-    def minibatches(self, update_buffer: Any, n_sequences: int,
-                    rng: np.random.Generator) -> Optional[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
-        arrays = self.policy_rows(update_buffer)
-        n = len(arrays[Field.MASKS])
-        if n == 0:
-            return None
-        rows = self.rows_per_batch(n_sequences)
-        plan = self.plan(n, rows, max(n // rows, 1), rng)
-        return {f"policy/{k}": v for k, v in arrays.items()}, {"policy": plan}

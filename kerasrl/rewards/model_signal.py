@@ -241,8 +241,15 @@ class ModelRewardSignal(RewardSignal):
                     rng: np.random.Generator) -> Optional[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
         """Arrays (keys ``source/field``, source ``policy`` or e.g. ``expert``; ``train_step`` sees policy
         fields by their plain name) and the ``plan`` of row indices per source; ``None`` when there is
-        nothing to learn from."""
-        raise NotImplementedError
+        nothing to learn from. By default the policy's rows alone, in mini-batches of the trainer's
+        (a signal that also learns from other rows, as GAIL, says its own)."""
+        arrays = self.policy_rows(update_buffer)
+        n = len(arrays[Field.MASKS])
+        if n == 0:
+            return None
+        rows = self.rows_per_batch(n_sequences)
+        plan = self.plan(n, rows, max(n // rows, 1), rng)
+        return {f"policy/{k}": v for k, v in arrays.items()}, {"policy": plan}
 
     def update(self, update_buffer: Any, n_sequences: int) -> dict[str, float]:
         """Every epoch and mini-batch of the signal's update in one compiled call; returns the mean losses."""

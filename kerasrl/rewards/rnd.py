@@ -1,10 +1,9 @@
 """Random network distillation (RND) reward signal, as ML-Agents' ``rnd``."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from kerasrl.common.reductions import global_count, masked_partial_mean
@@ -65,12 +64,3 @@ class RNDRewardSignal(ModelRewardSignal):
         self.apply(tape, loss)
         return tf.stack([loss])
 
-    def minibatches(self, update_buffer: Any, n_sequences: int,
-                    rng: np.random.Generator) -> Optional[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
-        arrays = self.policy_rows(update_buffer)
-        n = len(arrays[Field.MASKS])
-        if n == 0:
-            return None
-        rows = self.rows_per_batch(n_sequences)
-        plan = self.plan(n, rows, max(n // rows, 1), rng)
-        return {f"policy/{k}": v for k, v in arrays.items()}, {"policy": plan}

@@ -14,10 +14,10 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
+from kerasrl.demo_format._common import Corrupt
+from kerasrl.demo_format.png import split_pngs
 from kerasrl.exception import EnvironmentException
 from kerasrl.protos import unity_protocol_pb2 as pb
-
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 __all__ = ["decode_png_observation", "observation_arrays", "observation_shape"]
 
@@ -32,22 +32,14 @@ def observation_shape(proto: pb.ObservationProto, behavior: str, index: int) -> 
     return shape
 
 
-def _split_pngs(data: bytes) -> list[bytes]:
-    """The PNG files concatenated in ``data``."""
-    starts = []
-    at = data.find(PNG_SIGNATURE)
-    while at != -1:
-        starts.append(at)
-        at = data.find(PNG_SIGNATURE, at + len(PNG_SIGNATURE))
-    if not starts or starts[0] != 0:
-        raise EnvironmentException("A compressed observation is not PNG data.")
-    return [data[a:b] for a, b in zip(starts, starts[1:] + [len(data)])]
-
-
 def decode_png_observation(data: bytes, shape: Sequence[int], mapping: Sequence[int] = ()) -> np.ndarray:
     """One PNG-compressed observation as a float32 ``(height, width, channels)`` array in [0, 1]."""
     height, width, channels = (int(d) for d in shape)
-    images = [tf.io.decode_png(png, channels=3).numpy() for png in _split_pngs(data)]
+    try:
+        pngs = split_pngs(data)
+    except Corrupt as e:
+        raise EnvironmentException(f"A compressed observation is not PNG data ({e}).") from None
+    images = [tf.io.decode_png(png, channels=3).numpy() for png in pngs]
     decoded = np.concatenate(images, axis=2).astype(np.float32) * np.float32(1.0 / 255.0)
     if decoded.shape[:2] != (height, width):
         raise EnvironmentException(f"A PNG observation is {decoded.shape[0]}x{decoded.shape[1]}, its shape "
