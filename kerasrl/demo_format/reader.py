@@ -8,12 +8,13 @@ import numpy as np
 from google.protobuf.message import Message
 
 from kerasrl.buffer import AgentBuffer, AgentBufferField
-from kerasrl.demo_format._common import BRAIN_PARAMETERS_OFFSET, CHANNELS_FIRST, SUPPORTED_API_VERSIONS, Corrupt, DemoError
+from kerasrl.demo_format._common import BRAIN_PARAMETERS_OFFSET, SUPPORTED_API_VERSIONS, Corrupt, DemoError
+from kerasrl.demo_format.layout import behavior_spec_of, to_kerasrl_layout
 from kerasrl.demo_format.png import png_observation
 from kerasrl.exception import one_line
 from kerasrl.fields import Field
 from kerasrl.protos import unity_protocol_pb2 as pb
-from kerasrl.spec import ActionType, BehaviorSpec
+from kerasrl.spec import BehaviorSpec
 
 __all__ = ["read_messages", "read_unity_demo"]
 
@@ -90,40 +91,14 @@ def read_messages(path: str, data: bytes) -> tuple[pb.DemonstrationMetaProto, pb
     return meta, brain, pairs
 
 
-def _channels_first(proto: pb.ObservationProto) -> bool:
-    """Whether an image observation's shape (and float data) is (channels, height, width)."""
-    return len(proto.shape) == 3 and tuple(proto.dimension_properties) == CHANNELS_FIRST
-
-
-def _observation_shape(proto: pb.ObservationProto, index: int) -> tuple[int, ...]:
-    """kerasrl's shape of an observation: ``(size,)`` or ``(height, width, channels)``."""
-    shape = tuple(int(d) for d in proto.shape)
-    if len(shape) not in (1, 3) or any(d <= 0 for d in shape):
-        raise Corrupt(f"observation {index} has shape {shape}: kerasrl trains vector (1-D) and visual "
-                   "(height, width, channels) observations")
-    return (shape[1], shape[2], shape[0]) if _channels_first(proto) else shape
-
-
 def _spec(brain: pb.BrainParametersProto, info: pb.AgentInfoProto) -> BehaviorSpec:
     """The behavior spec from the brain parameters and the first step's observations."""
-    action = brain.action_spec
-    continuous, branches = int(action.num_continuous_actions), tuple(int(b) for b in action.discrete_branch_sizes)
-    if not continuous and not branches:  # recorded by a package older than Communication API 1.3
-        sizes = tuple(int(s) for s in brain.vector_action_size_deprecated)
-        if brain.vector_action_space_type_deprecated == pb.continuous:
-            continuous = sizes[0] if sizes else 0
-        else:
-            branches = sizes
-    if not continuous and not branches:
-        raise Corrupt("its behavior has no actions")
-    shapes = tuple(_observation_shape(o, k) for k, o in enumerate(info.observations))
-    if not shapes:
-        raise Corrupt("its steps have no observations (a file older than ML-Agents 1.0?)")
-    if continuous and branches:
-        return BehaviorSpec(shapes, ActionType.HYBRID, (continuous, *branches))
-    if continuous:
-        return BehaviorSpec(shapes, ActionType.CONTINUOUS, (continuous,))
-    return BehaviorSpec(shapes, ActionType.DISCRETE, branches)
+    try:
+        return behavior_spec_of(brain, info)
+    except Corrupt as e:
+        if not info.observations:
+            raise Corrupt("its steps have no observations (a file older than ML-Agents 1.0?)") from None
+        raise Corrupt(f"its behavior {e}") from None
 
 
 def _observation(proto: pb.ObservationProto, shape: tuple[int, ...]) -> np.ndarray:
@@ -134,9 +109,7 @@ def _observation(proto: pb.ObservationProto, shape: tuple[int, ...]) -> np.ndarr
     data = np.asarray(proto.float_data.data, np.float32)
     if data.size != int(np.prod(shape)):
         raise Corrupt(f"an observation has {data.size} values, its shape {shape} needs {int(np.prod(shape))}")
-    if len(shape) == 3 and _channels_first(proto):
-        return data.reshape(shape[2], shape[0], shape[1]).transpose(1, 2, 0)
-    return data.reshape(shape)
+    return to_kerasrl_layout(data, proto, shape)
 
 
 def _action_row(action: pb.AgentActionProto, spec: BehaviorSpec) -> list[float]:

@@ -30,9 +30,11 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from kerasrl.envs.base import ActionType, BehaviorSpec, Environment, EnvironmentException, StepResult, check_actions
+from kerasrl.demo_format._common import Corrupt
+from kerasrl.demo_format.layout import behavior_spec_of
+from kerasrl.envs.base import BehaviorSpec, Environment, EnvironmentException, StepResult, check_actions
 from kerasrl.envs.unity.communicator import Communicator, PlayerProcess, UnityCommunicationError, describe_player
-from kerasrl.envs.unity.observations import observation_arrays, observation_shape
+from kerasrl.envs.unity.observations import observation_arrays
 from kerasrl.envs.unity.side_channels import (
     EngineConfig,
     EngineConfigurationChannel,
@@ -72,25 +74,10 @@ def compatible(player_version: str) -> bool:
 
 def behavior_spec(params: pb.BrainParametersProto, info: pb.AgentInfoProto) -> BehaviorSpec:
     """The spec of one behavior from its parameters and one agent's observations."""
-    name = params.brain_name
-    action = params.action_spec
-    continuous, branches = int(action.num_continuous_actions), tuple(int(b) for b in action.discrete_branch_sizes)
-    if not continuous and not branches:  # a player older than Communication API 1.3
-        sizes = tuple(int(s) for s in params.vector_action_size_deprecated)
-        if params.vector_action_space_type_deprecated == pb.continuous:
-            continuous = sizes[0] if sizes else 0
-        else:
-            branches = sizes
-    if not continuous and not branches:
-        raise EnvironmentException(f"Behavior '{name}' has no actions.")
-    shapes = tuple(observation_shape(o, name, k) for k, o in enumerate(info.observations))
-    if not shapes:
-        raise EnvironmentException(f"Behavior '{name}' has no observations.")
-    if continuous and branches:
-        return BehaviorSpec(shapes, ActionType.HYBRID, (continuous, *branches))
-    if continuous:
-        return BehaviorSpec(shapes, ActionType.CONTINUOUS, (continuous,))
-    return BehaviorSpec(shapes, ActionType.DISCRETE, branches)
+    try:
+        return behavior_spec_of(params, info)
+    except Corrupt as e:
+        raise EnvironmentException(f"Behavior '{params.brain_name}' {e}.") from None
 
 
 class UnityEnvironment(Environment):

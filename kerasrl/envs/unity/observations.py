@@ -14,22 +14,13 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
+from kerasrl.demo_format import layout
 from kerasrl.demo_format._common import Corrupt
 from kerasrl.demo_format.png import split_pngs
 from kerasrl.exception import EnvironmentException
 from kerasrl.protos import unity_protocol_pb2 as pb
 
-__all__ = ["decode_png_observation", "observation_arrays", "observation_shape"]
-
-
-def observation_shape(proto: pb.ObservationProto, behavior: str, index: int) -> tuple[int, ...]:
-    """The kerasrl shape of one observation: ``(size,)`` or ``(height, width, channels)``."""
-    shape = tuple(int(d) for d in proto.shape)
-    if len(shape) not in (1, 3):
-        raise EnvironmentException(
-            f"Observation {index} of behavior '{behavior}' has shape {shape}: kerasrl trains vector (1-D) and "
-            "visual (height, width, channels) observations, not variable-length (2-D) ones such as a BufferSensor's.")
-    return shape
+__all__ = ["decode_png_observation", "observation_arrays"]
 
 
 def decode_png_observation(data: bytes, shape: Sequence[int], mapping: Sequence[int] = ()) -> np.ndarray:
@@ -82,7 +73,7 @@ def _one(proto: pb.ObservationProto, shape: tuple[int, ...]) -> np.ndarray:
     if data.size != int(np.prod(shape)):
         raise EnvironmentException(f"An observation has {data.size} values, its shape {shape} needs "
                                    f"{int(np.prod(shape))}.")
-    return data.reshape(shape)
+    return layout.to_kerasrl_layout(data, proto, shape)
 
 
 def observation_arrays(infos: Sequence[pb.AgentInfoProto], shapes: Sequence[tuple[int, ...]],
