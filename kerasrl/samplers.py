@@ -203,6 +203,20 @@ def resume_draws(manager: SamplerManager, model_path: str, steps: Mapping[str, i
     return True
 
 
+def split_interval(config: Mapping[str, Any], where: str) -> tuple[dict[str, Any], int]:
+    """``(parameter → sampler entry, resampling-interval)`` of a sampler mapping (a sampler file's,
+    or a config's ``parameter_randomization`` block); ``where`` names it in errors."""
+    config = dict(config)
+    if "resampling-interval" not in config:
+        raise SamplerException(f"Resampling interval was not specified in {where}. Please specify it with the "
+                               "'resampling-interval' key.")
+    interval = config.pop("resampling-interval")
+    if isinstance(interval, bool) or not isinstance(interval, int) or interval <= 0:
+        raise SamplerException(f"Specified resampling-interval is not valid in {where}: {interval!r}. Please provide "
+                               "a positive integer value for resampling-interval.")
+    return config, interval
+
+
 def load_sampler_file(path: str, seed: Optional[int] = None) -> tuple[SamplerManager, int]:
     """The sampler manager and resampling interval of the YAML file ``path``."""
     try:
@@ -214,13 +228,7 @@ def load_sampler_file(path: str, seed: Optional[int] = None) -> tuple[SamplerMan
         raise SamplerException(f"The sampler file {path} is not valid YAML: {' '.join(str(e).split())}") from e
     if not isinstance(config, dict):
         raise SamplerException(f"The sampler file {path} must hold a mapping of parameter -> sampler.")
-    if "resampling-interval" not in config:
-        raise SamplerException(f"Resampling interval was not specified in the sampler file {path}. Please specify "
-                               "it with the 'resampling-interval' key in the sampler config file.")
-    interval = config.pop("resampling-interval")
-    if isinstance(interval, bool) or not isinstance(interval, int) or interval <= 0:
-        raise SamplerException(f"Specified resampling-interval is not valid in {path}: {interval!r}. Please provide "
-                               "a positive integer value for resampling-interval.")
+    config, interval = split_interval(config, f"the sampler file {path}")
     try:
         return SamplerManager(config, seed), interval
     except SamplerException as e:

@@ -318,7 +318,7 @@ def test_environment_parameters_become_lessons_and_fixed_parameters():
 
     block = {"big_wall": _lessons([0.0, 4.0, 8.0]), "small_wall": _lessons([1.5, 2.0, 2.5]), "gravity": 9.8,
              "mass": {"sampler_type": "constant", "sampler_parameters": {"value": 2.0}}}
-    params = EnvParameters.from_args(_args(["x.yaml"])[1], block, "f")
+    params = EnvParameters.from_args(_args(["x.yaml"])[1], {"environment_parameters": block}, "f")
     (curriculum,) = params.meta_curriculum.curricula.values()
     assert curriculum.behavior_name == "Wall" and curriculum.measure == "progress"
     assert curriculum.thresholds == [0.5, 0.5] and not curriculum.smoothing
@@ -340,7 +340,7 @@ def test_environment_parameters_kerasrl_cannot_apply_are_one_line(block, words):
     from kerasrl.cli.env_parameters import EnvParameters
 
     with pytest.raises(kerasrl.TrainerError) as e:
-        EnvParameters.from_args(_args(["x.yaml"])[1], block, "f")
+        EnvParameters.from_args(_args(["x.yaml"])[1], {"environment_parameters": block}, "f")
     assert "\n" not in str(e.value)
     for word in words:
         assert word in str(e.value), str(e.value)
@@ -366,3 +366,60 @@ def test_kerasrl_learn_applies_environment_parameters(tmp_path, capsys, monkeypa
     assert float(rows[-1]["Environment/Parameter/length"]) == pytest.approx(0.6)
     assert float(rows[-1]["Environment/Parameter/masscart"]) == pytest.approx(1.5)
 
+
+
+#: A config of ML-Agents 0.17–0.19: today's behaviors, with the curriculum and parameter_randomization
+#: blocks that environment_parameters later replaced.
+TRANSITIONAL = {
+    "behaviors": {"CartPole-v1": {"trainer_type": "ppo", "hyperparameters": {"batch_size": 32, "buffer_size": 64}}},
+    "curriculum": {"CartPole-v1": {"measure": "progress", "thresholds": [0.1, 0.3], "min_lesson_length": 100,
+                                   "signal_smoothing": True, "parameters": {"length": [0.5, 0.6, 0.7]}}},
+    "parameter_randomization": {"resampling-interval": 5000,
+                                "masscart": {"sampler-type": "uniform", "min_value": 0.5, "max_value": 2.0},
+                                "gravity": {"sampler-type": "multirange_uniform", "intervals": [[7, 10], [15, 20]]}},
+}
+
+
+def test_the_transitional_blocks_of_0_17_load_as_curriculum_and_sampler_files_do():
+    from kerasrl.cli.env_parameters import EnvParameters
+
+    config = load_trainer_config(TRANSITIONAL)
+    assert set(config.run_options) == {"curriculum", "parameter_randomization"}
+    params = EnvParameters.from_args(_args(["x.yaml"])[1], config.run_options, "f")
+    (curriculum,) = params.meta_curriculum.curricula.values()
+    assert curriculum.behavior_name == "CartPole-v1" and curriculum.thresholds == [0.1, 0.3]
+    assert curriculum.get_config(1) == {"length": 0.6}
+    assert params.resampling_interval == 5000
+    assert set(params.sampler_config) == {"masscart", "gravity"}
+    assert params.sampler_config["gravity"]["sampler-type"] == "multirange_uniform"
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"parameter_randomization": {"mass": {"sampler-type": "uniform", "min_value": 1, "max_value": 2}}},
+     ["Resampling interval was not specified", "parameter_randomization block of f"]),
+    ({"parameter_randomization": {"resampling-interval": 10, "mass": {"sampler-type": "dice"}}},
+     ["parameter_randomization block of f", "dice"]),
+    ({"curriculum": {"CartPole-v1": {"measure": "steps", "thresholds": [0.1], "min_lesson_length": 1,
+                                     "signal_smoothing": True, "parameters": {"length": [0.5, 0.6]}}}},
+     ["curriculum block of f (behavior CartPole-v1)", "measure must be one of"]),
+    ({"environment_parameters": {"length": 0.5}}, ["environment_parameters and curriculum and parameter_randomization"]),
+])
+def test_the_transitional_blocks_report_their_errors_in_one_line(change, words):
+    from kerasrl.cli.env_parameters import EnvParameters
+
+    config = load_trainer_config({**TRANSITIONAL, **change})
+    with pytest.raises(kerasrl.TrainerError) as e:
+        EnvParameters.from_args(_args(["x.yaml"])[1], config.run_options, "f")
+    assert "\n" not in str(e.value)
+    for word in words:
+        assert word in str(e.value), str(e.value)
+
+
+def test_the_transitional_blocks_and_the_flags_are_not_both_taken(tmp_path):
+    from kerasrl.cli.env_parameters import EnvParameters
+
+    sampler = tmp_path / "s.yaml"
+    sampler.write_text("resampling-interval: 10\n")
+    args = _args(["x.yaml", "--sampler", str(sampler)])[1]
+    with pytest.raises(kerasrl.TrainerError, match="has curriculum and parameter_randomization: .* --sampler, not both"):
+        EnvParameters.from_args(args, load_trainer_config(TRANSITIONAL).run_options, "f")

@@ -15,13 +15,16 @@ from typing import Any, Mapping, Optional
 from kerasrl.curriculum import Curriculum, MetaCurriculum, load_lessons
 from kerasrl.envs.registry import is_unity_env
 from kerasrl.exception import TrainerError
-from kerasrl.samplers import SamplerManager, load_sampler_file, resume_draws
+from kerasrl.samplers import SamplerException, SamplerManager, load_sampler_file, resume_draws, split_interval
 from kerasrl.settings.environment_parameters import (
     SAMPLER_PARAMETERS,
     EnvironmentParameter,
     Sampler,
     read_environment_parameters,
 )
+
+#: The config blocks that set the environment's parameters: today's, and ML-Agents 0.17–0.19's two.
+PARAMETER_BLOCKS = ("environment_parameters", "curriculum", "parameter_randomization")
 
 
 @dataclass
@@ -44,16 +47,25 @@ class EnvParameters:
         return tuple(out)
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, environment_parameters: Any = None,
+    def from_args(cls, args: argparse.Namespace, blocks: Optional[Mapping[str, Any]] = None,
                   source: str = "the trainer config") -> "EnvParameters":
-        """Read and check the files, or the config's ``environment_parameters`` (before the run
-        folder is touched)."""
-        if environment_parameters:
-            if getattr(args, "curriculum", None) or getattr(args, "sampler", None):
-                raise TrainerError(f"{source} has environment_parameters: give them there or as --curriculum and "
-                                   "--sampler files, not both.")
-            return cls.from_config(read_environment_parameters(environment_parameters, source), source,
+        """Read and check the files, or the config's ``environment_parameters`` (or the
+        ``curriculum`` and ``parameter_randomization`` blocks of ML-Agents 0.17–0.19) in
+        ``blocks``, before the run folder is touched."""
+        given = {k: v for k, v in (blocks or {}).items() if k in PARAMETER_BLOCKS and v is not None}
+        flags = [flag for flag in ("curriculum", "sampler") if getattr(args, flag, None)]
+        if given and flags:
+            raise TrainerError(f"{source} has {' and '.join(given)}: give the environment's parameters there or as "
+                               f"--{' and --'.join(flags)}, not both.")
+        if "environment_parameters" in given:
+            older = sorted(set(given) - {"environment_parameters"})
+            if older:
+                raise TrainerError(f"{source} has environment_parameters and {' and '.join(older)}: give the "
+                                   "parameters in environment_parameters only (today's form).")
+            return cls.from_config(read_environment_parameters(given["environment_parameters"], source), source,
                                    unity=is_unity_env(getattr(args, "env", "")))
+        if given:
+            return cls._from_blocks(given.get("curriculum"), given.get("parameter_randomization"), source)
         if getattr(args, "lesson", None) is not None and (args.lesson < 0 or not args.curriculum):
             raise TrainerError(f"--lesson {args.lesson}: needs --curriculum and a lesson >= 0.")
         meta = MetaCurriculum(args.curriculum) if getattr(args, "curriculum", None) else None
@@ -63,6 +75,27 @@ class EnvParameters:
             return cls(meta)
         sampler, interval = load_sampler_file(args.sampler)
         return cls(meta, sampler.reset_param_dict, interval)
+
+    @classmethod
+    def _from_blocks(cls, curriculum: Any, randomization: Any, source: str) -> "EnvParameters":
+        """The ``curriculum`` block (behavior → lessons, as a 0.9–0.15 curriculum file) and the
+        ``parameter_randomization`` block (as a sampler file) of ML-Agents 0.17–0.19."""
+        meta = None
+        if curriculum is not None:
+            where = f"the curriculum block of {source}"
+            curricula = {str(behavior): Curriculum(f"{where} (behavior {behavior})", data=_mapping(block, where),
+                                                   behavior_name=str(behavior))
+                         for behavior, block in _mapping(curriculum, where).items()}
+            meta = MetaCurriculum.of(curricula)
+        if randomization is None:
+            return cls(meta)
+        where = f"the parameter_randomization block of {source}"
+        entries, interval = split_interval(_mapping(randomization, where), where)
+        try:
+            SamplerManager(entries)  # checked now, drawn from the run's seed later
+        except SamplerException as e:
+            raise SamplerException(f"In {where}: {e}") from e
+        return cls(meta, entries, interval)
 
     @classmethod
     def from_config(cls, parameters: Mapping[str, EnvironmentParameter], source: str,
@@ -103,6 +136,12 @@ class EnvParameters:
             print(f"Resumed the samplers: their next draw is number {sampler.draws + 1}.", flush=True)
         return {"meta_curriculum": meta, "sampler_manager": sampler,
                 "resampling_interval": self.resampling_interval if sampler is not None else None}
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TrainerError(f"{where} must be a mapping, got {value!r}.")
+    return value
 
 
 def _constant(parameter: EnvironmentParameter, lesson: Any, source: str) -> float:

@@ -16,7 +16,7 @@ import threading
 import traceback
 from typing import Any, Iterator, Optional, Sequence
 
-from kerasrl.cli.env_parameters import EnvParameters
+from kerasrl.cli.env_parameters import PARAMETER_BLOCKS, EnvParameters
 from kerasrl.cli.parser import build_parser, check_args
 from kerasrl.cli.run_options import apply_run_options, apply_torch_device, given_flags
 from kerasrl.configs import config_source
@@ -138,11 +138,11 @@ def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.Argumen
             apply_torch_device(getattr(args, "torch_device", None))
             # (a multi-host run first says which flags it cannot take, once TensorFlow is loaded)
             hosts = getattr(args, "worker_hosts", None) is not None or bool(os.environ.get("TF_CONFIG"))
-            parameters = config.run_options.get("environment_parameters")
-            if hosts and parameters:
-                raise TrainerError(f"environment_parameters in {config.source}: a run on several hosts takes no "
+            blocks = {k: v for k, v in config.run_options.items() if k in PARAMETER_BLOCKS}
+            if hosts and blocks:
+                raise TrainerError(f"{next(iter(blocks))} in {config.source}: a run on several hosts takes no "
                                    "environment parameters.")
-            env_params = EnvParameters.from_args(args, parameters, config.source) \
+            env_params = EnvParameters.from_args(args, blocks, config.source) \
                 if args.record_demo is None and not hosts else None
             with tensorflow_start_up_hidden(args.debug):
                 from kerasrl.cli.train import record_demo, run_training  # after quiet_tensorflow: see the docstring

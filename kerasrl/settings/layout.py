@@ -8,7 +8,9 @@ under every behavior (nested blocks merged key by key, as ML-Agents does), and k
 out take today's ML-Agents defaults (``max_steps`` 500000, ``summary_freq`` 50000, memory 128 × 64,
 a reward signal's ``gamma`` 0.99 and ``strength`` 1.0, its model's 128 units). The run's own blocks
 (``env_settings``, ``engine_settings``, ``checkpoint_settings``, ``torch_settings``,
-``environment_parameters``, ``debug``) are checked here and kept for the command line.
+``environment_parameters``, ``debug``; and ML-Agents 0.17–0.19's ``curriculum`` and
+``parameter_randomization``, which ``environment_parameters`` replaced) are checked here and kept
+for the command line.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ logger = logging.getLogger("kerasrl")
 LAYOUT = "today's ML-Agents layout"
 #: The top-level blocks of a config in today's layout.
 RUN_BLOCKS = ("env_settings", "engine_settings", "checkpoint_settings", "torch_settings", "environment_parameters",
-              "debug")
+              "debug", "curriculum", "parameter_randomization")
 TOP_LEVEL = ("behaviors", "default_settings", *RUN_BLOCKS)
 #: A behavior block's own keys (kerasrl's flat trainer keys are read too).
 SECTION_KEYS = ("trainer_type", "hyperparameters", "network_settings", "reward_signals", "behavioral_cloning",
