@@ -423,3 +423,25 @@ def test_the_transitional_blocks_and_the_flags_are_not_both_taken(tmp_path):
     args = _args(["x.yaml", "--sampler", str(sampler)])[1]
     with pytest.raises(kerasrl.TrainerError, match="has curriculum and parameter_randomization: .* --sampler, not both"):
         EnvParameters.from_args(args, load_trainer_config(TRANSITIONAL).run_options, "f")
+
+
+def test_the_python_api_reads_todays_layout_with_its_algorithm_as_the_default_type(tmp_path, caplog):
+    path = tmp_path / "today.yaml"
+    path.write_text(yaml.safe_dump({"behaviors": {"Pendulum-v1": {"hyperparameters": {"tau": 0.01, "batch_size": 32}}},
+                                    "env_settings": {"num_envs": 2}}))
+    agent = kerasrl.SAC("Pendulum-v1", config=str(path), seed=0)
+    try:
+        assert agent.settings.trainer == "sac" and agent.settings.hyperparameters.tau == 0.01
+        assert agent.settings.max_steps == 500_000  # today's default, not the flat layout's
+        assert f"config file {path}: the Python API leaves out env_settings" in caplog.text
+    finally:
+        agent.close()
+
+
+def test_the_python_api_names_the_config_file_in_its_errors(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("default:\n  batch_size: -3\n")
+    with pytest.raises(kerasrl.TrainerError, match=f"^batch_size in section default of config file {path} must be"):
+        kerasrl.PPO("CartPole-v1", config=str(path))
+    with pytest.raises(kerasrl.TrainerError, match="^batch_size in section default of kerasrl.PPO's config must be"):
+        kerasrl.PPO("CartPole-v1", config={"default": {"batch_size": -3}})

@@ -25,6 +25,8 @@ from kerasrl.api.arguments import (
     callback_list,
     check_run_dir_is_new,
     checked_int,
+    config_name,
+    flat_config,
     raw_config,
     temporary_run_dir,
 )
@@ -101,10 +103,9 @@ class _Agent:
         specs = self.env_manager.behavior_specs
         self.behavior = pick_behavior(specs, behavior, TrainerError)
         self.spec = specs[self.behavior]
-        raw = raw_config(config)
-        if isinstance(raw.get("default", {}), Mapping):  # the algorithm's trainer unless the config names one
-            raw["default"] = {"trainer": self.ALGORITHM.lower(), **(raw.get("default") or {})}
-        self.settings = behavior_settings(raw, self.behavior, hyperparameters, f"kerasrl.{self.ALGORITHM}'s config")
+        source = config_name(config, self.ALGORITHM)
+        raw = flat_config(raw_config(config), self.ALGORITHM.lower(), source)  # the algorithm's trainer by default
+        self.settings = behavior_settings(raw, self.behavior, hyperparameters, source)
         if gpus:
             net = self.settings.network
             distribute.warn_if_small(net.hidden_units, net.num_layers, bool(self.spec.visual_observation_shapes), gpus)

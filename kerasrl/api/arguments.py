@@ -3,6 +3,7 @@ keyword overrides, the environment, integers, callbacks, and the run folder (a n
 or a given one that must not hold a run yet)."""
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -20,7 +21,10 @@ from kerasrl.envs.gym_adapter import GymnasiumEnv
 from kerasrl.envs.registry import make_env
 from kerasrl.exception import TrainerConfigError, TrainerError
 from kerasrl.settings import RunContext, TrainerSettings, read_trainer_config, trainer_config_from_dict
+from kerasrl.settings.layout import flat_sections, is_behaviors_layout
 from kerasrl.settings.run_context import HIDDEN_PREFIX
+
+logger = logging.getLogger("kerasrl")
 
 ConfigArg = Union[str, os.PathLike, Mapping[str, Any], None]
 
@@ -36,6 +40,31 @@ def raw_config(config: ConfigArg) -> dict[str, Any]:
     if not isinstance(raw, Mapping):
         raise TrainerConfigError(f"The trainer config {config} is not a mapping of sections.")
     return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in raw.items()}
+
+
+def config_name(config: ConfigArg, algorithm: str) -> str:
+    """How errors name the config: the file given, else the API's own argument."""
+    if isinstance(config, (str, os.PathLike)):
+        return f"config file {os.fspath(config)}"
+    return f"kerasrl.{algorithm}'s config"
+
+
+def flat_config(raw: dict[str, Any], trainer: str, source: str) -> dict[str, Any]:
+    """A config of either ML-Agents layout as flat sections (``default`` and per behavior), with
+    ``trainer`` (the algorithm's type) where the config names none. Today's layout's run blocks
+    are for ``kerasrl-learn``: the Python API warns that it leaves them out."""
+    if not is_behaviors_layout(raw):
+        if isinstance(raw.get("default", {}), Mapping):
+            raw["default"] = {"trainer": trainer, **(raw.get("default") or {})}
+        return raw
+    default = raw.get("default_settings") or {}
+    if isinstance(default, Mapping):
+        raw["default_settings"] = {"trainer_type": trainer, **default}
+    sections, run_options = flat_sections(raw, source)
+    if run_options:
+        logger.warning("%s: the Python API leaves out %s (kerasrl-learn applies them).", source,
+                       ", ".join(run_options))
+    return sections
 
 
 def behavior_settings(config: ConfigArg, behavior: str, overrides: Mapping[str, Any],
