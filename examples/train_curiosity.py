@@ -94,7 +94,14 @@ def main() -> int:
     from kerasrl.cli.train import set_tf_threads
 
     set_tf_threads(1)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="train_curiosity_")
+    if args.workdir is not None:
+        return run_all(args, args.workdir)
+    with tempfile.TemporaryDirectory(prefix="train_curiosity_") as workdir:  # removed at the end
+        return run_all(args, workdir)
+
+
+def run_all(args: argparse.Namespace, workdir: str) -> int:
+    """Every seed of every variant, each run in a folder of ``workdir``."""
     solved = {v: 0 for v in args.variants}
     task = TASKS[args.env]
     for seed in range(args.seeds):

@@ -34,14 +34,22 @@ def main() -> int:
     parser.add_argument("--workdir", default=None, help="where runs and the demo go (default: a temporary folder)")
     args = parser.parse_args()
 
+    from kerasrl.cli.train import set_tf_threads
+
+    set_tf_threads(1)
+    if args.workdir is not None:
+        return run(args, args.workdir)
+    with tempfile.TemporaryDirectory(prefix="train_gail_") as workdir:  # removed at the end
+        return run(args, workdir)
+
+
+def run(args: argparse.Namespace, workdir: str) -> int:
+    """The expert, its demo, GAIL and BC, each in a folder of ``workdir``."""
     from _harness import mean_return, train, zoo_cartpole
 
     from kerasrl import recording
-    from kerasrl.cli.train import set_tf_threads
-    from kerasrl.settings import TRAINER_TYPES
+    from kerasrl.settings import trainer_types
 
-    set_tf_threads(1)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="train_gail_")
     t0 = time.perf_counter()
     expert, _ = train(zoo_cartpole(), "CartPole-v1", args.expert_steps, args.seed, os.path.join(workdir, "expert"))
     expert_return = mean_return(expert)
@@ -62,7 +70,7 @@ def main() -> int:
           f"({target:.1f}) reached at step {reached} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
     bc_return = math.nan
-    if "offline_bc" in TRAINER_TYPES:
+    if "offline_bc" in trainer_types():
         bc_section = {"trainer": "offline_bc", "demo_path": demo, "batch_size": 64, "batches_per_epoch": 10,
                       "learning_rate": 3e-3, "hidden_units": 64, "num_layers": 2, "summary_freq": 10**9}
         bc, bc_reached = train(bc_section, "CartPole-v1", 20_000, args.seed + 2, os.path.join(workdir, "bc"),

@@ -11,11 +11,22 @@ the user's ``~/.cache`` (tests/test_xla_cache.py uses folders of its own).
 A suite started in the background of a non-interactive shell inherits SIGINT ignored, and one
 started under ``nohup`` SIGHUP ignored; the signal tests (and the runs they start, which inherit
 the disposition) need both live, so an ignored one is made live again here.
+
+Every temporary file of the suite (the tests' own, kerasrl's temporary run folders, TensorFlow's
+autograph modules, the subprocesses' files) goes to one folder per process, removed when its
+session ends: the suite leaves nothing in the system's temporary folder.
 """
+import gc
 import os
+import shutil
 import signal
+import tempfile
 
 import pytest
+
+#: This process's temporary folder (``TMPDIR`` for its subprocesses too), removed at the end.
+SESSION_TEMP = tempfile.mkdtemp(prefix="kerasrl-tests-")
+os.environ["TMPDIR"] = tempfile.tempdir = SESSION_TEMP
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
@@ -33,3 +44,21 @@ def _plain_tf_function_unless_marked(request, monkeypatch):
         import kerasrl.common.fast_path
 
         monkeypatch.setattr(kerasrl.common.fast_path, "XLA_FASTER", frozenset())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(SESSION_TEMP, ignore_errors=True)
+
+
+@pytest.fixture
+def signals_in_process():
+    """For a test that signals its own process: no garbage collection while it runs. A callback
+    that the collector calls (Hypothesis installs one) would otherwise receive the signal's
+    ``KeyboardInterrupt``, which Python reports as unraisable and drops."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -228,7 +228,7 @@ def test_export_weights_creates_the_folder(tmp_path):
 
 
 # -- Ctrl-C during a save --------------------------------------------------------------
-def test_two_sigints_during_a_save_interrupt_after_it(tmp_path):
+def test_two_sigints_during_a_save_interrupt_after_it(tmp_path, signals_in_process):
     """Two SIGINTs 10 ms apart, sent from a timer thread started as TF's save of a ~12 MB model
     begins (and joined before it returns, so both land inside ``CheckpointSaver.save``): both
     checkpoints stay whole and ``KeyboardInterrupt`` comes once, after the save."""

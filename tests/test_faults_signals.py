@@ -113,7 +113,7 @@ def test_sigterm_to_the_group_with_workers_saves_and_leaves_no_process(tmp_path)
     assert group_members(proc.pid) == []
 
 
-def test_signals_during_a_save_wait_for_it():
+def test_signals_during_a_save_wait_for_it(signals_in_process):
     """SIGTERM and SIGINT inside the block reach their handlers once each, after it, in order."""
     seen: list[int] = []
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -131,7 +131,7 @@ def test_signals_during_a_save_wait_for_it():
             signal.signal(s, handler)
 
 
-def test_a_signal_during_a_periodic_save_is_not_followed_by_a_second_save_of_the_same_step(tmp_path):
+def test_a_signal_during_a_periodic_save_is_not_followed_by_a_second_save_of_the_same_step(tmp_path, signals_in_process):
     """Ctrl-C during the save at step 64: the controller stops after it, without writing
     ``model-64`` again (an overwrite in place, which a kill could cut short)."""
     manager, trainers = _simple_trainers(tmp_path)
