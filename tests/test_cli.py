@@ -45,6 +45,11 @@ def test_cli_trains_builtin_env_and_resumes(tmp_path, capsys):
     assert sorted(p.name for p in models.glob("model-*.index"))[-1] == "model-501.index"  # nothing new saved
     assert (tmp_path / "r" / "timers.json").read_bytes() == timers  # the training's timings stay
     assert (tmp_path / "r" / "inference_timers.json").exists()
+    unseeded = [a for a in base if a not in ("--seed", "3")]
+    assert main(unseeded + ["--steps", "20", "--inference"]) == 0  # the run's own seed, not a fresh one
+    out = capsys.readouterr().out
+    assert "Loaded Simple1D's policy of step 501: acting with it, not training (seed 3)." in out
+    assert "Resumed" not in out and ", seed 3," in out
 
 
 def one_line_error(capsys) -> str:
@@ -284,6 +289,30 @@ def test_a_unity_scene_that_never_connects_leaves_no_run_folder(tmp_path, capsys
                      "--results-dir", str(tmp_path / results), "--run-id", "c9"]) == 2
         assert "did not connect" in one_line_error(capsys)
         assert files_under(tmp_path) == before
+
+
+def test_a_player_that_exits_before_connecting_keeps_its_log_and_the_command_can_run_again(tmp_path, capsys):
+    """The error names the player's log, which is there to read; the folder holds no run, so the
+    same command (once the player is fixed) starts one there without --force."""
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("default:\n  batch_size: 16\n  buffer_size: 32\n")
+    player = tmp_path / "player.x86_64"
+    player.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = -logFile ] && echo "no GPU" > "$2"; shift; done\n'
+                      "exit 1\n")
+    player.chmod(0o755)
+    command = [str(cfg), "--env", str(player), "--timeout-wait", "5", "--steps", "50",
+               "--results-dir", str(tmp_path / "results"), "--run-id", "r"]
+    for _ in range(2):
+        (port,) = free_ports(1)
+        assert main([*command, "--base-port", str(port)]) == 2
+        err = one_line_error(capsys)
+        log = tmp_path / "results" / "r" / "run_logs" / "Player-0.log"
+        assert f"its log: {log}" in err and "exited with code 1 before it connected" in err
+        assert log.read_text() == "no GPU\n"
+    assert main([*command[:2], "Simple1D", *command[3:]]) == 0  # the folder takes a run
+    assert (tmp_path / "results" / "r" / "models" / "Simple1D").is_dir()
+    assert not (tmp_path / "results" / "r" / "run_logs" / "Player-0.log").exists()
+    capsys.readouterr()
 
 
 def test_force_with_a_unity_env_that_never_connects_loses_nothing(tmp_path, capsys):

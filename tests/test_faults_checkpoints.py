@@ -113,6 +113,17 @@ def test_unreadable_state_file_still_restores_newest(folder, caplog, state):
     assert str(folder / "checkpoint") in warnings_of(caplog)
 
 
+def test_every_checkpoint_damaged_is_one_error_and_only_older_ones_are_promised(folder, caplog):
+    for step in STEPS:
+        truncate(folder / f"model-{step}.{DATA}")
+    with pytest.raises(UnityTrainerException, match=f"^No intact checkpoint in {folder}: model-50.{DATA} .*; "
+                                                    f"model-{STEPS[0]}.{DATA} "):
+        restore(folder)
+    lines = warnings_of(caplog).splitlines()
+    assert len(lines) == len(STEPS) and all(line.endswith("trying an older checkpoint.") for line in lines[:-1])
+    assert f"model-{STEPS[0]}.{DATA}" in lines[-1] and lines[-1].endswith("it was the oldest.")
+
+
 def test_unreadable_state_file_and_damaged_newest(folder, caplog):
     garbage(folder / "checkpoint")
     truncate(folder / f"model-50.{DATA}")

@@ -78,7 +78,8 @@ class ProgressReport:
             if not t.get_step:
                 continue
             if self.inference:
-                print(f"Resumed {name} at step {t.get_step}.", flush=True)
+                print(f"Loaded {name}'s policy of step {t.get_step}: acting with it, not training (seed {seed}).",
+                      flush=True)
             elif t.get_step > t.get_max_steps:
                 print(f"Resumed {name} at step {t.get_step}: already at its target of {t.get_max_steps} steps: "
                       "nothing left to train.", flush=True)

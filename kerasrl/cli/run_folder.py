@@ -49,6 +49,7 @@ _RECORD_KEYS = {"command_line", "kerasrl_version", "behaviors"}
 #: Each behavior's step and the returns of its latest episodes (up to 100) when a training session ended.
 RETURNS = "returns.json"
 _CHECKPOINT_INDEX = re.compile(r"^model-\d+\.index$")
+_PLAYER_LOG = re.compile(r"^Player-\d+\.log$")
 #: The run folders whose lock this process holds (real path -> the lock file's descriptor); the
 #: kernel releases them when the process ends, however it ends.
 _held: dict[str, int] = {}
@@ -128,6 +129,21 @@ def _contents(run_dir: str) -> list[str]:
     if not os.path.isdir(run_dir):
         return []
     return sorted(set(os.listdir(run_dir)) - {MARKER, LOCK})
+
+
+def _run_contents(run_dir: str) -> list[str]:
+    """:func:`_contents`, or none when they are only what a start that failed before training
+    left there (its players' logs, ``run_logs/Player-N.log``): such a folder holds no run, and
+    the same command run again starts one there (its players' new logs replace the old)."""
+    names = _contents(run_dir)
+    if names != ["run_logs"]:
+        return names
+    logs = os.path.join(run_dir, "run_logs")
+    if os.path.islink(logs) or not os.path.isdir(logs):
+        return names
+    entries = os.listdir(logs)
+    only_logs = all(_PLAYER_LOG.match(n) and os.path.isfile(os.path.join(logs, n)) for n in entries)
+    return [] if only_logs else names
 
 
 def _has_marker(run_dir: str) -> bool:
@@ -385,7 +401,7 @@ def check_run_dir(args: argparse.Namespace) -> str:
     one write: an old run that a killed ``--force`` start left moved aside is put back."""
     check_run_name("--run-id", args.run_id)
     run_dir = os.path.join(args.results_dir, args.run_id)
-    if args.inference and not _contents(run_dir):
+    if args.inference and not _run_contents(run_dir):
         raise TrainerError(f"--inference: there is no trained model in {run_dir}; train run {args.run_id} first.")
     if not is_run_folder(run_dir):
         if args.force:
@@ -400,7 +416,7 @@ def check_run_dir(args: argparse.Namespace) -> str:
         except OSError as e:
             raise TrainerError(f"{os.path.join(run_dir, REPLACED)} (an old run that --force moved aside) cannot be "
                                f"put back: {e.strerror or e}; move its contents back into {run_dir}.") from e
-    if _contents(run_dir) and not (args.load or args.inference or args.force):
+    if _run_contents(run_dir) and not (args.load or args.inference or args.force):
         raise TrainerError(f"The run folder {run_dir} already exists: continue it with --resume, or start it "
                            "afresh with --force (which deletes it).")
     return run_dir
@@ -433,9 +449,12 @@ def prepare_run_dir(args: argparse.Namespace, started: bool = True) -> str:
             _made[os.path.realpath(run_dir)] = top
         lock_run_dir(run_dir)
         names = _contents(run_dir)
-        if names and not (args.load or args.inference or args.force):
+        if _run_contents(run_dir) and not (args.load or args.inference or args.force):
             raise TrainerError(f"The run folder {run_dir} already exists: continue it with --resume, or start it "
                                "afresh with --force (which deletes it).")
+        if names and not _run_contents(run_dir) and not args.force:  # a failed start's player logs
+            _delete_contents(run_dir, names)
+            names = []
         _mark(run_dir)  # first: an old run moved aside stays in a marked folder
         if args.force and started:
             _delete_contents(run_dir, names)

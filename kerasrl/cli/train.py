@@ -149,7 +149,7 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
         prepare_run_dir(args, started=False)  # except for Unity players, which log into it from their start
     seed_given = getattr(args, "seed_given", args.seed >= 0)
     recorded = RecordedRun()
-    if args.load and not args.inference and not (seed_given and args.steps is not None):
+    if (args.load or args.inference) and not (seed_given and args.steps is not None):  # inference: its seed too
         recorded = recorded_run(os.path.join(args.results_dir, args.run_id))
     seed = args.seed if seed_given or recorded.seed is None else recorded.seed
     seed = seed if seed >= 0 else random.randrange(10000)

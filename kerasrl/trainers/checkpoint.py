@@ -226,11 +226,12 @@ class CheckpointSaver:
                 f"The model {self.model_path} could not be found. {missing_advice}"
             )
         failures = []
-        for prefix in candidates:
+        for n, prefix in enumerate(candidates, 1):
             try:
                 self._restore_from(prefix, mismatch_fix)
             except _DamagedCheckpoint as e:
-                logger.warning("Checkpoint file %s is damaged (%s); trying an older checkpoint.", e.file, e.reason)
+                next_step = "trying an older checkpoint" if n < len(candidates) else "it was the oldest"
+                logger.warning("Checkpoint file %s is damaged (%s); %s.", e.file, e.reason, next_step)
                 failures.append(f"{os.path.basename(e.file)} ({e.reason})")
                 continue
             logger.info("Restored %s", prefix)
