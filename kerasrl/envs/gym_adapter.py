@@ -38,94 +38,11 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from kerasrl.envs.base import (
-    ActionType,
-    BehaviorSpec,
-    Environment,
-    EnvironmentException,
-    StepResult,
-    check_actions,
-)
+from kerasrl.envs.base import BehaviorSpec, Environment, EnvironmentException, StepResult
 from kerasrl.envs.parameters import apply_gymnasium_parameters
+from kerasrl.envs.spaces import SpaceCodec
 
 __all__ = ["GymnasiumEnv"]
-
-_BOX, _ONE_HOT = 0, 1
-
-
-class _HybridActions:
-    """A ``Tuple`` or ``Dict`` action space of one ``Box`` and one ``Discrete`` or ``MultiDiscrete``:
-    kerasrl's hybrid actions (the Box's dimensions, then the branches)."""
-
-    def __init__(self, space: spaces.Tuple | spaces.Dict, name: str) -> None:
-        parts = list(space.spaces.items()) if isinstance(space, spaces.Dict) else list(enumerate(space.spaces))
-        boxes = [(k, s) for k, s in parts if isinstance(s, spaces.Box)]
-        branches = [(k, s) for k, s in parts if isinstance(s, (spaces.Discrete, spaces.MultiDiscrete))]
-        if len(parts) != 2 or len(boxes) != 1 or len(branches) != 1:
-            raise EnvironmentException(
-                f"Gymnasium env '{name}': action space {space} is not supported; a Tuple or Dict action space "
-                "must hold one Box and one Discrete or MultiDiscrete (hybrid actions).")
-        self.keys = [k for k, _ in parts]
-        self.as_dict = isinstance(space, spaces.Dict)
-        (self.box_key, box), (self.branch_key, branch) = boxes[0], branches[0]
-        low = np.asarray(box.low, np.float64).reshape(-1)
-        high = np.asarray(box.high, np.float64).reshape(-1)
-        finite = np.isfinite(low) & np.isfinite(high)
-        low, high = np.where(finite, low, -1.0), np.where(finite, high, 1.0)
-        self.scale = ((high - low) / 2.0).astype(np.float32)
-        self.offset = ((high + low) / 2.0).astype(np.float32)
-        self.box_shape, self.box_dtype = tuple(box.shape), box.dtype
-        self.single = isinstance(branch, spaces.Discrete)
-        nvec = np.asarray(branch.n if self.single else branch.nvec, np.int64)  # type: ignore[union-attr]
-        self.branch_shape = tuple(nvec.shape)
-        self.start = np.asarray(branch.start, np.int64).reshape(1, -1)
-        self.action_shape = (int(low.shape[0]), *(int(n) for n in nvec.reshape(-1)))
-
-    def env_action(self, arr: np.ndarray, batched: bool) -> Any:
-        """kerasrl's (checked) hybrid action array as the env's tuple or dict."""
-        size = self.action_shape[0]
-        box = (np.clip(arr[:, :size], -1.0, 1.0) * self.scale + self.offset).astype(self.box_dtype)
-        chosen = arr[:, size:].astype(np.int64) + self.start
-        if batched:
-            values = {self.box_key: box.reshape((-1, *self.box_shape)),
-                      self.branch_key: chosen[:, 0] if self.single else chosen.reshape((-1, *self.branch_shape))}
-        else:
-            values = {self.box_key: box[0].reshape(self.box_shape),
-                      self.branch_key: int(chosen[0, 0]) if self.single else chosen[0].reshape(self.branch_shape)}
-        if self.as_dict:
-            return {k: values[k] for k in self.keys}
-        return tuple(values[k] for k in self.keys)
-
-
-def _observation_parts(space: spaces.Space, name: str) -> list[tuple[Optional[str], int, tuple[int, ...], Any]]:
-    """How to turn each part of an observation into a float32 array: (dict key, kind, kerasrl shape, extra)."""
-    if isinstance(space, spaces.Dict):
-        parts: list[tuple[Optional[str], int, tuple[int, ...], Any]] = []
-        for key, sub in space.spaces.items():
-            if isinstance(sub, spaces.Dict):
-                raise EnvironmentException(f"Gymnasium env '{name}': nested Dict observation spaces are not supported.")
-            (_, kind, shape, extra), = _observation_parts(sub, name)
-            parts.append((str(key), kind, shape, extra))
-        if not parts:
-            raise EnvironmentException(f"Gymnasium env '{name}' has an empty Dict observation space.")
-        return parts
-    if isinstance(space, spaces.Box):
-        shape = tuple(int(d) for d in space.shape)
-        out: tuple[int, ...]
-        if len(shape) == 3:
-            out = shape
-        elif len(shape) == 2 and space.dtype == np.uint8:
-            out = shape + (1,)
-        else:
-            out = (int(np.prod(shape, dtype=np.int64)),)
-        scale = np.float32(1.0 / 255.0) if len(out) == 3 and space.dtype == np.uint8 else None
-        return [(None, _BOX, out, scale)]
-    if isinstance(space, spaces.Discrete):
-        return [(None, _ONE_HOT, (int(space.n),), int(space.start))]
-    raise EnvironmentException(
-        f"Gymnasium env '{name}': observation space {space} is not supported (Box, Discrete or Dict of them)."
-    )
-
 
 def _make_env(env_id_or_env: Any, num_envs: int, vectorization_mode: Optional[str],
               make_kwargs: dict[str, Any]) -> tuple[Union[gymnasium.Env, VectorEnv], str]:
@@ -176,18 +93,10 @@ class GymnasiumEnv(Environment):
         obs_space, act_space = self._read_spaces(num_envs)
         self._label = f"Gymnasium env '{self.env_name}' (behavior '{self.behavior_name}')"
 
-        self._obs_parts = _observation_parts(obs_space, self.env_name)
-        self._single_box = (len(self._obs_parts) == 1 and self._obs_parts[0][0] is None
-                            and self._obs_parts[0][1] == _BOX and self._obs_parts[0][3] is None)
-        self._obs_batch_shapes = [(-1,) + shape for _, _, shape, _ in self._obs_parts]
-        self._obs_ndim = len(self._obs_parts[0][2]) + 1 if self.is_vector and self._single_box else -1
-        self._one_hot = [np.eye(shape[0], dtype=np.float32) if kind == _ONE_HOT else None
-                         for _, kind, shape, _ in self._obs_parts]
-        self._spec = BehaviorSpec(
-            observation_shapes=tuple(shape for _, _, shape, _ in self._obs_parts),
-            action_type=self._setup_actions(act_space),
-            action_shape=self._action_shape,
-        )
+        self._codec = SpaceCodec(obs_space, act_space, f"Gymnasium env '{self.env_name}'", self.behavior_name)
+        codec = self._codec
+        self._obs_ndim = len(codec.obs_parts[0][2]) + 1 if self.is_vector and codec.single_box else -1
+        self._spec = codec.spec
         self._specs = {self.behavior_name: self._spec}
         self._act_arr_shape = (self.num_envs, self._spec.action_size)
         self._next_step_mode = self.autoreset_mode == AutoresetMode.NEXT_STEP
@@ -223,64 +132,6 @@ class GymnasiumEnv(Environment):
             )
         return env.single_observation_space, env.single_action_space  # type: ignore[union-attr]
 
-    def _setup_actions(self, space: spaces.Space) -> ActionType:
-        """Record how kerasrl actions map to the env's action space; return the kerasrl action type."""
-        self._hybrid: Optional[_HybridActions] = None
-        if isinstance(space, (spaces.Tuple, spaces.Dict)):
-            self._hybrid = _HybridActions(space, self.env_name)
-            self._action_shape: tuple[int, ...] = self._hybrid.action_shape
-            return ActionType.HYBRID
-        self._act_kind: type = next(
-            (k for k in (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box) if isinstance(space, k)),
-            type(space),
-        )
-        self._act_discrete = not isinstance(space, spaces.Box)
-        self._act_has_start = False
-        self._act_start: Any = 0
-        if isinstance(space, spaces.Discrete):
-            self._action_shape = (int(space.n),)
-            self._act_start = np.int64(space.start)
-            self._act_has_start = bool(space.start != 0)
-            self._act_env_shape: tuple[int, ...] = ()
-        elif isinstance(space, spaces.MultiDiscrete):
-            nvec = np.asarray(space.nvec)
-            self._action_shape = tuple(int(n) for n in nvec.reshape(-1))
-            self._act_start = np.asarray(space.start, dtype=np.int64).reshape(1, -1)
-            self._act_has_start = bool(np.any(self._act_start != 0))
-            self._act_env_shape = tuple(nvec.shape)
-        elif isinstance(space, spaces.MultiBinary):
-            self._act_env_shape = tuple(int(d) for d in np.atleast_1d(np.asarray(space.n)))
-            self._action_shape = (2,) * int(np.prod(self._act_env_shape))
-        elif isinstance(space, spaces.Box):
-            self._setup_box_actions(space)
-        else:
-            raise EnvironmentException(
-                f"Gymnasium env '{self.env_name}': action space {space} is not supported "
-                "(Discrete, MultiDiscrete, MultiBinary, Box, or a Tuple or Dict of a Box and a Discrete or "
-                "MultiDiscrete)."
-            )
-        self._act_dtype = space.dtype if space.dtype is not None else np.int64
-        self._act_single_branch = isinstance(space, spaces.Discrete)
-        self._act_limits = np.asarray(self._action_shape, np.uint64)
-        if self._act_single_branch:
-            self._act_limits = self._act_limits[0]
-        self._act_env_shape_batched = (self.num_envs,) + self._act_env_shape
-        return ActionType.DISCRETE if self._act_discrete else ActionType.CONTINUOUS
-
-    def _setup_box_actions(self, space: spaces.Box) -> None:
-        """A Box's actions: kerasrl's [-1, 1] scaled to the finite bounds (half-bounded ones clipped)."""
-        low = np.asarray(space.low, np.float64).reshape(-1)
-        high = np.asarray(space.high, np.float64).reshape(-1)
-        finite = np.isfinite(low) & np.isfinite(high)
-        self._action_shape = (int(low.shape[0]),)
-        safe_low, safe_high = np.where(finite, low, -1.0), np.where(finite, high, 1.0)
-        self._act_scale = ((safe_high - safe_low) / 2.0).astype(np.float32)
-        self._act_offset = ((safe_high + safe_low) / 2.0).astype(np.float32)
-        self._act_identity = bool(np.all(self._act_scale == 1.0) and np.all(self._act_offset == 0.0))
-        half = ~finite & (np.isfinite(low) | np.isfinite(high))
-        self._act_bounds = (low.astype(np.float32), high.astype(np.float32)) if half.any() else None
-        self._act_env_shape = tuple(space.shape)
-
     @property
     def behavior_specs(self) -> Mapping[str, BehaviorSpec]:
         return self._specs
@@ -300,46 +151,11 @@ class GymnasiumEnv(Environment):
                 raise EnvironmentException(
                     f"Actions for behavior '{self.behavior_name}' have shape {arr.shape}, expected {shape}."
                 )
-        if self._hybrid is not None:
-            checked = check_actions(self._spec, arr, shape[0], self.behavior_name)
-            return self._hybrid.env_action(checked, self.is_vector)
-        if self._act_discrete:
-            a = arr[:, 0] if self._act_single_branch else arr
-            a = a.astype(np.int64)  # a fresh copy, so the caller's array is never modified
-            if np.count_nonzero(a.view(np.uint64) >= self._act_limits):
-                raise EnvironmentException(
-                    f"Discrete actions for behavior '{self.behavior_name}' fall outside branch sizes {self._action_shape}."
-                )
-            if self._act_has_start:
-                a += self._act_start
-        else:
-            if np.count_nonzero(np.isfinite(arr)) != arr.size:
-                raise EnvironmentException(f"Continuous actions for behavior '{self.behavior_name}' contain NaN or inf.")
-            a = np.minimum(np.maximum(arr, -1.0), 1.0)
-            if not self._act_identity:
-                a = a * self._act_scale + self._act_offset
-            if self._act_bounds is not None:
-                a = np.minimum(np.maximum(a, self._act_bounds[0]), self._act_bounds[1])
-        if self._act_kind is spaces.Discrete:
-            return a if self.is_vector else int(a[0])
-        a = a.astype(self._act_dtype, copy=False)
-        return a.reshape(self._act_env_shape_batched if self.is_vector else self._act_env_shape)
+        return self._codec.env_actions(arr, self.is_vector)
 
     def _convert_obs(self, raw: Any) -> list[np.ndarray]:
         """Gymnasium observation (batched or single) → fresh float32 arrays ``[n, *shape]`` (n = 1 if single)."""
-        if self._single_box:
-            o = np.array(raw, dtype=np.float32)
-            return [o if o.ndim == self._obs_ndim else o.reshape(self._obs_batch_shapes[0])]
-        out = []
-        for (key, kind, _, extra), batch_shape, eye in zip(self._obs_parts, self._obs_batch_shapes, self._one_hot):
-            part = raw[key] if key is not None else raw
-            if kind == _ONE_HOT:
-                out.append(eye[np.asarray(part, np.int64).reshape(-1) - extra])  # type: ignore[index]
-            elif extra is not None:
-                out.append(np.multiply(part, extra, dtype=np.float32).reshape(batch_shape))
-            else:
-                out.append(np.array(part, dtype=np.float32).reshape(batch_shape))
-        return out
+        return self._codec.observations(raw, self._obs_ndim)
 
     def _check_finite(self, obs: list[np.ndarray], rewards: np.ndarray) -> None:
         """Raise on NaN/inf in observations or rewards (``count_nonzero(isfinite)``: the cheapest exact test)."""
