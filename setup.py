@@ -49,7 +49,9 @@ setup(
     extras_require={
         # setuptools and cython: tests/test_packaging.py builds the sdist from setup.py; pytest-xdist
         # runs the suite on two processes (README's `-n 2`).
-        "test": ["pytest>=8,<10", "pytest-xdist>=3.5,<4", "hypothesis>=6.100,<7", "setuptools>=68", "cython>=3.0,<4"],
+        # pettingzoo: the multi-agent adapter's tests run with it (kerasrl[pettingzoo] for users).
+        "test": ["pytest>=8,<10", "pytest-xdist>=3.5,<4", "hypothesis>=6.100,<7", "setuptools>=68", "cython>=3.0,<4",
+                 "pettingzoo>=1.24,<2"],
         # tools/generate_protos.py (tests/test_unity_protos.py checks the checked-in modules are current).
         "dev-protos": ["grpcio-tools>=1.85.1,<2"],
         # The lint and type gates of .ci/run (configured in pyproject.toml).
@@ -62,6 +64,8 @@ setup(
         # The documentation site (mkdocs.yml; `python3 -m mkdocs build --strict`, run by .ci/run).
         "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings>=0.30,<2", "mkdocstrings-python>=1.16,<3"],
         "ray": ["ray>=2.9,<3"],
+        # PettingZoo games as environments (kerasrl.envs.pettingzoo_env, --env pettingzoo:<module>).
+        "pettingzoo": ["pettingzoo>=1.24,<2"],
     },
     entry_points={"console_scripts": ["kerasrl-learn=kerasrl.cli:main", "kerasrl=kerasrl.cli.tools:main"]},
     zip_safe=False,

@@ -6,8 +6,10 @@ to its first "."), for example ``CartPole-v1.json``::
     {"measure": "reward", "thresholds": [100, 300], "min_lesson_length": 10,
      "signal_smoothing": true, "parameters": {"length": [0.3, 0.5, 0.7]}}
 
-``measure`` is ``progress`` (the trainer's step / max_steps) or ``reward`` (the mean return of
-the behavior's last ``min_lesson_length`` episodes); the lesson advances when the (optionally
+``measure`` is ``progress`` (the trainer's step / max_steps), ``reward`` (the mean return of
+the behavior's last ``min_lesson_length`` episodes) or ``Elo`` (the learning policy's rating, of a
+behavior trained by self-play; its curriculum is named by the behavior without the team suffix,
+``Name`` for ``Name?team=0``); the lesson advances when the (optionally
 smoothed) measure exceeds ``thresholds[lesson]``. Each parameter has one value per lesson
 (``len(thresholds) + 1``). ML-Agents 0.9's quirk of ignoring a measure of exactly 0 is fixed: 0 is a
 measure like any other (only NaN, i.e. no data, is skipped).
@@ -27,7 +29,7 @@ from kerasrl.step_history import entry_at, read_entries, write_entry
 logger = logging.getLogger("kerasrl")
 
 REQUIRED_KEYS = ("parameters", "measure", "thresholds", "min_lesson_length", "signal_smoothing")
-MEASURES = ("progress", "reward")
+MEASURES = ("progress", "reward", "Elo")
 
 
 class CurriculumError(TrainerError):
@@ -174,9 +176,11 @@ class MetaCurriculum:
         return meta
 
     def check_behaviors(self, behaviors: Any) -> None:
-        """Every curriculum must be for one of ``behaviors`` (the environment's behavior names)."""
+        """Every curriculum must be for one of ``behaviors`` (the environment's behavior names), or for
+        a behavior's name without its team suffix (``Name`` for ``Name?team=1``; self-play's trainer)."""
+        names = set(behaviors) | {str(b).split("?team=", 1)[0] for b in behaviors}
         for name, curriculum in self.curricula.items():
-            if name not in behaviors:
+            if name not in names:
                 raise MetaCurriculumError(f"The curriculum {curriculum.location} is for behavior {name!r}, which the "
                                           f"environment does not have (its behaviors: {sorted(behaviors)}).")
 

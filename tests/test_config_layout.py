@@ -194,15 +194,17 @@ def test_an_unknown_block_names_todays_layout():
         load_trainer_config({"behaviors": {"B": {}}, "engine_setting": {}})
 
 
-def test_self_play_is_read_and_refused_only_where_it_would_train(tmp_path):
+def test_self_play_is_read_and_trains_by_self_play(tmp_path):
+    from kerasrl.trainers.self_play import SelfPlayTrainer
+
     config = load_trainer_config({"behaviors": {"Striker": {"self_play": {"save_steps": 50000, "window": 5}},
                                                 "Simple1D": {"max_steps": 100}}})
     assert config.sections["Striker"].self_play.window == 5 and config.sections["Striker"].self_play.team_change == 250000
     env = kerasrl.SimpleEnvManager(kerasrl.Simple1DEnvironment(True, seed=0))
     context = kerasrl.RunContext.in_results_dir(str(tmp_path), "r", seed=0)
-    with pytest.raises(TrainerConfigError, match="Behavior Simple1D: self_play is read, but kerasrl cannot train"):
-        kerasrl.create_trainers({"behaviors": {"Simple1D": {"self_play": {}}}, "default_settings": {}},
-                                env.behavior_specs, context)
+    trainers = kerasrl.create_trainers({"behaviors": {"Simple1D": {"self_play": {}}}, "default_settings": {}},
+                                       env.behavior_specs, context)
+    assert isinstance(trainers["Simple1D"], SelfPlayTrainer)  # more in tests/test_self_play.py
     env.close()
 
 
@@ -329,7 +331,6 @@ def test_environment_parameters_become_lessons_and_fixed_parameters():
 
 @pytest.mark.parametrize("block, words", [
     ({"a": _lessons([1, 2]), "b": _lessons([1, 2], {**WALL, "threshold": 0.7})}, ["a and b", "different criteria"]),
-    ({"a": _lessons([1, 2], {**WALL, "measure": "Elo"})}, ["Elo", "self-play"]),
     ({"a": {"sampler_type": "uniform", "sampler_parameters": {"min_value": 1, "max_value": 2}}},
      ["environment parameter a", "uniform sampler", "--sampler"]),
     ({"a": {"sampler_type": "uniform", "sampler_parameters": {"min_value": 3, "max_value": 2}}}, ["min_value 3"]),

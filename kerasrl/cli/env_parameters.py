@@ -169,9 +169,6 @@ def _curriculum(behavior: str, parameters: list[EnvironmentParameter], source: s
         raise TrainerError(f"{where}: the lessons of {first.name} change measure, min_lesson_length or "
                            "signal_smoothing from lesson to lesson, which kerasrl's curricula keep for all lessons.")
     (measure, length, smoothing), = kinds
-    if measure == "Elo":
-        raise TrainerError(f"{where}: {first.name}'s lessons end on measure Elo, which needs self-play (not in "
-                           "kerasrl yet).")
     values = {p.name: [_constant(p, lesson, source) for lesson in p.lessons] for p in parameters}
     data = {"measure": measure, "thresholds": [c.threshold for c in criteria if c is not None],
             "min_lesson_length": length, "signal_smoothing": smoothing, "parameters": values}

@@ -135,15 +135,11 @@ def _run_contents(run_dir: str) -> list[str]:
     """:func:`_contents`, or none when they are only what a start that failed before training
     left there (its players' logs, ``run_logs/Player-N.log``): such a folder holds no run, and
     the same command run again starts one there (its players' new logs replace the old)."""
-    names = _contents(run_dir)
-    if names != ["run_logs"]:
+    names, logs = _contents(run_dir), os.path.join(run_dir, "run_logs")
+    if names != ["run_logs"] or os.path.islink(logs) or not os.path.isdir(logs):
         return names
-    logs = os.path.join(run_dir, "run_logs")
-    if os.path.islink(logs) or not os.path.isdir(logs):
-        return names
-    entries = os.listdir(logs)
-    only_logs = all(_PLAYER_LOG.match(n) and os.path.isfile(os.path.join(logs, n)) for n in entries)
-    return [] if only_logs else names
+    return names if any(not (_PLAYER_LOG.match(n) and os.path.isfile(os.path.join(logs, n))) for n in os.listdir(logs)) \
+        else []
 
 
 def _has_marker(run_dir: str) -> bool:

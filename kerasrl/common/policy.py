@@ -63,6 +63,10 @@ class ActorCriticPolicy:
         )
         self.trace_seconds = 0.0
 
+    def with_model(self, model: ActorCritic, seed: int = 0) -> "ActorCriticPolicy":
+        """A policy like this one acting with ``model`` (of the same architecture; self-play's opponents)."""
+        return ActorCriticPolicy(self.spec, model, seed=seed, inference=self.inference, deterministic=self.deterministic)
+
     @property
     def experience_fields(self) -> list[str]:
         """The outputs of ``evaluate`` that are stored as experience, per agent and step."""

@@ -1,5 +1,5 @@
-"""Environments by id: the built-in ones (one agent each) and Gymnasium ids (``num_envs`` copies
-as agents of one behavior), and the env manager that steps them in this process, in worker
+"""Environments by id: the built-in ones (one agent each), Gymnasium ids (``num_envs`` copies
+as agents of one behavior), PettingZoo games (``pettingzoo:<module>[:<function>]``, one game), and the env manager that steps them in this process, in worker
 processes or in Ray actors. The command line, ``kerasrl.PPO`` and the export command share it.
 
 A Unity player (a path, with or without its extension) or ``editor`` is a Unity scene: one
@@ -15,6 +15,7 @@ from typing import Any, Optional, Union
 import gymnasium
 
 from kerasrl.envs.base import Environment
+from kerasrl.envs.competitive import Duel1DEnvironment
 from kerasrl.envs.env_manager import EnvManager, SimpleEnvManager
 from kerasrl.envs.groups import GroupSimple1DEnvironment
 from kerasrl.envs.gym_adapter import GymnasiumEnv
@@ -25,9 +26,27 @@ from kerasrl.envs.slow import SLOW_CARTPOLE  # noqa: F401 - registers SlowCartPo
 from kerasrl.envs.subprocess_env_manager import SubprocessEnvManager
 from kerasrl.exception import TrainerError, one_line
 
-BUILTIN_ENVS = ("Simple1D", "Simple1DContinuous", "MultiBranchMasked", "VisualSimple1D", "GroupSimple1D")
+BUILTIN_ENVS = ("Simple1D", "Simple1DContinuous", "MultiBranchMasked", "VisualSimple1D", "GroupSimple1D", "Duel1D",
+                "Duel1DScripted")
 #: Gymnasium copies when ``num_envs`` is not given.
 DEFAULT_NUM_ENVS = 8
+#: ``pettingzoo:<module>[:<function>]``: a PettingZoo game (``kerasrl.envs.pettingzoo_env``).
+PETTINGZOO_PREFIX = "pettingzoo:"
+
+
+def is_pettingzoo_env(env_id: str) -> bool:
+    return env_id.startswith(PETTINGZOO_PREFIX)
+
+
+def is_one_environment(env_id: str) -> bool:
+    """A built-in environment or a PettingZoo game: one environment whose agents are its own (no copies)."""
+    return env_id in BUILTIN_ENVS or is_pettingzoo_env(env_id)
+
+
+def _pettingzoo(env_id: str, seed: Optional[int]) -> Environment:
+    from kerasrl.envs.pettingzoo_env import make_pettingzoo_env  # needs the optional pettingzoo extra
+
+    return make_pettingzoo_env(env_id[len(PETTINGZOO_PREFIX):], seed)
 
 
 def _builtin(env_id: str, seed: Optional[int]) -> Environment:
@@ -39,6 +58,8 @@ def _builtin(env_id: str, seed: Optional[int]) -> Environment:
         return MultiBranchMaskedEnvironment(seed=seed)
     if env_id == "GroupSimple1D":  # three agents in one group (kerasrl.envs.groups)
         return GroupSimple1DEnvironment(seed=seed)
+    if env_id in ("Duel1D", "Duel1DScripted"):  # two teams racing, 16 matches (kerasrl.envs.competitive)
+        return Duel1DEnvironment(seed=seed, opponent="scripted" if env_id == "Duel1DScripted" else "self")
     return VisualSimple1DEnvironment(use_discrete=True, seed=seed)
 
 
@@ -54,11 +75,11 @@ def make_env(env_id: str, num_envs: Optional[int], seed: Optional[int],
         if num_envs not in (None, 1):
             raise TrainerError(f"{env_name} {env_id} is one Unity player here; {copies_name} must be 1.")
         return UnityEnvFactory(env_id, UnityOptions(), 0 if seed is None else seed)(0)
-    if env_id in BUILTIN_ENVS:
+    if is_one_environment(env_id):
         if num_envs not in (None, 1):
-            raise TrainerError(f"The built-in environment {env_id} is one environment (its agents are its own); "
-                               f"{copies_name} must be 1.")
-        return _builtin(env_id, seed)
+            what = "The PettingZoo game" if is_pettingzoo_env(env_id) else "The built-in environment"
+            raise TrainerError(f"{what} {env_id} is one environment (its agents are its own); {copies_name} must be 1.")
+        return _pettingzoo(env_id, seed) if is_pettingzoo_env(env_id) else _builtin(env_id, seed)
     try:
         return GymnasiumEnv(env_id, num_envs=DEFAULT_NUM_ENVS if num_envs is None else num_envs, seed=seed)
     except gymnasium.error.Error as e:
@@ -82,9 +103,9 @@ class WorkerEnvFactory:
 def copies_per_worker(env_id: str, num_envs: Optional[int], workers: int) -> int:
     """How many environment copies each of ``workers`` worker processes hosts: ``num_envs``
     (default 8) split evenly; a built-in (one-agent) environment has one copy per worker."""
-    if env_id in BUILTIN_ENVS:
+    if is_one_environment(env_id):
         if num_envs not in (None, workers):
-            raise TrainerError(f"The built-in environment {env_id} is one environment: with --workers {workers} there is "
+            raise TrainerError(f"The environment {env_id} is one environment: with --workers {workers} there is "
                                f"one copy per worker, so --num-envs must be {workers} or left out.")
         return 1
     n = DEFAULT_NUM_ENVS if num_envs is None else num_envs
@@ -96,7 +117,7 @@ def copies_per_worker(env_id: str, num_envs: Optional[int], workers: int) -> int
 
 def check_env_id(env_id: str) -> None:
     """An unknown Gymnasium id is the same one-line error with ``--workers`` as without."""
-    if env_id in BUILTIN_ENVS:
+    if is_one_environment(env_id):
         return
     try:
         gymnasium.spec(env_id)

@@ -93,6 +93,10 @@ class SACPolicy:
         self._memories = AgentTable(networks.memory_size, np.float32)
         self.refresh()
 
+    def with_model(self, networks: SACNetworks, seed: int = 0) -> "SACPolicy":
+        """A policy like this one acting with ``networks`` (of the same architecture; self-play's opponents)."""
+        return SACPolicy(networks, seed=seed, deterministic=self.deterministic)
+
     @property
     def experience_fields(self) -> list[str]:
         """The outputs of ``evaluate`` stored with every step."""

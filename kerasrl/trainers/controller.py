@@ -33,6 +33,16 @@ def _check_arguments(save_freq: int, resampling_interval: Optional[int], save_ev
         raise TrainerError(f"save_every_seconds must be > 0, got {save_every_seconds}.")
 
 
+def _check_elo_curricula(meta_curriculum: Optional[Any], trainers: dict[str, Trainer]) -> None:
+    """A curriculum that measures ``Elo`` is for a behavior trained by self-play (one line otherwise)."""
+    for name, curriculum in getattr(meta_curriculum, "curricula", {}).items():
+        trainer = trainers.get(name)
+        if curriculum.measure == "Elo" and trainer is not None and not hasattr(trainer, "elo"):
+            raise TrainerError(f"The curriculum {curriculum.location} measures Elo, the rating of self-play, and "
+                               f"behavior {name} does not train by self-play; add a self_play block to its section "
+                               "or measure progress or reward.")
+
+
 @contextlib.contextmanager
 def _saving(what: str, leftover: Optional[str] = None) -> Iterator[None]:
     """A write error of the block (the OS's, TensorFlow's) as one-line :class:`CheckpointWriteError`
@@ -93,6 +103,7 @@ class TrainerController:
         export: Optional[Callable[[dict[str, Trainer]], None]] = None,
     ) -> None:
         _check_arguments(save_freq, resampling_interval, save_every_seconds)
+        _check_elo_curricula(meta_curriculum, trainers)
         self._init_parameters(meta_curriculum, sampler_manager, resampling_interval)
         self._init_checkpoints(save_freq, save_every_seconds)
         self.trainers = trainers
@@ -144,14 +155,17 @@ class TrainerController:
         self._last_save_time = time.monotonic()
 
     def _get_measure_vals(self) -> dict[str, float]:
-        """Per behavior: its curriculum's measure (``progress``: step / max_steps), else the mean
-        of the trainer's reward buffer (NaN before any episode ends)."""
+        """Per behavior: its curriculum's measure (``progress``: step / max_steps; ``Elo``: the
+        self-play trainer's rating), else the mean of the trainer's reward buffer (NaN before any
+        episode ends)."""
         curricula = self.meta_curriculum.curricula if self.meta_curriculum is not None else {}
         values = {}
         for name, trainer in self.trainers.items():
             curriculum = curricula.get(name)
             if curriculum is not None and curriculum.measure == "progress":
                 values[name] = trainer.get_step / max(trainer.get_max_steps, 1)
+            elif curriculum is not None and curriculum.measure == "Elo":
+                values[name] = float(getattr(trainer, "elo", float("nan")))
             else:  # a plain sum: np.mean of a deque is slower, and this runs every step
                 buffer = trainer.reward_buffer
                 values[name] = sum(buffer) / len(buffer) if len(buffer) else float("nan")
@@ -245,24 +259,34 @@ class TrainerController:
             for step_info in new_step_infos:
                 previous, current = step_info.previous or {}, step_info.current
                 infos = step_info.action_infos or {}
-                for name, trainer in self.trainers.items():
-                    action_info = infos.get(name)
-                    trainer.add_step(previous, current, action_info.outputs if action_info is not None else None)
+                for trainer in self.trainers.values():
+                    for behavior in trainer.behaviors:
+                        action_info = infos.get(behavior)
+                        trainer.add_behavior_step(behavior, previous, current,
+                                                  action_info.outputs if action_info is not None else None)
                     trainer.process_trajectories()
             # What the scene itself recorded (a Unity StatsRecorder) goes to every behavior's summary.
             recorded: dict[str, list[float]] = getattr(env, "environment_stats", dict)()
             for key, values in recorded.items():
                 for trainer in self.trainers.values():
                     trainer.stats[key].extend(values)
-        for name, trainer in self.trainers.items():
+        for trainer in self.trainers.values():
             if self.train_model and trainer.get_step <= trainer.get_max_steps:
-                trainer.increment_step(self._agent_steps(new_step_infos, name))
-                if trainer.is_ready_update():
+                trainer.increment_behavior_steps({b: self._agent_steps(new_step_infos, b) for b in trainer.behaviors})
+                updated = trainer.is_ready_update()
+                if updated:
                     self.before_update(trainer)
                     with hierarchical_timer("update_policy"):
                         trainer.update_policy()
-                    env.set_policy(name, trainer.policy)
+                if trainer.take_policy_change() or updated:
+                    self._hand_policies(env, trainer)
         return len(new_step_infos)
+
+    @staticmethod
+    def _hand_policies(env: EnvManager, trainer: Trainer) -> None:
+        """The policy of each of the trainer's behaviors to the env manager."""
+        for behavior in trainer.behaviors:
+            env.set_policy(behavior, trainer.policy_for(behavior))
 
     def before_update(self, trainer: Any) -> None:
         """A subclass's hook, called right before ``trainer`` starts an update (threaded: before it
@@ -351,8 +375,9 @@ class TrainerController:
         (the lessons' and the sampler's). ``start_learning`` does it unless it was done: the
         command line does it first, so that a parameter the environment rejects stops the run
         before its folder is written."""
-        for name, trainer in self.trainers.items():
-            env_manager.set_policy(name, trainer.policy)
+        for trainer in self.trainers.values():
+            trainer.take_policy_change()
+            self._hand_policies(env_manager, trainer)
         self._reset_env(env_manager)
         self._environment_ready = True
 
@@ -404,7 +429,8 @@ class TrainerController:
             steps_before = self.env_steps
             n_steps = self.advance(env_manager)
             if self.meta_curriculum is not None or self.sampler_manager is not None:
-                self.env_steps += sum(self._agent_steps(self._last_step_infos, name) for name in self.trainers)
+                behaviors = [b for t in self.trainers.values() for b in t.behaviors]
+                self.env_steps += sum(self._agent_steps(self._last_step_infos, b) for b in behaviors)
                 self.reset_env_if_ready(env_manager, steps_before)
             if self._save_due():
                 self._save_models()

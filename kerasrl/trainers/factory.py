@@ -13,6 +13,7 @@ from kerasrl.exception import TrainerConfigError, TrainerError
 from kerasrl.settings import RunContext, TrainerConfig, TrainerSettings, load_trainer_config, trainer_type, trainer_types
 from kerasrl.settings.registry import load_object
 from kerasrl.spec import BehaviorSpec, behavior_file_name
+from kerasrl.trainers.self_play import League, SelfPlayTrainer, base_name
 from kerasrl.trainers.trainer import Trainer
 
 logger = logging.getLogger("kerasrl")
@@ -21,12 +22,20 @@ ConfigLike = Union[TrainerConfig, Mapping[str, Any], str, None]
 
 
 def create_trainer(behavior: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
-                   reward_buff_cap: int = 1) -> Trainer:
+                   reward_buff_cap: int = 1, behaviors: Optional[list[str]] = None,
+                   league: Optional[League] = None) -> Trainer:
     """The trainer of the registered type that ``settings.trainer`` names, for one behavior (under
-    a multi-host strategy, the class its ``MULTI_HOST_TRAINER`` names)."""
-    if settings.self_play is not None:
-        raise TrainerConfigError(f"Behavior {behavior}: self_play is read, but kerasrl cannot train by self-play yet; "
-                                 "remove the self_play block to train the behavior on its own.")
+    a multi-host strategy, the class its ``MULTI_HOST_TRAINER`` names). With a ``self_play`` block,
+    a :class:`SelfPlayTrainer` around it that acts for ``behaviors`` (the teams' behaviors, default
+    ``[behavior]``) in ``league`` (shared by the self-play trainers of one run; default: its own)."""
+    trainer = _trainer_of_type(behavior, spec, settings, context, reward_buff_cap)
+    if settings.self_play is None:
+        return trainer
+    return SelfPlayTrainer(trainer, behaviors or [behavior], league or League(), settings.self_play)
+
+
+def _trainer_of_type(behavior: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
+                     reward_buff_cap: int) -> Trainer:
     trainer_cls = trainer_type(settings.trainer, f"the settings of behavior {behavior}").trainer_cls
     hosts = cluster()
     if hosts is not None:
@@ -62,10 +71,28 @@ def create_trainers(config: ConfigLike, behavior_specs: Mapping[str, BehaviorSpe
         _adopt_files_named_by_id(behavior_specs, context)
     caps = reward_buff_caps or {}
     teachers = {_teacher(trainer_config.settings_for(name)) for name in behavior_specs} - {None}
-    return {
-        name: create_trainer(name, spec, trainer_config.settings_for(name), context, caps.get(name, 1))
-        for name, spec in behavior_specs.items() if name not in teachers
-    }
+    groups = _trained_together(trainer_config, [name for name in behavior_specs if name not in teachers])
+    league = League()
+    trainers = {}
+    for key, names in groups.items():
+        spec = behavior_specs[names[0]]
+        if any(behavior_specs[name] != spec for name in names):
+            raise TrainerConfigError(f"Behaviors {', '.join(names)} play {key} by self-play with one policy, and their "
+                                     "specs differ; give their teams the same observations and actions.")
+        trainers[key] = create_trainer(key, spec, trainer_config.settings_for(names[0]), context, caps.get(key, 1),
+                                       behaviors=names, league=league)
+    return trainers
+
+
+def _trained_together(trainer_config: TrainerConfig, behaviors: list[str]) -> dict[str, list[str]]:
+    """Trainer name → the behaviors it acts for: a behavior with ``self_play`` shares the trainer of
+    its name without the team suffix (``Name?team=0`` and ``Name?team=1`` -> ``Name``), the
+    others have their own (ML-Agents keys its trainers by that name too)."""
+    groups: dict[str, list[str]] = {}
+    for name in behaviors:
+        key = base_name(name) if trainer_config.settings_for(name).self_play is not None else name
+        groups.setdefault(key, []).append(name)
+    return groups
 
 
 def _teacher(settings: TrainerSettings) -> Optional[str]:

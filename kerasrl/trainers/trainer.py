@@ -91,6 +91,29 @@ class Trainer:
     def policy(self) -> Any:
         raise UnityTrainerException(f"{type(self).__name__} has no policy.")
 
+    @property
+    def behaviors(self) -> list[str]:
+        """The behaviors this trainer acts for: its own (a self-play trainer: every team's)."""
+        return [self.behavior_name]
+
+    def policy_for(self, behavior: str) -> Any:
+        """The policy that acts for ``behavior`` (one of :attr:`behaviors`)."""
+        return self.policy
+
+    def add_behavior_step(self, behavior: str, previous: Mapping[str, StepResult], current: Mapping[str, StepResult],
+                          outputs: Optional[dict[str, Any]]) -> None:
+        """``add_step`` for one of :attr:`behaviors` (the controller calls it once per behavior)."""
+        self.add_step(previous, current, outputs)
+
+    def increment_behavior_steps(self, steps: Mapping[str, int]) -> None:
+        """Count the agent steps each of :attr:`behaviors` took (default: all of them as the trainer's)."""
+        self.increment_step(sum(steps.values()))
+
+    def take_policy_change(self) -> bool:
+        """Whether the policies of :attr:`behaviors` changed since the last call otherwise than by an
+        update (a self-play swap), so that the controller hands them to the env manager again."""
+        return False
+
     def increment_step(self, n_steps: int) -> None:
         self.step += int(n_steps)
 
