@@ -16,6 +16,9 @@ discrete action (stay) that its action mask never allows, ``--scene hybrid`` tak
 at once: the discrete action is the direction, as in the vector scene, and the continuous one
 the stride (clipped to [0, 0.1]: at 0 or below the walker stays).
 
+``--scene duel`` and ``--scene group`` play kerasrl's built-in Duel1D (two teams, ``--agents``
+arenas) and GroupSimple1D (``--agents`` agents in one group) as scenes (:class:`HostedScene`).
+
 ``--group ID`` puts every agent in group ``ID`` (ML-Agents' ``SimpleMultiAgentGroup``) and, at
 each step where one of them ends an episode, gives the group ``GROUP_REWARD``: every info of
 that message carries it (``group_reward``).
@@ -38,6 +41,7 @@ import zlib
 from pathlib import Path
 
 import grpc
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's kerasrl, as the tests use
 from kerasrl.protos import unity_protocol_pb2 as pb  # noqa: E402
@@ -172,10 +176,61 @@ class Scene:
                 self.echo.append(channel.bytes_le + struct.pack("<i", len(payload)) + payload)
 
 
-def output_message(infos: list[pb.AgentInfoProto], scene: Scene) -> pb.UnityMessageProto:
+class HostedScene(Scene):
+    """A kerasrl built-in environment played as a scene (``--scene duel``: Duel1D's two teams,
+    ``--agents`` arenas; ``--scene group``: GroupSimple1D, ``--agents`` agents in one group), each
+    of its behaviors a behavior of the player. An agent whose episode ends reports its terminal
+    info and asks for its next decision one step later (its next episode's first observation), as
+    a Unity agent may; its action in between is ignored by the environment anyway."""
+
+    def __init__(self, args: argparse.Namespace, log) -> None:
+        super().__init__(argparse.Namespace(**{**vars(args), "agents": 0}), log)
+        from kerasrl.envs.competitive import Duel1DEnvironment
+        from kerasrl.envs.groups import GroupSimple1DEnvironment
+
+        self.env = Duel1DEnvironment(num_areas=args.agents, seed=0) if args.scene == "duel" else \
+            GroupSimple1DEnvironment(num_agents=args.agents, seed=0, max_steps=args.max_step)
+        self.specs = self.env.behavior_specs
+        self.results = self.env.reset()
+
+    def brain_parameters(self, init) -> None:
+        for name, spec in self.specs.items():
+            params = init.brain_parameters.add(brain_name=name, is_training=True)
+            params.action_spec.num_discrete_actions = len(spec.discrete_branches)
+            params.action_spec.discrete_branch_sizes.extend(spec.discrete_branches)
+
+    def _infos(self, result) -> list[pb.AgentInfoProto]:
+        group = result.group_id_or_zeros
+        group_reward = result.group_reward_or_zeros
+        return [pb.AgentInfoProto(id=int(result.agent_ids[i]), reward=float(result.rewards[i]),
+                                  done=bool(result.done[i]), max_step_reached=bool(result.truncated[i]),
+                                  observations=[pb.ObservationProto(shape=[result.observations[0].shape[1]],
+                                                float_data=pb.ObservationProto.FloatData(
+                                                    data=result.observations[0][i].tolist()))],
+                                  group_id=int(group[i]), group_reward=float(group_reward[i]))
+                for i in range(len(result.agent_ids))]
+
+    def hosted_decisions(self) -> dict[str, list[pb.AgentInfoProto]]:
+        return {name: self._infos(result) for name, result in self.results.items()}
+
+    def hosted_step(self, actions) -> dict[str, list[pb.AgentInfoProto]]:
+        """Each behavior's actions for the agents that asked (a done agent: a stand-in 0)."""
+        full = {}
+        for name, result in self.results.items():
+            given = iter([list(a.discrete_actions) for a in actions[name].value] if name in actions else [])
+            zero = [0] * len(self.specs[name].discrete_branches)
+            rows = [zero if done else next(given) for done in result.done.tolist()]
+            full[name] = np.array(rows, np.int32).reshape(len(rows), len(zero))
+        self.results = self.env.step(full)
+        return self.hosted_decisions()
+
+
+def output_message(infos, scene: Scene) -> pb.UnityMessageProto:
+    """The player's message: ``infos`` of ``BEHAVIOR``, or ``{behavior: infos}`` of a hosted scene."""
     message = pb.UnityMessageProto()
     message.header.status = 200
-    message.unity_output.rl_output.agentInfos[BEHAVIOR].value.extend(infos)
+    for name, value in (infos if isinstance(infos, dict) else {BEHAVIOR: infos}).items():
+        message.unity_output.rl_output.agentInfos[name].value.extend(value)
     message.unity_output.rl_output.side_channel = scene.side_channel_out()
     return message
 
@@ -186,7 +241,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("-logFile", default=None)
     p.add_argument("-nographics", action="store_true")
     p.add_argument("-batchmode", action="store_true")
-    p.add_argument("--scene", choices=("vector", "visual", "continuous", "masked", "hybrid"), default="vector")
+    p.add_argument("--scene", choices=("vector", "visual", "continuous", "masked", "hybrid", "duel", "group"),
+                   default="vector")
     p.add_argument("--agents", type=int, default=1)
     p.add_argument("--max-step", type=int, default=100)
     p.add_argument("--communication-version", default="1.5.0")
@@ -207,7 +263,8 @@ def main(argv: list[str]) -> int:
     log(f"stand-in player: port {args.mlagents_port} nographics={args.nographics} batchmode={args.batchmode}")
     if args.never_connect:
         time.sleep(3600)
-    scene = Scene(args, log)
+    hosted = args.scene in ("duel", "group")
+    scene = HostedScene(args, log) if hosted else Scene(args, log)
     stub = pb_grpc.UnityToExternalProtoStub(grpc.insecure_channel(f"localhost:{args.mlagents_port}"))
 
     def exchange(message: pb.UnityMessageProto, **kwargs) -> pb.UnityMessageProto:
@@ -220,17 +277,20 @@ def main(argv: list[str]) -> int:
             time.sleep(3600)
             raise
 
-    first = output_message(scene.decisions(), scene)
+    first = output_message(scene.hosted_decisions() if hosted else scene.decisions(), scene)
     init = first.unity_output.rl_initialization_output
     init.name, init.communication_version, init.package_version = "StandIn", args.communication_version, "2.0.1"
     init.capabilities.baseRLCapabilities = True
     init.capabilities.hybridActions = True
-    params = init.brain_parameters.add(brain_name=BEHAVIOR, is_training=True)
-    if args.scene in ("continuous", "hybrid"):
-        params.action_spec.num_continuous_actions = 1
-    if args.scene != "continuous":
-        params.action_spec.num_discrete_actions = 1
-        params.action_spec.discrete_branch_sizes.append(3 if args.scene == "masked" else 2)
+    if hosted:
+        scene.brain_parameters(init)
+    else:
+        params = init.brain_parameters.add(brain_name=BEHAVIOR, is_training=True)
+        if args.scene in ("continuous", "hybrid"):
+            params.action_spec.num_continuous_actions = 1
+        if args.scene != "continuous":
+            params.action_spec.num_discrete_actions = 1
+            params.action_spec.discrete_branch_sizes.append(3 if args.scene == "masked" else 2)
     reply = exchange(first, wait_for_ready=True, timeout=120)
     if reply.header.status == 400:
         return 0
@@ -249,7 +309,9 @@ def main(argv: list[str]) -> int:
             log("reset")
             for agent in scene.agents:
                 scene.reset_agent(agent)
-            infos = scene.decisions()
+            if hosted:
+                scene.results = scene.env.reset()
+            infos = scene.hosted_decisions() if hosted else scene.decisions()
         else:
             steps += 1
             if args.crash_after is not None and steps > args.crash_after:
@@ -258,7 +320,8 @@ def main(argv: list[str]) -> int:
             if args.hang_after is not None and steps > args.hang_after:
                 log("hang")
                 time.sleep(3600)
-            infos = scene.step(list(rl_input.agent_actions[BEHAVIOR].value))
+            infos = scene.hosted_step(rl_input.agent_actions) if hosted else \
+                scene.step(list(rl_input.agent_actions[BEHAVIOR].value))
         message = output_message(infos, scene)
         if args.late_behavior_after is not None and steps > args.late_behavior_after:
             late = message.unity_output.rl_initialization_output.brain_parameters.add(brain_name="Late")
