@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+import tempfile
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -44,3 +45,11 @@ def train(section: dict[str, Any], env_id: str, steps: int, seed: int, workdir: 
 def mean_return(trainer: Any) -> float:
     returns = list(trainer.recent_returns)
     return float(np.mean(returns)) if returns else float("nan")
+
+
+def in_workdir(workdir: Optional[str], prefix: str, run: Callable[[str], int]) -> int:
+    """``run(workdir)``; without a ``workdir``, in a temporary folder that is removed at the end."""
+    if workdir is not None:
+        return run(workdir)
+    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
+        return run(folder)

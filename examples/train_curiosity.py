@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from typing import Any, NamedTuple
 
@@ -91,13 +90,12 @@ def main() -> int:
     parser.add_argument("--variants", nargs="+", default=["curiosity", "extrinsic"], choices=["curiosity", "extrinsic"])
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args()
+    from _harness import in_workdir
+
     from kerasrl.cli.train import set_tf_threads
 
     set_tf_threads(1)
-    if args.workdir is not None:
-        return run_all(args, args.workdir)
-    with tempfile.TemporaryDirectory(prefix="train_curiosity_") as workdir:  # removed at the end
-        return run_all(args, workdir)
+    return in_workdir(args.workdir, "train_curiosity_", lambda workdir: run_all(args, workdir))
 
 
 def run_all(args: argparse.Namespace, workdir: str) -> int:

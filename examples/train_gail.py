@@ -17,7 +17,6 @@ import argparse
 import math
 import os
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -34,13 +33,12 @@ def main() -> int:
     parser.add_argument("--workdir", default=None, help="where runs and the demo go (default: a temporary folder)")
     args = parser.parse_args()
 
+    from _harness import in_workdir
+
     from kerasrl.cli.train import set_tf_threads
 
     set_tf_threads(1)
-    if args.workdir is not None:
-        return run(args, args.workdir)
-    with tempfile.TemporaryDirectory(prefix="train_gail_") as workdir:  # removed at the end
-        return run(args, workdir)
+    return in_workdir(args.workdir, "train_gail_", lambda workdir: run(args, workdir))
 
 
 def run(args: argparse.Namespace, workdir: str) -> int:
