@@ -1,4 +1,4 @@
-"""kerasrl: the Unity ML-Agents trainer stack (PPO, reward signals, BC) on TensorFlow 2 and Keras 3.
+"""kerasrl: the Unity ML-Agents trainer stack (PPO, SAC, MA-POCA, reward signals, BC) on TensorFlow 2 and Keras 3.
 
 The names a user needs are importable from here; TensorFlow is imported only when a name
 that needs it is first used (``import kerasrl`` stays fast), with its start-up chatter kept off
@@ -27,7 +27,8 @@ _EXPORTS = {
     "kerasrl.fields": ("Field",),
     "kerasrl.exception": ("EnvironmentException", "TrainerConfigError", "TrainerError", "UnityTrainerException"),
     "kerasrl.settings": (
-        "BehavioralCloningSettings", "NetworkSettings", "PPOSettings", "RewardSignalSettings", "RunContext", "SACSettings",
+        "BehavioralCloningSettings", "NetworkSettings", "POCASettings",
+        "PPOSettings", "RewardSignalSettings", "RunContext", "SACSettings",
         "TrainerConfig", "TrainerSettings", "TrainerType", "load_trainer_config", "register_trainer_type",
         "trainer_types",
     ),
@@ -39,8 +40,9 @@ _EXPORTS = {
     "kerasrl.trainers": ("TrainerController", "create_trainer", "create_trainers", "initialize_trainers"),
     "kerasrl.ppo.trainer": ("PPOTrainer",),
     "kerasrl.sac.trainer": ("SACTrainer",),
+    "kerasrl.poca.trainer": ("POCATrainer",),
     "kerasrl.timers": ("hierarchical_timer", "set_gauge"),
-    "kerasrl.api": ("PPO", "SAC", "load"),
+    "kerasrl.api": ("PPO", "SAC", "POCA", "load"),
     "kerasrl.distribute": ("get_strategy",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

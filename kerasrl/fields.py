@@ -58,6 +58,17 @@ class Field:
     #: The reward the agent's group earned at the step (``StepResult.group_reward``), apart from
     #: ``ENVIRONMENT_REWARDS``; stored only with ``GROUP_ID``. PPO and SAC do not train on it.
     GROUP_REWARD = "group_reward"
+    #: Groupmate status (ML-Agents' ``GroupmateStatus``), stored only when the environment reports
+    #: groups: for each of the agent's groupmates that acted at the same step (at most the
+    #: processor's ``max_groupmates``, padded), their vector observations ``[n, M, V]``, their
+    #: actions as sent ``[n, M, action_size]`` and ``GROUPMATE_MASK`` ``[n, M]`` (1 = a groupmate, 0 =
+    #: padding: absent, left the group, or no group).
+    GROUPMATE_VECTOR_OBS = "groupmate_vector_obs"
+    GROUPMATE_ACTIONS = "groupmate_actions"
+    GROUPMATE_MASK = "groupmate_mask"
+    #: 1 where the agent's episode and every groupmate's ended in a terminal state at this step (the
+    #: whole group is done: no bootstrap); stored with the groupmate status.
+    GROUP_DONE = "group_done"
     #: The episode a demonstration row belongs to (0, 1, ... in row order; ``kerasrl.demos``).
     EPISODE_ID = "episode_id"
     #: The advantage the policy loss uses (mean over the reward signals).
@@ -65,8 +76,11 @@ class Field:
     DISCOUNTED_RETURNS = "discounted_returns"
 
     visual_obs = staticmethod(_numbered("visual_obs{}", "Camera ``i``'s observations ``[n, h, w, c]`` (model input)."))
+    groupmate_visual_obs = staticmethod(_numbered("groupmate_visual_obs{}", "The groupmates' camera ``i`` ``[n, M, h, w, c]``."))
     next_visual_obs = staticmethod(_numbered("next_visual_obs{}", "Camera ``i``'s next observations."))
     rewards = staticmethod(_numbered("{}_rewards", "The reward signal's scaled reward."))
     value_estimates = staticmethod(_numbered("{}_value_estimates", "The signal's value head when the step was taken."))
+    baseline_estimates = staticmethod(_numbered("{}_baseline_estimates",
+                                                "MA-POCA's counterfactual baseline of the signal at the step."))
     returns = staticmethod(_numbered("{}_returns", "GAE's λ-returns of the signal (its value head's target)."))
     advantage = staticmethod(_numbered("{}_advantage", "GAE's advantage of the signal."))

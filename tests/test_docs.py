@@ -87,7 +87,8 @@ def test_configuration_reference_has_every_key_with_its_default(site):
         if key_groups().get(key) is not None and not isinstance(default, dict):
             shown = [row[2] for row in by_key[key]]
             assert _reference_module()._yaml(default) in shown, f"{key}: the page says {shown}, settings say {default!r}"
-    assert [row[3] for row in by_key["lambd"]] == ["in [0, 1]"] and by_key["trainer"][0][3] == "ppo, sac, offline_bc, online_bc"
+    assert [row[3] for row in by_key["lambd"]] == ["in [0, 1]"] * 2  # PPO's and MA-POCA's
+    assert by_key["trainer"][0][3] == "ppo, sac, offline_bc, online_bc, poca"
     assert by_key["gamma"][0][1:4] == ["float", "required", "in [0, 1]"]
 
 

@@ -76,8 +76,8 @@ def test_each_type_reads_its_own_hyperparameters():
                                                  r"which the ppo trainer does not use"):
         load_trainer_config({"default": {}, "X": {"tau": 0.5}})
     with pytest.raises(TrainerConfigError, match=r"trainer in section default of .* must be one of \['ppo', 'sac', "
-                                                 r"'offline_bc', 'online_bc'.*got 'poca'"):
-        load_trainer_config({"default": {"trainer": "poca"}})
+                                                 r"'offline_bc', 'online_bc', 'poca'.*got 'dqn'"):
+        load_trainer_config({"default": {"trainer": "dqn"}})
 
 
 def test_checkpoints_recorded_with_class_names_still_name_their_type():

@@ -1,6 +1,7 @@
 """Environments by id: the built-in ones (one agent each), Gymnasium ids (``num_envs`` copies
-as agents of one behavior), PettingZoo games (``pettingzoo:<module>[:<function>]``, one game), and the env manager that steps them in this process, in worker
-processes or in Ray actors. The command line, ``kerasrl.PPO`` and the export command share it.
+as agents of one behavior), PettingZoo games (``pettingzoo:<module>[:<function>]``, one game), and
+the env manager that steps them in this process, in worker processes or in Ray actors. The command
+line, ``kerasrl.PPO`` and the export command share it.
 
 A Unity player (a path, with or without its extension) or ``editor`` is a Unity scene: one
 ``UnityEnvironment`` per player (``num_envs`` players on consecutive ports, each in its own

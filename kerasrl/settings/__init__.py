@@ -6,7 +6,7 @@ string aliases (``MyBehavior: OtherSection``). Every flat key of a section belon
 typed group: the trainer itself (``trainer``, ``max_steps``, ``time_horizon``, ...), the network
 (:class:`NetworkSettings`), the trainer type's hyper-parameters (the settings class it is
 registered with in ``registry``: :class:`PPOSettings` for ``ppo``, :class:`SACSettings` for
-``sac``, ...), the reward signals
+``sac``, :class:`POCASettings` for ``poca``, ...), the reward signals
 (:class:`RewardSignalSettings` and its subclasses) and behavioral cloning
 (:class:`BehavioralCloningSettings`). The defaults live in these classes and nowhere else.
 
@@ -33,6 +33,7 @@ from kerasrl.settings.network import (
     VIS_ENCODE_TYPES,
     NetworkSettings,
 )
+from kerasrl.settings.poca import POCASettings
 from kerasrl.settings.registry import TrainerType, register_trainer_type, trainer_type, trainer_types
 from kerasrl.settings.reward_signals import (
     REWARD_SIGNAL_SETTINGS,
@@ -52,7 +53,7 @@ __all__ = [
     "RECURRENT_STYLES", "REWARD_SIGNAL_SETTINGS", "VIS_ENCODE_TYPES",
     "BCTrainerSettings", "BehavioralCloningSettings", "Check", "CuriositySettings", "GAILSettings", "Hyperparameters",
     "NetworkSettings", "OfflineBCSettings", "OnlineBCSettings",
-    "PPOSettings", "RewardSignalSettings", "RNDSettings", "RunContext", "SelfPlaySettings", "SACSettings",
+    "POCASettings", "PPOSettings", "RewardSignalSettings", "RNDSettings", "RunContext", "SelfPlaySettings", "SACSettings",
     "TrainerConfig", "TrainerSettings", "TrainerType",
     "at_least", "key_groups", "load_trainer_config", "one_of", "positive", "read_trainer_config", "read_yaml",
     "register_trainer_type", "setting", "trainer_config_from_dict", "trainer_type", "trainer_types", "unit_interval",

@@ -28,7 +28,7 @@ logger = logging.getLogger("kerasrl")
 ENTRY_POINT_GROUP = "kerasrl.trainer_type"
 #: kerasrl's own algorithm packages' hooks, of the entry points' shape.
 BUILTIN_PLUGINS = ("kerasrl.ppo.plugin:trainer_types", "kerasrl.sac.plugin:trainer_types",
-                   "kerasrl.bc.plugin:trainer_types")
+                   "kerasrl.bc.plugin:trainer_types", "kerasrl.poca.plugin:trainer_types")
 
 TrainerClass = Union[type, str]
 

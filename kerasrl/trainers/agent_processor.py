@@ -22,6 +22,7 @@ from kerasrl.fields import Field
 from kerasrl.rewards import RewardSignal
 from kerasrl.rewards.batched import UpdateBatchRewards
 from kerasrl.spec import BehaviorSpec, StepResult, concat_vector_observations
+from kerasrl.trainers.groupmates import GroupmateStatus
 from kerasrl.trainers.trajectory import Trajectory, TrajectoryQueue
 
 
@@ -111,6 +112,8 @@ class AgentProcessor:
     When the environment reports groups (``StepResult.has_groups``), each transition also stores
     the agent's ``Field.GROUP_ID`` and ``Field.GROUP_REWARD`` of the step its rewards came with
     (for a group trainer such as MA-POCA); PPO and SAC do not train on them, as ML-Agents' do not.
+    With groups, each transition also carries its groupmate status and each trajectory its
+    groupmates' next observations (:mod:`kerasrl.trainers.groupmates`).
     """
 
     #: Padding of a field when an agent's trajectory gains a field late (all actions allowed).
@@ -147,6 +150,11 @@ class AgentProcessor:
         self.episodes_completed = 0
         #: Transitions appended so far.
         self.transitions = 0
+        #: The groupmate status of the transitions (used only when the environment reports groups).
+        self.groupmates = GroupmateStatus(spec)
+        #: Whether each step's mean value estimates go to the statistics (a trainer whose critic is
+        #: not the acting policy's, MA-POCA's, reports its own).
+        self.record_value_estimates = True
 
     def _match(self, curr: StepResult, nxt: StepResult,
                outputs: dict[str, Any]) -> list[tuple[StepResult, Any, dict[str, Any], Any]]:
@@ -218,6 +226,8 @@ class AgentProcessor:
             return
         n = entropy.shape[0] or 1
         self.stats["Policy/Entropy"].append(float(np.add.reduce(entropy)) / n)
+        if not self.record_value_estimates:
+            return
         for name, signal in self.reward_signals.items():
             self.stats[signal.value_name].append(float(np.add.reduce(outputs[Field.value_estimates(name)])) / n)
 
@@ -258,9 +268,13 @@ class AgentProcessor:
         terminated = nxt.terminated[rows].tolist()
         ended = nxt.done[rows].tolist()
         observations = [obs[rows] for obs in nxt.observations]
+        mates: Optional[tuple[list[np.ndarray], np.ndarray]] = None
+        if nxt.group_id is not None:
+            mates = self.groupmates.next_observations(nxt, rows)
         for k, agent_id in enumerate(ids):
             bootstrap = {name: float(v[k]) for name, v in values.items()}
-            self._put(agent_id, bool(terminated[k]), bool(ended[k]), bootstrap, [obs[k] for obs in observations])
+            group = None if mates is None else ([obs[k] for obs in mates[0]], mates[1][k])
+            self._put(agent_id, bool(terminated[k]), bool(ended[k]), bootstrap, [obs[k] for obs in observations], group)
 
     def close_all(self) -> None:
         """Close every unfinished trajectory (cut short, no bootstrap values)."""
@@ -269,13 +283,17 @@ class AgentProcessor:
                 self._put(agent_id, False, False, {})
 
     def _put(self, agent_id: int, terminated: bool, ended: bool, bootstrap: dict[str, float],
-             next_observations: Optional[list[np.ndarray]] = None) -> None:
-        """The agent's trajectory, its steps moved out of the agent's buffer, on the queue."""
+             next_observations: Optional[list[np.ndarray]] = None,
+             groupmates: Optional[tuple[list[np.ndarray], np.ndarray]] = None) -> None:
+        """The agent's trajectory, its steps moved out of the agent's buffer, on the queue;
+        ``groupmates``: its groupmates' next observations and their mask (groups only)."""
         steps = self.buffer[agent_id].take()
         self.agents.set("trajectory_length", agent_id, 0.0)
         version = int(self.agents.get("policy_version", agent_id))
+        mates, mask = (None, None) if groupmates is None else groupmates
         self.queue.put(Trajectory(agent_id, steps, terminated, ended, bootstrap, policy_version=version,
-                                  next_observations=next_observations))
+                                  next_observations=next_observations, next_groupmate_observations=mates,
+                                  next_groupmate_mask=mask))
         if ended and self.episode_stats:
             self.record_episode_end(agent_id)
 
@@ -290,6 +308,8 @@ class AgentProcessor:
                 continue
             slots = all_slots[next_rows]
             fields = self.transition_fields(src, rows, outs, nxt, next_rows)
+            if nxt.group_id is not None:
+                self.groupmates.add(fields, nxt, next_rows, self.buffer)
             for name, signal in self.reward_signals.items():
                 fields[Field.value_estimates(name)] = np.asarray(outs[Field.value_estimates(name)], np.float32)[rows]
                 if not signal.per_step:

@@ -26,8 +26,11 @@ class Trajectory:
     moved on since can estimate it again.
 
     When the environment reports groups, ``steps`` also holds each step's ``Field.GROUP_ID``
-    (0 = in no group) and ``Field.GROUP_REWARD`` (:attr:`has_groups`); trainers that do not train
-    on group rewards (PPO, SAC) leave them unread.
+    (0 = in no group) and ``Field.GROUP_REWARD`` (:attr:`has_groups`), and the groupmate status
+    (``Field.GROUPMATE_*``, ``Field.GROUP_DONE``: :mod:`kerasrl.trainers.groupmates`);
+    ``next_groupmate_observations`` (one array ``[width, ...]`` per observation of the spec) and
+    ``next_groupmate_mask`` ``[width]`` are the groupmates' observations beside
+    ``next_observations``. Trainers that do not train on groups (PPO, SAC) leave them unread.
     """
 
     agent_id: int
@@ -37,6 +40,8 @@ class Trajectory:
     bootstrap: dict[str, float] = field(default_factory=dict)
     policy_version: int = 0
     next_observations: Optional[list[np.ndarray]] = None
+    next_groupmate_observations: Optional[list[np.ndarray]] = None
+    next_groupmate_mask: Optional[np.ndarray] = None
 
     def __len__(self) -> int:
         return max((len(f) for f in self.steps.values()), default=0)
@@ -45,6 +50,14 @@ class Trajectory:
     def has_groups(self) -> bool:
         """Whether the steps carry group ids and group rewards (the environment reported groups)."""
         return Field.GROUP_ID in self.steps
+
+    @property
+    def group_done(self) -> bool:
+        """Whether the trajectory ends with its whole group terminated (its last step's
+        ``Field.GROUP_DONE``; without groups, whether it terminated)."""
+        if Field.GROUP_DONE not in self.steps or not len(self.steps[Field.GROUP_DONE]):
+            return self.terminated
+        return bool(self.steps[Field.GROUP_DONE][-1] > 0)
 
 
 class TrajectoryQueue:

@@ -1,0 +1,140 @@
+"""The MA-POCA learner: the per-agent actor, the centralised critic, one Adam optimizer over both,
+and the update (every epoch and mini-batch in one compiled call, :mod:`kerasrl.common.update_loop`).
+
+One device only: no ``tf.distribute`` strategy and no XLA (the critic's attention and a width of
+groupmates that may grow are traced once per run with free dimensions).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from kerasrl.common.minibatches import minibatch_plan
+from kerasrl.common.schedules import decayed_hyperparameters
+from kerasrl.common.update_loop import sum_steps
+from kerasrl.fields import Field
+from kerasrl.models.actor_critic import ActorCritic
+from kerasrl.optimizers import Adam
+from kerasrl.poca.loss import METRIC_NAMES, poca_loss
+from kerasrl.poca.networks import POCACritic, check_poca_spec
+from kerasrl.settings import POCASettings, TrainerSettings
+from kerasrl.spec import BehaviorSpec
+
+
+def trained_variables(actor: ActorCritic, critic: POCACritic) -> list[tf.Variable]:
+    """The actor's policy weights (not its own value heads or value stream, which POCA does not
+    use) and every weight of the critic."""
+    unused = [layer for layer in (*actor.value_heads.values(), actor.value_body) if layer is not None]
+    skipped = {id(v) for layer in unused for v in layer.trainable_variables}
+    return [v for v in actor.trainable_variables if id(v) not in skipped] + list(critic.trainable_variables)
+
+
+class POCALearner:
+    """Owns the actor, the critic, the optimizer and the schedules of one behavior."""
+
+    def __init__(self, actor: ActorCritic, critic: POCACritic, hyperparameters: Optional[POCASettings] = None,
+                 max_steps: int = TrainerSettings.max_steps) -> None:
+        self.hyperparameters = POCASettings() if hyperparameters is None else hyperparameters
+        self.actor, self.critic = actor, critic
+        self.stream_names = list(actor.stream_names)
+        self.max_steps = int(max_steps)
+        hp = self.hyperparameters
+        self.variables = trained_variables(actor, critic)
+        self.optimizer = Adam(learning_rate=hp.learning_rate)
+        self.optimizer.build(self.variables)
+        self.epsilon = tf.Variable(hp.epsilon, trainable=False, dtype=tf.float32, name="epsilon")
+        self.beta = tf.Variable(hp.beta, trainable=False, dtype=tf.float32, name="beta")
+        self._update_fn: Optional[Any] = None
+        #: Seconds spent in the update's first (tracing) call, for the run's report.
+        self.trace_seconds = 0.0
+
+    @classmethod
+    def for_behavior(cls, spec: BehaviorSpec, stream_names: Sequence[str], settings: TrainerSettings, seed: int,
+                     max_steps: int) -> "POCALearner":
+        """A learner of a new actor and critic for ``spec`` (TensorFlow's global seed set first)."""
+        check_poca_spec(spec, settings.network)
+        tf.random.set_seed(seed)
+        actor = ActorCritic(spec, stream_names, settings.network, seed=seed, name="actor_critic")
+        critic = POCACritic(spec, stream_names, settings.network, actor.normalizer, seed=seed, name="poca_critic")
+        return cls(actor, critic, settings.hyperparameters, max_steps=max_steps)
+
+    @property
+    def batch_fields(self) -> list[str]:
+        """The update-buffer fields a learning batch is made of."""
+        fields = list(self.actor.input_signature())
+        fields += [Field.ACTIONS if self.actor.is_discrete else Field.ACTIONS_PRE, Field.ACTION_LOG_PROBS,
+                   Field.ADVANTAGES, Field.MASKS, Field.GROUPMATE_VECTOR_OBS, Field.GROUPMATE_ACTIONS,
+                   Field.GROUPMATE_MASK]
+        for name in self.stream_names:
+            fields += [Field.returns(name), Field.value_estimates(name), Field.baseline_estimates(name)]
+        return fields
+
+    def schedules(self, step: float) -> dict[str, float]:
+        """Learning rate, clip epsilon and entropy coefficient at trainer step ``step``."""
+        return decayed_hyperparameters(self.hyperparameters, step, self.max_steps)
+
+    def set_schedules(self, step: float) -> dict[str, float]:
+        values = self.schedules(step)
+        self.optimizer.learning_rate.assign(values["learning_rate"])
+        self.epsilon.assign(values["epsilon"])
+        self.beta.assign(values["beta"])
+        return values
+
+    def update_normalization(self, vector_obs: np.ndarray) -> None:
+        """Feed observations to the actor's running normalizer, which the critic shares (no-op without one)."""
+        if self.actor.normalizer is not None and len(vector_obs):
+            self.actor.normalizer.update(vector_obs)
+
+    def _gradient_step(self, batch: Mapping[str, tf.Tensor]) -> tf.Tensor:
+        """One gradient step on a mini-batch; its metrics as a ``[len(METRIC_NAMES)]`` vector."""
+        with tf.GradientTape() as tape:
+            loss, metrics = poca_loss(self.actor, self.critic, batch, self.epsilon, self.beta, self.stream_names)
+        grads = tape.gradient(loss, self.variables)
+        self.optimizer.apply_gradients(zip(grads, self.variables))
+        return tf.stack([loss, *(metrics[k] for k in METRIC_NAMES[1:])])
+
+    def _build_update(self) -> Any:
+        def update(stacked: Mapping[str, tf.Tensor]) -> tf.Tensor:
+            return sum_steps(lambda i, b: self._gradient_step({k: v[i] for k, v in b.items()}), stacked,
+                             len(METRIC_NAMES))
+
+        return tf.function(update, reduce_retracing=True, autograph=False)
+
+    def update(self, batch: Mapping[str, np.ndarray], step: int, seed: int) -> dict[str, float]:
+        """One update at trainer step ``step``: ``num_epoch`` passes of mini-batches of
+        ``batch_size`` over ``batch`` (``batch_fields``). Returns the mean metrics and the schedule values."""
+        hp = self.hyperparameters
+        values = self.set_schedules(step)
+        n = len(batch[Field.ADVANTAGES])
+        if n == 0:
+            raise ValueError("The learning batch is empty.")
+        plan = minibatch_plan(n, hp.batch_size, hp.num_epoch, seed)
+        rows = plan.reshape(-1, plan.shape[-1])
+        stacked = {k: tf.convert_to_tensor(np.asarray(batch[k])[rows]) for k in self.batch_fields}
+        first = self._update_fn is None
+        update_fn = self._update_fn = self._build_update() if self._update_fn is None else self._update_fn
+        start = time.perf_counter()
+        totals = update_fn(stacked).numpy() / rows.shape[0]
+        if first:
+            self.trace_seconds += time.perf_counter() - start
+        return {**dict(zip(METRIC_NAMES, totals.tolist())), **values}
+
+    def estimate_fn(self) -> Any:
+        """``(own, mates, actions, mask) -> (values, baselines)`` of the critic, compiled once for
+        any number of rows and groupmates."""
+        spec = self.actor.spec
+        size = spec.vector_observation_size
+        branches = len(spec.discrete_branches)
+        action = (tf.TensorSpec([None, None, branches], tf.int32) if self.actor.is_discrete
+                  else tf.TensorSpec([None, None, spec.action_size], tf.float32))
+        signature = [tf.TensorSpec([None, size], tf.float32), tf.TensorSpec([None, None, size], tf.float32), action,
+                     tf.TensorSpec([None, None], tf.float32)]
+
+        def estimates(own: tf.Tensor, mates: tf.Tensor, actions: tf.Tensor,
+                      mask: tf.Tensor) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor]]:
+            return self.critic.values(own, mates, mask), self.critic.baselines(own, mates, actions, mask)
+
+        return tf.function(estimates, input_signature=signature, autograph=False)

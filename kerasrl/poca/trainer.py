@@ -1,0 +1,284 @@
+"""POCATrainer: trajectories with their groupmate status → λ-returns and counterfactual advantages
+per reward signal → MA-POCA updates (ML-Agents' ``poca/trainer.py``).
+
+Per trajectory, in one call of the centralised critic: the group value ``V`` of every step (the
+agent's and its groupmates' observations), the agent's baseline ``B`` (its observations, its
+groupmates' observations and actions) and the bootstrap value: ``V`` of the agent's next
+observations with its groupmates' next ones. The extrinsic rewards are the individual rewards plus
+the group reward (times the signal's strength). Returns are TD(λ) returns over ``V``; the advantage
+is ``G^λ − B``. A trajectory cut by ``time_horizon`` is bootstrapped from that group value; one whose
+agent left the group early (its episode ended, its group goes on) from the value of the remaining
+groupmates' next observations, so that what the group earns after it left still reaches its last
+actions; only when the whole group terminated is the bootstrap 0.
+"""
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from typing import Any, Optional
+
+import numpy as np
+
+from kerasrl.bc.module import BCModule
+from kerasrl.buffer import AgentBuffer
+from kerasrl.common.gae import gae_and_returns
+from kerasrl.common.policy import ActorCriticPolicy
+from kerasrl.exception import UnityTrainerException
+from kerasrl.fields import Field
+from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
+from kerasrl.poca.learner import POCALearner
+from kerasrl.settings import RunContext, TrainerSettings
+from kerasrl.spec import BehaviorSpec, concat_vector_observations
+from kerasrl.timers import hierarchical_timer
+from kerasrl.trainers.checkpoint import INITIALIZE_FIX, CheckpointSaver, initialize_from_advice
+from kerasrl.trainers.groupmates import groupmate_keys, widen_groupmates
+from kerasrl.trainers.rl_trainer import RLTrainer
+from kerasrl.trainers.trajectory import Trajectory
+
+logger = logging.getLogger("kerasrl.trainers")
+
+GROUP_REWARD_STAT = "Environment/Group Cumulative Reward"
+BASELINE_LOSS_STAT = "Losses/Baseline Loss"
+
+
+def normalized(advantages: np.ndarray) -> np.ndarray:
+    """Advantages shifted and scaled to mean 0, std 1 over the update buffer (ML-Agents)."""
+    adv = np.asarray(advantages, np.float32)
+    return ((adv - adv.mean()) / (adv.std() + 1e-10)).astype(np.float32)
+
+
+def lambda_returns_and_advantages(rewards: np.ndarray, values: np.ndarray, baselines: np.ndarray, value_next: float,
+                                  gamma: float, lambd: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(G^λ, G^λ − B)``: ML-Agents' ``lambda_return`` over the group values (the returns of GAE
+    over them, the same recurrence ``G_t = r_t + γ((1 − λ)V_{t+1} + λG_{t+1})``) and the
+    counterfactual advantages against the baselines."""
+    _, returns = gae_and_returns(rewards, values, value_next=value_next, gamma=gamma, lambd=lambd)
+    return returns, (returns - np.asarray(baselines, np.float32)).astype(np.float32)
+
+
+class POCATrainer(RLTrainer):
+    """MA-POCA over one behavior's agents: the actor acts per agent (the ordinary batched policy);
+    the centralised critic learns the group's value and each agent's counterfactual baseline.
+
+    ``threaded: true`` and several hosts are refused (one clear line each).
+    """
+
+    def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
+                 reward_buff_cap: int = 1) -> None:
+        super().__init__(behavior_name, spec, settings, context, reward_buff_cap)
+        self.seed = context.seed
+        self.hyperparameters = settings.hyperparameters
+        try:
+            self.learner = POCALearner.for_behavior(spec, list(self.reward_signals), settings, self.seed, self.max_steps)
+        except ModelConfigError as e:
+            raise UnityTrainerException(f"Behavior {behavior_name}: {e}") from e
+        model = self.learner.actor
+        for signal in self.reward_signals.values():
+            signal.use_normalizer(model.normalizer)
+        self._policy = ActorCriticPolicy(spec, model, seed=self.seed, inference=settings.inference)
+        self.processor = self.make_processor(self._policy.experience_fields)
+        self.processor.record_value_estimates = False  # the actor's value heads are not POCA's: see process_trajectory
+        self._estimates = self.learner.estimate_fn()
+        self._keys = groupmate_keys(spec)
+        #: Groupmates per row of the update buffer (the widest trajectory's).
+        self.groupmate_width = 0
+        #: Per agent: its episode's group rewards, and the deferred signals' rewards, so far.
+        self._episode_returns: defaultdict[int, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self.bc_module: Optional[BCModule] = None
+        if settings.pretraining is not None:
+            hp = self.hyperparameters
+            self.bc_module = BCModule(model, spec, settings.pretraining, hp.learning_rate, hp.batch_size, hp.num_epoch,
+                                      seed=self.seed, behavior=behavior_name)
+        self.init_threading()
+        self.saver = self._make_saver()
+        if context.load_model:
+            self.load_model()
+        elif context.initial_model_path(behavior_name, settings) is not None:
+            self.initialize_from(str(context.initial_model_path(behavior_name, settings)))
+
+    @classmethod
+    def checkpointed_model(cls, behavior: str, spec: BehaviorSpec, settings: TrainerSettings,
+                           seed: int) -> tuple[Any, dict[str, Any]]:
+        """The actor and what its checkpoints hold (``kerasrl export``)."""
+        learner = POCALearner.for_behavior(spec, list(settings.reward_signals), settings, seed, settings.max_steps)
+        return learner.actor, cls._checkpointed(learner)
+
+    @staticmethod
+    def _checkpointed(learner: POCALearner) -> dict[str, Any]:
+        return {"model": learner.actor, "critic": learner.critic, "optimizer": learner.optimizer}
+
+    def _make_saver(self) -> CheckpointSaver:
+        """Checkpoints of the actor, the critic, the optimizers (POCA's, BC's) and the reward signals' state."""
+        bc_state = {} if self.bc_module is None else {"bc_optimizer": self.bc_module.optimizer}
+        return CheckpointSaver(self.model_path, self.context.keep_checkpoints, self.behavior_record(),
+                               **self._checkpointed(self.learner), **bc_state, **self.reward_state())
+
+    @property
+    def policy(self) -> ActorCriticPolicy:
+        return self._policy
+
+    @property
+    def trained_model(self) -> ActorCritic:
+        return self.learner.actor
+
+    # -- checkpoints -------------------------------------------------------------------
+    def save_model(self) -> str:
+        with self.learner_lock:
+            return self.saver.save(self.step, self.update_count)
+
+    def load_model(self) -> None:
+        self.step, self.update_count = self.saver.restore()
+        self._policy.refresh()
+        logger.info("Restored %s at step %d", self.behavior_name, self.step)
+
+    def initialize_from(self, model_path: str) -> None:
+        """Start from another run's newest intact checkpoint with the step and update count at 0."""
+        CheckpointSaver(model_path, 1, **self._checkpointed(self.learner)).restore(initialize_from_advice(model_path),
+                                                                                  INITIALIZE_FIX)
+        self.step, self.update_count = 0, 0
+        self._policy.refresh()
+        logger.info("Initialized %s from %s", self.behavior_name, model_path)
+
+    # -- trajectories ------------------------------------------------------------------
+    def process_trajectory(self, trajectory: Trajectory) -> None:
+        """Rewards, the critic's estimates, λ-returns and advantages, then into the update buffer."""
+        steps = trajectory.steps
+        self._fit_groupmates(steps)
+        self._rewards(trajectory)
+        values, baselines, value_next = self.estimates(trajectory)
+        advantages, returns = [], []
+        for name, signal in self.reward_signals.items():
+            v_next = 0.0 if (trajectory.group_done and signal.use_terminal_states) else value_next[name]
+            ret, adv = lambda_returns_and_advantages(steps[Field.rewards(name)].get_batch(), values[name],
+                                                     baselines[name], v_next, signal.gamma, self.hyperparameters.lambd)
+            steps[Field.value_estimates(name)].set(values[name])
+            steps[Field.baseline_estimates(name)].set(baselines[name])
+            steps[Field.returns(name)].set(ret)
+            steps[Field.advantage(name)].set(adv)
+            advantages.append(adv)
+            returns.append(ret)
+            self.stats[signal.value_name].append(float(np.mean(values[name])))
+            self.stats[f"Policy/{signal.short_name} Baseline Estimate"].append(float(np.mean(baselines[name])))
+        steps[Field.ADVANTAGES].set(np.mean(advantages, axis=0).astype(np.float32))
+        steps[Field.DISCOUNTED_RETURNS].set(np.mean(returns, axis=0).astype(np.float32))
+        if self.learner.actor.normalizer is not None:
+            self.learner.update_normalization(steps[Field.VECTOR_OBS].get_batch())
+            self._policy.refresh_normalizer()
+        self.training_buffer.append_agent_buffer(steps, training_length=1, agent_id=trajectory.agent_id)
+
+    def _fit_groupmates(self, steps: AgentBuffer) -> None:
+        """The trajectory's groupmate fields as wide as the update buffer's (widening that one
+        when the trajectory is wider); zero groupmates where the environment reports no groups."""
+        n = len(steps[Field.MASKS])
+        if Field.GROUPMATE_MASK not in steps:
+            steps[Field.GROUPMATE_MASK].set(np.zeros((n, 0), np.float32))
+            steps[Field.GROUPMATE_VECTOR_OBS].set(np.zeros((n, 0, self.spec.vector_observation_size), np.float32))
+            actions = steps[Field.ACTIONS].get_batch()
+            steps[Field.GROUPMATE_ACTIONS].set(np.zeros((n, 0, *actions.shape[1:]), actions.dtype))
+        width = np.asarray(steps[Field.GROUPMATE_MASK].get_batch()).shape[1]
+        if width > self.groupmate_width:
+            widen_groupmates(self.training_buffer.update_buffer, self._keys, width)
+            self.groupmate_width = width
+            self.learner.critic.note_group_size(width + 1)
+        widen_groupmates(steps, self._keys, self.groupmate_width)
+
+    def _rewards(self, trajectory: Trajectory) -> None:
+        """The group reward added to the extrinsic rewards (times its strength); the deferred
+        signals' (curiosity, GAIL, RND) rewards of the trajectory; their episode statistics."""
+        steps, returns = trajectory.steps, self._episode_returns[trajectory.agent_id]
+        group_reward = steps[Field.GROUP_REWARD].get_batch() if Field.GROUP_REWARD in steps else None
+        for name, signal in self.reward_signals.items():
+            if not signal.per_step:
+                batch = {k: np.asarray(steps[k].get_batch()) for k in signal.batch_fields}
+                rewards = np.asarray(signal.evaluate_batch(batch).scaled_reward, np.float32)
+                steps[Field.rewards(name)].set(rewards)
+                returns[signal.stat_name] += float(rewards.sum())
+            elif name == "extrinsic" and group_reward is not None:
+                extrinsic = steps[Field.rewards(name)].get_batch() + np.float32(signal.strength) * group_reward
+                steps[Field.rewards(name)].set(extrinsic.astype(np.float32))
+        if group_reward is not None:
+            returns[GROUP_REWARD_STAT] += float(np.sum(group_reward))
+        if trajectory.episode_ended:
+            for key, value in self._episode_returns.pop(trajectory.agent_id).items():
+                self.stats[key].append(value)
+
+    def estimates(self, trajectory: Trajectory) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, float]]:
+        """Per reward signal: the group value of every step, the agent's baseline of every step and
+        the bootstrap value (the group value of the next observations: its own and its groupmates'),
+        in one call of the critic; the bootstrap row rides as one more row."""
+        steps = trajectory.steps
+        own = np.asarray(steps[Field.VECTOR_OBS].get_batch(), np.float32)
+        mates = np.asarray(steps[Field.GROUPMATE_VECTOR_OBS].get_batch(), np.float32)
+        actions = np.asarray(steps[Field.GROUPMATE_ACTIONS].get_batch(),
+                             np.int32 if self.spec.is_discrete else np.float32)
+        mask = np.asarray(steps[Field.GROUPMATE_MASK].get_batch(), np.float32)
+        next_own, next_mates, next_mask = self._next_group(trajectory, own[-1], mates.shape[1])
+        with hierarchical_timer("poca.estimates"):
+            values, baselines = self._estimates(
+                np.concatenate([own, next_own[None]]), np.concatenate([mates, next_mates[None]]),
+                np.concatenate([actions, np.zeros_like(actions[:1])]), np.concatenate([mask, next_mask[None]]))
+        n = len(own)
+        out_v = {name: np.asarray(v.numpy(), np.float32).reshape(-1) for name, v in values.items()}
+        out_b = {name: np.asarray(b.numpy(), np.float32).reshape(-1)[:n] for name, b in baselines.items()}
+        value_next = {name: float(v[n]) for name, v in out_v.items()}
+        if trajectory.next_observations is None:  # cut short without next observations: bootstrap from its last step
+            value_next = {name: float(v[n - 1]) for name, v in out_v.items()}
+        return {name: v[:n] for name, v in out_v.items()}, out_b, value_next
+
+    def _next_group(self, trajectory: Trajectory, last: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The entities of the bootstrap value: the agent's next vector observations, its
+        groupmates' ``[width, V]`` and their mask ``[width]``. An agent whose episode terminated while
+        its groupmates go on (it left the group) keeps its final observation among them, as
+        ML-Agents' POCA does: the bootstrap is the value of the group it left, whose reward is still to come."""
+        size = self.spec.vector_observation_size
+        own = last if trajectory.next_observations is None else \
+            concat_vector_observations(self.spec, [o[None] for o in trajectory.next_observations])[0]
+        mates, mask = np.zeros((width, size), np.float32), np.zeros(width, np.float32)
+        if trajectory.next_groupmate_observations is not None and trajectory.next_groupmate_mask is not None:
+            got = concat_vector_observations(self.spec, trajectory.next_groupmate_observations)
+            k = min(len(got), width)
+            mates[:k], mask[:k] = got[:k], trajectory.next_groupmate_mask[:k]
+        return np.asarray(own, np.float32), mates, mask
+
+    # -- updates -----------------------------------------------------------------------
+    def _update_buffer_length(self) -> int:
+        update = self.training_buffer.update_buffer
+        return len(update[Field.ACTIONS]) if Field.ACTIONS in update else 0
+
+    def is_ready_update(self) -> bool:
+        return self._update_buffer_length() > self.hyperparameters.buffer_size
+
+    def update_policy(self) -> None:
+        """An MA-POCA update over the update buffer, the reward signals' and BC's updates, then clear it."""
+        update = self.training_buffer.update_buffer
+        batch = {key: update[key].get_batch() for key in self.learner.batch_fields}
+        batch[Field.ADVANTAGES] = normalized(batch[Field.ADVANTAGES])
+        if not np.isfinite(batch[Field.ADVANTAGES]).all():
+            raise UnityTrainerException(f"Behavior {self.behavior_name}: non-finite advantages in the update buffer.")
+        with hierarchical_timer("poca.update"):
+            metrics = self.learner.update(batch, self.step, seed=self.seed * 100003 + self.update_count)
+        self.update_count += 1
+        if not np.isfinite(metrics["loss"]):
+            raise UnityTrainerException(f"Behavior {self.behavior_name}: the POCA loss became {metrics['loss']}.")
+        self.last_update_metrics = metrics
+        for key, stat in (("value_loss", "Losses/Value Loss"), ("baseline_loss", BASELINE_LOSS_STAT),
+                          ("policy_loss", "Losses/Policy Loss"), ("learning_rate", "Policy/Learning Rate"),
+                          ("epsilon", "Policy/Epsilon"), ("beta", "Policy/Beta")):
+            self.stats[stat].append(abs(metrics[key]) if key == "policy_loss" else metrics[key])
+        n_sequences = max(self.hyperparameters.batch_size, 1)
+        with hierarchical_timer("reward_signals.update"):
+            for signal in self.reward_signals.values():
+                for key, value in signal.update(update, n_sequences).items():
+                    self.stats[key].append(value)
+        if self.bc_module is not None:
+            with hierarchical_timer("bc.update"):
+                for key, value in self.bc_module.update(self.step).items():
+                    self.stats[key].append(value)
+        self.training_buffer.reset_update_buffer()
+        self._policy.refresh()
+
+    def end_episode(self) -> None:
+        """An environment reset: also drop the unfinished episodes' group rewards."""
+        super().end_episode()
+        self._episode_returns.clear()
+        self._policy.forget_agents()
