@@ -1,6 +1,7 @@
-"""Teams and self-play through the Unity protocol: the stand-in player plays kerasrl's Duel1D as a
-scene of two team behaviors (``--scene duel``), trained by ``kerasrl-learn`` from today's layout and
-from a 0.14-style flat config."""
+"""Teams, self-play and groups through the Unity protocol: the stand-in player plays kerasrl's Duel1D
+as a scene of two team behaviors (``--scene duel``), trained by ``kerasrl-learn`` with self-play from
+today's layout and from a 0.14-style flat config, and GroupSimple1D as a scene of one group
+(``--scene group``), trained by MA-POCA."""
 from __future__ import annotations
 
 import csv
@@ -19,13 +20,13 @@ from tests.test_self_play import LEARNING, _win_rate
 STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "unity_standin", "StandIn")
 
 
-def _learn(tmp_path, config, run_id: str, *args: str) -> list[dict]:
+def _learn(tmp_path, config, run_id: str, scene: str = "duel", agents: int = 8, behavior: str = "Duel1D") -> list[dict]:
     path = tmp_path / f"{run_id}.yaml"
     path.write_text(yaml.safe_dump(config))
     (port,) = free_ports(1)
     assert main([str(path), "--env", STANDIN, "--base-port", str(port), "--results-dir", str(tmp_path),
-                 "--run-id", run_id, "--seed", "1", *args, "--env-args", "--scene", "duel", "--agents", "8"]) == 0
-    with open(tmp_path / run_id / "Duel1D.csv", newline="") as f:
+                 "--run-id", run_id, "--seed", "1", "--env-args", "--scene", scene, "--agents", str(agents)]) == 0
+    with open(tmp_path / run_id / f"{behavior}.csv", newline="") as f:
         return list(csv.DictReader(f))
 
 
@@ -53,3 +54,14 @@ def test_self_play_through_a_unity_player_beats_the_scripted_runner(tmp_path):
     wins, draws = _win_rate(lambda r: ghost.policy.get_action(r).action, games=200, seed=7)
     print(f"through the protocol: ELO {elo}, wins {wins:.2f}, draws {draws:.2f} against the script")
     assert wins >= 0.8 and elo[-1] > 1300
+
+
+def test_poca_from_todays_layout_trains_a_group_of_a_unity_player(tmp_path, capsys):
+    config = {"behaviors": {"GroupSimple1D": {
+        "trainer_type": "poca", "hyperparameters": {"batch_size": 64, "buffer_size": 256},
+        "network_settings": {"hidden_units": 16, "num_layers": 1}, "max_steps": 1500, "summary_freq": 500}}}
+    rows = _learn(tmp_path, config, "groups", scene="group", agents=3, behavior="GroupSimple1D")
+    assert len(rows) == 3 and all("Losses/Baseline Loss" in row for row in rows)
+    assert any(row.get("Environment/Group Cumulative Reward") for row in rows)  # the group's episodes reach POCA
+    assert (tmp_path / "groups" / "models" / "GroupSimple1D").is_dir()
+    capsys.readouterr()
