@@ -441,3 +441,13 @@ def test_ppo_self_play_learns_duel1d_and_beats_the_scripted_runner(tmp_path):
     assert before < 0.6 and after >= 0.8
     assert ghost.elo > ghost.self_play.initial_elo + 100
     assert seconds < 180
+
+
+def test_the_fit_api_refuses_a_self_play_block_in_one_line(tmp_path):
+    import kerasrl
+
+    config = {"behaviors": {"Duel1D": {**PPO_SECTION}}}
+    with pytest.raises(TrainerError, match=r"^kerasrl.PPO trains one behavior, and kerasrl.PPO's config gives "
+                                           r"Duel1D\?team=0 a self_play block, .* kerasrl-learn"):
+        kerasrl.PPO("Duel1D", config=config, behavior=team_behavior(0), run_dir=str(tmp_path / "r"))
+    assert not (tmp_path / "r").exists()

@@ -106,6 +106,10 @@ class _Agent:
         source = config_name(config, self.ALGORITHM)
         raw = flat_config(raw_config(config), self.ALGORITHM.lower(), source)  # the algorithm's trainer by default
         self.settings = behavior_settings(raw, self.behavior, hyperparameters, source)
+        if self.settings.self_play is not None:
+            raise TrainerError(f"kerasrl.{self.ALGORITHM} trains one behavior, and {source} gives {self.behavior} a "
+                               "self_play block, which trains a behavior's teams together: train it with kerasrl-learn "
+                               "(or kerasrl.trainers.create_trainers and a TrainerController), or remove the block.")
         if gpus:
             net = self.settings.network
             distribute.warn_if_small(net.hidden_units, net.num_layers, bool(self.spec.visual_observation_shapes), gpus)
