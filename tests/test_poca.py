@@ -3,6 +3,8 @@ counterfactual advantages against numpy, the bootstrap of agents that leave thei
 config, checkpoints, the fit API, and learning ``GroupSimple1D`` from its group reward alone."""
 from __future__ import annotations
 
+import dataclasses
+
 from collections import defaultdict
 
 import numpy as np
@@ -194,6 +196,24 @@ def test_the_loss_and_one_update_match_a_numpy_computation():
     assert any(moved[: len(moved) - len(critic.trainable_variables)]) and any(moved[-len(critic.trainable_variables):])
     assert all(np.array_equal(actor.value_heads["extrinsic"].kernel.numpy(), k)
                for k in [actor.value_heads["extrinsic"].kernel.numpy()])
+
+
+def test_the_xla_update_padded_to_a_fixed_stack_matches_the_plain_one():
+    """Two updates of several mini-batches (the second with fewer rows, run from a stack padded to
+    the first's size): XLA's weights equal the plain tf.function's to float rounding."""
+    settings = POCASettings(batch_size=4, buffer_size=12, num_epoch=2, learning_rate_schedule="constant")
+    learners = []
+    for jit in (True, False):
+        actor, critic = _networks()
+        learners.append(POCALearner(actor, critic, dataclasses.replace(settings, jit_compile=jit)))
+    for rows, seed in ((12, 0), (8, 1)):
+        halves = [_hand_batch(learners[0].actor, seed=seed + 10 * k) for k in (0, 1)]
+        batch = {key: np.concatenate([h[key] for h in halves])[:rows] for key in halves[0]}
+        outs = [learner.update(batch, step=0, seed=seed) for learner in learners]
+        assert outs[0]["loss"] == pytest.approx(outs[1]["loss"], rel=1e-4, abs=1e-6)
+    assert learners[0].use_xla and not learners[1].use_xla and learners[0]._stack_size == 2 * 3 + 2 * 2
+    for a, b in zip(learners[0].variables, learners[1].variables):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5)
 
 
 def test_lambda_returns_and_counterfactual_advantages_match_numpy():

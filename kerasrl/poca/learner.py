@@ -1,8 +1,10 @@
 """The MA-POCA learner: the per-agent actor, the centralised critic, one Adam optimizer over both,
 and the update (every epoch and mini-batch in one compiled call, :mod:`kerasrl.common.update_loop`).
 
-One device only: no ``tf.distribute`` strategy and no XLA (the critic's attention and a width of
-groupmates that may grow are traced once per run with free dimensions).
+One device only (no ``tf.distribute`` strategy). The update is compiled with XLA where PPO's is
+(``jit_compile``, :func:`kerasrl.common.fast_path.choose_jit_compile`): its stack of mini-batches is
+padded to the most an update has had, and the loop runs only the real ones, so that XLA compiles
+once per run (again only when a larger group widens the groupmates' arrays).
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from kerasrl.common.fast_path import choose_jit_compile
 from kerasrl.common.minibatches import minibatch_plan
 from kerasrl.common.schedules import decayed_hyperparameters
 from kerasrl.common.update_loop import sum_steps
@@ -48,6 +51,9 @@ class POCALearner:
         self.epsilon = tf.Variable(hp.epsilon, trainable=False, dtype=tf.float32, name="epsilon")
         self.beta = tf.Variable(hp.beta, trainable=False, dtype=tf.float32, name="beta")
         self._update_fn: Optional[Any] = None
+        self.use_xla = choose_jit_compile(hp.jit_compile, actor)
+        #: Mini-batches every update's stack is padded to (the most seen): one compiled shape.
+        self._stack_size = 0
         #: Seconds spent in the update's first (tracing) call, for the run's report.
         self.trace_seconds = 0.0
 
@@ -97,11 +103,20 @@ class POCALearner:
         return tf.stack([loss, *(metrics[k] for k in METRIC_NAMES[1:])])
 
     def _build_update(self) -> Any:
-        def update(stacked: Mapping[str, tf.Tensor]) -> tf.Tensor:
+        def update(stacked: Mapping[str, tf.Tensor], count: tf.Tensor) -> tf.Tensor:
             return sum_steps(lambda i, b: self._gradient_step({k: v[i] for k, v in b.items()}), stacked,
-                             len(METRIC_NAMES))
+                             len(METRIC_NAMES), count=count)
 
-        return tf.function(update, reduce_retracing=True, autograph=False)
+        return tf.function(update, jit_compile=self.use_xla, reduce_retracing=not self.use_xla, autograph=False)
+
+    def _padded(self, rows: np.ndarray, num_epoch: int) -> np.ndarray:
+        """The plan's mini-batches ``[count, batch]`` padded with copies of row 0 to ``_stack_size``:
+        at first two mini-batches per epoch more than the first update has (an update buffer runs
+        past ``buffer_size`` by what the last trajectories bring), later the most seen."""
+        spare = 2 * num_epoch if self._stack_size == 0 else 0
+        self._stack_size = max(self._stack_size, rows.shape[0] + spare)
+        pad = self._stack_size - rows.shape[0]
+        return np.concatenate([rows, np.zeros((pad, rows.shape[1]), rows.dtype)]) if pad else rows
 
     def update(self, batch: Mapping[str, np.ndarray], step: int, seed: int) -> dict[str, float]:
         """One update at trainer step ``step``: ``num_epoch`` passes of mini-batches of
@@ -113,11 +128,12 @@ class POCALearner:
             raise ValueError("The learning batch is empty.")
         plan = minibatch_plan(n, hp.batch_size, hp.num_epoch, seed)
         rows = plan.reshape(-1, plan.shape[-1])
-        stacked = {k: tf.convert_to_tensor(np.asarray(batch[k])[rows]) for k in self.batch_fields}
+        padded = self._padded(rows, hp.num_epoch)
+        stacked = {k: tf.convert_to_tensor(np.asarray(batch[k])[padded]) for k in self.batch_fields}
         first = self._update_fn is None
         update_fn = self._update_fn = self._build_update() if self._update_fn is None else self._update_fn
         start = time.perf_counter()
-        totals = update_fn(stacked).numpy() / rows.shape[0]
+        totals = update_fn(stacked, tf.constant(rows.shape[0], tf.int32)).numpy() / rows.shape[0]
         if first:
             self.trace_seconds += time.perf_counter() - start
         return {**dict(zip(METRIC_NAMES, totals.tolist())), **values}

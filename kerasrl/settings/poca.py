@@ -1,10 +1,11 @@
 """The hyper-parameters of ``trainer: poca`` (MA-POCA, ML-Agents' multi-agent posthumous credit
 assignment): ML-Agents' ``POCASettings``, which are PPO's keys and defaults, with kerasrl's ends of
-the linear decays (``beta_end``, ``epsilon_end``) as PPO has them. PPO's other keys (how kerasrl's
-PPO update is compiled, reward normalisation, SB3's options) are not POCA's."""
+the linear decays (``beta_end``, ``epsilon_end``) as PPO has them, and ``jit_compile`` as PPO's.
+PPO's other keys (reward normalisation, SB3's options) are not POCA's."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from kerasrl.exception import TrainerConfigError
 from kerasrl.settings.checks import _Checked, at_least, one_of, positive, setting, unit_interval
@@ -27,6 +28,8 @@ class POCASettings(_Checked):
     learning_rate_schedule: str = setting("linear", one_of(*LEARNING_RATE_SCHEDULES),
                                           "linear: decays to 1e-10 at max_steps (ML-Agents); constant")
     num_epoch: int = setting(3, at_least(1), "passes over the update buffer")
+    jit_compile: Optional[bool] = setting(
+        None, doc="compile the update with XLA (default: where measured faster, kerasrl.common.fast_path)")
 
     def _check(self) -> None:
         if self.batch_size > self.buffer_size + 1:
