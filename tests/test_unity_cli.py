@@ -146,6 +146,33 @@ def test_a_player_that_crashes_mid_run(tmp_path):
     _assert_no_process_left(proc)
 
 
+@pytest.mark.parametrize("players", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_players_that_crash_are_restarted_within_the_limits(tmp_path, players):
+    """Each player crashes after 400 steps: with no rate limit the run restarts the players (all of
+    them, after any one's crash) and trains to its end; the warnings count the restarts; the
+    players' logs record the crashes."""
+    proc = _learn(tmp_path, "--num-envs", str(players), "--restarts-rate-limit-n", "-1",
+                  "--env-args", "--crash-after", "400", steps=1000 * players + 500)
+    code, out, err = _finish(proc, timeout=300)
+    assert code == 0, (out, err)
+    assert "restarting it (restart 1 of at most 10)" in err and FINAL.search(out), err
+    assert int(FINAL.search(out).group(1)) >= 1000 * players + 500
+    logs = [(tmp_path / "r" / "run_logs" / f"Player-{i}.log").read_text() for i in range(players)]
+    assert sum(log.count("crash") for log in logs) >= 2
+    _assert_no_process_left(proc)
+
+
+def test_a_crash_beyond_the_rate_limit_ends_the_run_with_one_line(tmp_path):
+    proc = _learn(tmp_path, "--max-lifetime-restarts", "3", "--restarts-rate-limit-n", "1",
+                  "--env-args", "--crash-after", "300", steps=3000)
+    code, out, err = _finish(proc, timeout=300)
+    assert code == 2, (out, err)
+    assert "restarting it (restart 1 of at most 3)" in err
+    assert "is not restarted (1 restarts within --restarts-rate-limit-period-s 60 s" in err
+    assert "exited with code 3" in err.strip().splitlines()[-1]
+    _assert_no_process_left(proc)
+
+
 @pytest.mark.slow
 def test_ctrl_c_saves_and_leaves_no_player(tmp_path):
     proc = _learn(tmp_path, steps=10**6)

@@ -98,10 +98,12 @@ def _add_unity_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--num-areas", type=int, default=1,
                    help="training areas per player, made by the scene's TrainingAreaReplicator (default 1)")
     g.add_argument("--max-lifetime-restarts", type=int, default=10,
-                   help="accepted for mlagents-learn's command lines: kerasrl ends the run (saving it) when a "
-                        "player crashes, and --resume continues it")
-    g.add_argument("--restarts-rate-limit-n", type=int, default=1, help="accepted, as --max-lifetime-restarts")
-    g.add_argument("--restarts-rate-limit-period-s", type=int, default=60, help="accepted, as --max-lifetime-restarts")
+                   help="restarts of the players that crash or hang, in the whole run (default 10; -1: no limit; "
+                        "0: a failure ends the run, saving it)")
+    g.add_argument("--restarts-rate-limit-n", type=int, default=1,
+                   help="restarts allowed within --restarts-rate-limit-period-s (default 1; -1: no rate limit)")
+    g.add_argument("--restarts-rate-limit-period-s", type=int, default=60,
+                   help="the period of --restarts-rate-limit-n, in seconds (default 60)")
     g.add_argument("--env-args", nargs=argparse.REMAINDER, default=None,
                    help="everything after it is passed to each player (so it comes last)")
 

@@ -80,7 +80,9 @@ def unity_options(args: argparse.Namespace, env_params: Optional[EnvParameters] 
                         time_scale=args.time_scale, quality_level=args.quality_level, width=args.width,
                         height=args.height, target_frame_rate=args.target_frame_rate,
                         capture_frame_rate=args.capture_frame_rate, num_areas=getattr(args, "num_areas", 1),
-                        samplers=env_params.episode_samplers(seed) if env_params is not None else ())
+                        samplers=env_params.episode_samplers(seed) if env_params is not None else (),
+                        max_lifetime_restarts=args.max_lifetime_restarts, restarts_rate_limit_n=args.restarts_rate_limit_n,
+                        restarts_rate_limit_period_s=args.restarts_rate_limit_period_s)
 
 
 def _check_ray_args(args: argparse.Namespace) -> None:

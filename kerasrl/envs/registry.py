@@ -22,6 +22,7 @@ from kerasrl.envs.groups import GroupSimple1DEnvironment
 from kerasrl.envs.gym_adapter import GymnasiumEnv
 from kerasrl.envs.lock import COMBINATION_LOCK  # noqa: F401 - registers CombinationLock-v0 with Gymnasium
 from kerasrl.envs.ray_env_manager import RayEnvManager
+from kerasrl.envs.restarts import RestartingEnvManager, RestartLimits
 from kerasrl.envs.simple import MultiBranchMaskedEnvironment, Simple1DEnvironment, VisualSimple1DEnvironment
 from kerasrl.envs.slow import SLOW_CARTPOLE  # noqa: F401 - registers SlowCartPole-v1 with Gymnasium
 from kerasrl.envs.subprocess_env_manager import SubprocessEnvManager
@@ -160,6 +161,11 @@ class UnityOptions:
     num_areas: int = 1
     #: Parameters the scene draws anew each episode: ``(key, sampler kind, values, seed)``.
     samplers: tuple[tuple[str, str, tuple[float, ...], int], ...] = ()
+    #: Restarts of players that crash or hang (``kerasrl.envs.restarts``): in the run (−1: no limit;
+    #: 0: none), and within a period (−1: no rate limit).
+    max_lifetime_restarts: int = 10
+    restarts_rate_limit_n: int = 1
+    restarts_rate_limit_period_s: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -194,16 +200,21 @@ def _unity_env_manager(env_id: str, num_envs: Optional[int], seed: int, workers:
         raise TrainerError(f"--env {env_id} runs --num-envs {players} Unity players, each in its own worker: "
                            f"leave --workers out or make it {players}.")
     factory = UnityEnvFactory(env_id, unity or UnityOptions(), seed)
-    if players == 1 and env_manager != "ray":
-        env = factory(0)
-        return SimpleEnvManager(env), int(getattr(env, "num_envs", 1))
-    timeout = factory.options.timeout_wait
-    if env_manager == "ray":
-        manager: EnvManager = RayEnvManager(factory, players, address=ray_address, restart_workers=ray_restart_workers,
-                                            step_timeout_s=timeout + 30.0, start_timeout_s=timeout + 300.0)
-    else:
-        manager = SubprocessEnvManager(factory, players, step_timeout_s=timeout + 30.0, start_timeout_s=timeout + 120.0)
-    return manager, players
+    o = factory.options
+    timeout = o.timeout_wait
+
+    def build() -> EnvManager:
+        if players == 1 and env_manager != "ray":
+            return SimpleEnvManager(factory(0))
+        if env_manager == "ray":
+            return RayEnvManager(factory, players, address=ray_address, restart_workers=ray_restart_workers,
+                                 step_timeout_s=timeout + 30.0, start_timeout_s=timeout + 300.0)
+        return SubprocessEnvManager(factory, players, step_timeout_s=timeout + 30.0, start_timeout_s=timeout + 120.0)
+
+    if o.max_lifetime_restarts == 0:
+        return build(), players
+    limits = RestartLimits(o.max_lifetime_restarts, o.restarts_rate_limit_n, o.restarts_rate_limit_period_s)
+    return RestartingEnvManager(build, limits), players
 
 
 def make_env_manager(env_id: str, num_envs: Optional[int], seed: int, workers: int, env_manager: str = "subprocess",

@@ -427,7 +427,12 @@ class TrainerController:
         while self._should_continue():
             raise_if_stopping()
             steps_before = self.env_steps
-            n_steps = self.advance(env_manager)
+            try:
+                n_steps = self.advance(env_manager)
+            except EnvironmentException as e:
+                if not self._restarted(env_manager, e):
+                    raise
+                continue
             if self.meta_curriculum is not None or self.sampler_manager is not None:
                 behaviors = [b for t in self.trainers.values() for b in t.behaviors]
                 self.env_steps += sum(self._agent_steps(self._last_step_infos, b) for b in behaviors)
@@ -439,6 +444,16 @@ class TrainerController:
                 self.global_step += 1
                 if self.progress is not None and self.progress_freq and self.global_step % self.progress_freq == 0:
                     self.progress(self)
+
+    def _restarted(self, env_manager: EnvManager, error: EnvironmentException) -> bool:
+        """Whether the env manager restarted its environments after ``error`` (one that can:
+        ``kerasrl.envs.restarts``); then every agent's unfinished episode ends, as at a reset."""
+        restart = getattr(env_manager, "restart_after", None)
+        if restart is None or not restart(error):
+            return False
+        for trainer in self.trainers.values():
+            trainer.end_episode()
+        return True
 
     def _finish(self, env_manager: EnvManager, failed: bool) -> None:
         """Export the trained weights (not after a failure: the checkpoints hold the last good
