@@ -5,6 +5,8 @@ import numpy as np
 import pettingzoo
 from gymnasium import spaces
 
+from kerasrl.envs.competitive import Duel1DEnvironment, team_behavior
+
 
 class Chase(pettingzoo.ParallelEnv):
     """Two runners and a chaser on a line. Runners observe ``[position, step]`` and move by
@@ -55,3 +57,43 @@ class Chase(pettingzoo.ParallelEnv):
 
 def parallel_env() -> Chase:
     return Chase()
+
+
+class DuelGame(pettingzoo.ParallelEnv):
+    """kerasrl's Duel1D race (one arena) as a PettingZoo game: ``runner_0`` and ``runner_1`` race;
+    the game ends when the race does (PettingZoo's next ``reset`` draws a new course)."""
+
+    metadata = {"name": "duel_v0"}
+    render_mode = None
+
+    def __init__(self, seed: int = 0) -> None:
+        self.game = Duel1DEnvironment(num_areas=1, seed=seed)
+        self.possible_agents = ["runner_0", "runner_1"]
+        self.agents: list[str] = []
+
+    def observation_space(self, agent):
+        return spaces.Box(-np.inf, np.inf, (4,), np.float32)
+
+    def action_space(self, agent):
+        return spaces.Discrete(2)
+
+    def _of(self, results, field):
+        if field == "observations":
+            return {a: [results[team_behavior(i)].observations[0][0]] for i, a in enumerate(self.possible_agents)}
+        return {a: getattr(results[team_behavior(i)], field)[0] for i, a in enumerate(self.possible_agents)}
+
+    def reset(self, seed=None, options=None):
+        results = self.game.reset()
+        self.agents = list(self.possible_agents)
+        return {a: o[0] for a, o in self._of(results, "observations").items()}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        results = self.game.step({team_behavior(i): np.array([[actions[a]]], np.int32)
+                                  for i, a in enumerate(self.possible_agents)})
+        obs = {a: o[0] for a, o in self._of(results, "observations").items()}
+        rewards = {a: float(r) for a, r in self._of(results, "rewards").items()}
+        terminated = {a: bool(t) for a, t in self._of(results, "terminated").items()}
+        truncated = {a: bool(t) for a, t in self._of(results, "truncated").items()}
+        if any(terminated.values()) or any(truncated.values()):
+            self.agents = []
+        return obs, rewards, terminated, truncated, {a: {} for a in obs}

@@ -103,3 +103,26 @@ def test_kerasrl_learn_trains_a_pettingzoo_game_named_on_the_command_line(tmp_pa
     assert "has no nothing function" in capsys.readouterr().err
     assert main([*common, "--env", "pettingzoo:tests.pettingzoo_games", "--num-envs", "2", "--run-id", "d"]) == 2
     assert "is one environment (its agents are its own); --num-envs must be 1" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_self_play_on_a_pettingzoo_game_beats_the_scripted_runner(tmp_path):
+    """Duel1D's race as a PettingZoo game, its two runners two teams of behavior ``runner``: PPO by
+    self-play, then the trained policy against Duel1D's scripted runner (as in tests/test_self_play.py)."""
+    from kerasrl.envs.env_manager import SimpleEnvManager
+    from kerasrl.settings import RunContext
+    from kerasrl.trainers import TrainerController, create_trainers
+    from tests.pettingzoo_games import DuelGame
+    from tests.test_self_play import LEARNING, _win_rate
+
+    manager = SimpleEnvManager(PettingZooEnv(DuelGame(seed=1), seed=1, teams={"runner_0": 0, "runner_1": 1}))
+    assert sorted(manager.behavior_specs) == ["runner?team=0", "runner?team=1"]
+    context = RunContext(run_id="r", summaries_dir=str(tmp_path / "s"), model_path=str(tmp_path / "m"), seed=1)
+    section = {**LEARNING, "max_steps": 40000}
+    trainers = create_trainers({"behaviors": {"runner": section}}, manager.behavior_specs, context)
+    ghost = trainers["runner"]
+    TrainerController(trainers, str(tmp_path / "m"), str(tmp_path / "s"), "r", save_freq=10**9,
+                      training_seed=1).start_learning(manager)
+    wins, draws = _win_rate(lambda r: ghost.policy.get_action(r).action, games=200, seed=7)
+    print(f"PettingZoo self-play: {ghost.step} steps, wins {wins:.2f}, draws {draws:.2f}, ELO {ghost.elo:.0f}")
+    assert wins >= 0.8 and ghost.elo > ghost.self_play.initial_elo

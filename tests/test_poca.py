@@ -4,7 +4,6 @@ config, checkpoints, the fit API, and learning ``GroupSimple1D`` from its group 
 from __future__ import annotations
 
 import dataclasses
-
 from collections import defaultdict
 
 import numpy as np
