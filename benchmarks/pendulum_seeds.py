@@ -86,21 +86,53 @@ def run_seeds(task, seeds: list[int], steps: int, paths: tuple[str, str], peer: 
     return ours, theirs
 
 
+def count_transitions() -> None:
+    """An experiment (``--count-transitions``): ``flush_on_update`` rollouts count the transitions
+    they store, not agent steps, so that each holds SB3's ``n_steps × n_envs`` (4,096: 64 whole
+    mini-batches). By default the step after an episode's end (Gymnasium's NEXT_STEP reset step,
+    which stores nothing) counts too: 4,072–4,076 rows, 63 mini-batches, 44–40 rows left out per
+    epoch. ``benchmarks/lockstep_sb3.py`` finds this the one difference from SB3's run beyond
+    float rounding."""
+    from kerasrl.ppo.trainer import PPOTrainer
+
+    init = PPOTrainer.__init__
+
+    def patched(self: PPOTrainer, *args: object, **kwargs: object) -> None:
+        init(self, *args, **kwargs)
+        processor, add_step = self.processor, self.processor.add_step
+
+        def counted(curr, nxt, outputs):  # noqa: ANN001, ANN202 - AgentProcessor.add_step's
+            if processor.rollout is not None and curr is not None and len(curr):
+                processor.rollout.steps -= int(curr.done.sum())  # agents acting on a final observation
+            add_step(curr, nxt, outputs)
+
+        processor.add_step = counted
+
+    PPOTrainer.__init__ = patched
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", default="300-319")
     parser.add_argument("--steps", type=int, default=102_400)
     parser.add_argument("--json", default="pendulum_kerasrl.json", help="kerasrl's {seed: return}")
     parser.add_argument("--sb3-json", default="pendulum_sb3.json", help="SB3's {seed: return}")
+    parser.add_argument("--count-transitions", action="store_true",
+                        help="kerasrl's rollouts hold 4,096 stored transitions, as SB3's (count_transitions)")
+    parser.add_argument("--only", choices=("kerasrl", "sb3"), help="run one library only")
     args = parser.parse_args()
 
     from kerasrl.cli.train import set_tf_threads
 
     set_tf_threads(1)
+    if args.count_transitions:
+        count_transitions()
     task = TASKS["pendulum"]
     bench_ppo.TARGET = task.threshold
     seeds = parse_seeds(args.seeds)
-    ours, theirs = run_seeds(task, seeds, args.steps, (args.json, args.sb3_json))
+    ours, theirs = run_seeds(task, seeds, args.steps, (args.json, args.sb3_json), only=args.only)
+    if args.only:
+        return 0
     a = [ours[str(s)] for s in seeds]
     b = [theirs[str(s)] for s in seeds]
     u, p = mann_whitney_u(a, b)
