@@ -88,7 +88,8 @@ def main() -> int:
                 times[variant].append(run(args, args.scene, variant, folder, i))
                 print(f"repeat {i} {variant}: {1e6 * times[variant][-1]:.1f} us per agent step", flush=True)
     reference = statistics.median(times["ppo"])
-    print(f"\n{args.scene} ({args.path} path, {args.agents} {'arenas' if args.scene == 'duel' else 'agents'}, "
+    size = args.agents if args.path == "unity" else (16 if args.scene == "duel" else 3)  # the built-ins' own
+    print(f"\n{args.scene} ({args.path} path, {size} {'arenas' if args.scene == 'duel' else 'agents'}, "
           f"{args.steps} steps, {args.repeats} repeats)")
     print("| variant | us per agent step (median) | ratio to ppo |\n|---|---|---|")
     for variant in variants:
