@@ -91,10 +91,7 @@ class POCATrainer(RLTrainer):
                                       seed=self.seed, behavior=behavior_name)
         self.init_threading()
         self.saver = self._make_saver()
-        if context.load_model:
-            self.load_model()
-        elif context.initial_model_path(behavior_name, settings) is not None:
-            self.initialize_from(str(context.initial_model_path(behavior_name, settings)))
+        self.start_from_checkpoints()
 
     @classmethod
     def checkpointed_model(cls, behavior: str, spec: BehaviorSpec, settings: TrainerSettings,

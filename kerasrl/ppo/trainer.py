@@ -123,10 +123,7 @@ class PPOTrainer(RLTrainer):
             self.reward_normalizer = RewardNormalizer(self.reward_signals["extrinsic"].gamma)
         self.init_threading()
         self.saver = self._make_saver()
-        if context.load_model:
-            self.load_model()
-        elif context.initial_model_path(behavior_name, settings) is not None:
-            self.initialize_from(str(context.initial_model_path(behavior_name, settings)))
+        self.start_from_checkpoints()
         #: Compile the update ahead at the first step of training (``PPOLearner.start_warm_up``),
         #: not before: by then every restore of the optimizer's state (checkpoints, callbacks) is done.
         self._warm_up_pending = context.train_model

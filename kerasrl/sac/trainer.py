@@ -135,10 +135,7 @@ class SACTrainer(RLTrainer):
         self.saver = CheckpointSaver(self.model_path, context.keep_checkpoints, self.behavior_record(),
                                      model=self.networks, **self.learner.optimizers, **self.reward_state(), **bc_state)
         self.saver.late_state = (self._targets_before_they_were_saved(),)
-        if context.load_model:
-            self.load_model()
-        elif context.initial_model_path(behavior_name, settings) is not None:
-            self.initialize_from(str(context.initial_model_path(behavior_name, settings)))
+        self.start_from_checkpoints()
         self._policy.uniform = self.step < self.hyperparameters.buffer_init_steps
 
     @classmethod

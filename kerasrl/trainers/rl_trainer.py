@@ -8,7 +8,7 @@ from typing import Any, Mapping, Optional
 from kerasrl.buffer import Buffer
 from kerasrl.common.fast_path import signal_jit_compile
 from kerasrl.distribute import check_batch_size, learner_strategy, replicas
-from kerasrl.exception import TrainerConfigError
+from kerasrl.exception import TrainerConfigError, UnityTrainerException
 from kerasrl.rewards import RewardSignal, create_reward_signal
 from kerasrl.settings import Hyperparameters, RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec, StepResult
@@ -80,6 +80,24 @@ class RLTrainer(Trainer):
     def first_wait_seconds(self) -> Optional[float]:
         """Threaded: seconds acting waited for the first update of this session (None before it)."""
         return self.threaded_updates.first_wait_seconds
+
+    def start_from_checkpoints(self) -> None:
+        """Restore this run's latest checkpoint (``--resume``), or start from another run's
+        (``init_path``, ``--initialize-from``), as the run's context says; else nothing."""
+        if self.context.load_model:
+            self.load_model()
+            return
+        path = self.context.initial_model_path(self.behavior_name, self.settings)
+        if path is not None:
+            self.initialize_from(str(path))
+
+    def load_model(self) -> None:
+        """Restore the latest checkpoint of this run (a trainer type with checkpoints implements it)."""
+        raise UnityTrainerException(f"{type(self).__name__} cannot restore a checkpoint.")
+
+    def initialize_from(self, model_path: str) -> None:
+        """Start from another run's checkpoint folder (a trainer type with checkpoints implements it)."""
+        raise UnityTrainerException(f"{type(self).__name__} cannot start from another run's checkpoints.")
 
     def finish_updates(self, drain: bool) -> None:
         self.threaded_updates.finish(drain)
