@@ -18,7 +18,8 @@ FLAG_OF: dict[str, dict[str, str]] = {
                      "restarts_rate_limit_period_s": "restarts_rate_limit_period_s"},
     "engine_settings": {"width": "width", "height": "height", "quality_level": "quality_level",
                         "time_scale": "time_scale", "target_frame_rate": "target_frame_rate",
-                        "capture_frame_rate": "capture_frame_rate", "no_graphics": "no_graphics"},
+                        "capture_frame_rate": "capture_frame_rate", "no_graphics": "no_graphics",
+                        "no_graphics_monitor": ""},  # ML-Agents 1.0's: accepted as false, kerasrl's only mode
     "checkpoint_settings": {"run_id": "run_id", "initialize_from": "initialize_from", "load_model": "load",
                             "resume": "load", "force": "force", "train_model": "train", "inference": "inference",
                             "results_dir": "results_dir"},
@@ -47,7 +48,9 @@ def apply_run_options(args: argparse.Namespace, parser: argparse.ArgumentParser,
             if key not in keys:
                 raise TrainerConfigError(f"Unknown key {key} in {block} of {source} (known: {', '.join(keys)}).")
             dest = keys[key]
-            if value is not None and dest is not None and dest not in given:
+            if not dest and value not in (None, False):
+                raise TrainerConfigError(f"{block}.{key} in {source}: {value!r} is not supported by kerasrl (false).")
+            if value is not None and dest and dest not in given:
                 setattr(args, dest, _flag_value(actions[dest], value, f"{block}.{key} in {source}"))
     if options.get("debug") is not None and "debug" not in given:
         args.debug = _flag_value(actions["debug"], options["debug"], f"debug in {source}")

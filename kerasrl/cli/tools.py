@@ -18,6 +18,7 @@ from kerasrl.exception import TrainerError
 from kerasrl.plot import DEFAULT_KEYS, plot_runs
 from kerasrl.settings import load_trainer_config
 from kerasrl.settings.upgrade import todays_layout
+from kerasrl.settings.upgrade_parameters import dropped_interval
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,7 +79,11 @@ def upgrade_config(old: str, new: str, force: bool = False) -> str:
         with contextlib.suppress(OSError):
             os.remove(tmp)
         raise TrainerError(f"{new} could not be written: {e.strerror or e}.") from e
-    return f"Wrote {new} ({len(config.behavior_sections)} behavior sections, {config.layout} → today's layout)."
+    interval = dropped_interval(config.run_options)
+    note = "" if interval is None else (f" The samplers' resampling-interval {interval} has no place there: a Unity "
+                                        "scene draws them each episode (for other environments give them in a "
+                                        "--sampler file).")
+    return f"Wrote {new} ({len(config.behavior_sections)} behavior sections, {config.layout} → today's layout).{note}"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -9,8 +9,9 @@ out take today's ML-Agents defaults (``max_steps`` 500000, ``summary_freq`` 5000
 a reward signal's ``gamma`` 0.99 and ``strength`` 1.0, its model's 128 units). The run's own blocks
 (``env_settings``, ``engine_settings``, ``checkpoint_settings``, ``torch_settings``,
 ``environment_parameters``, ``debug``; and ML-Agents 0.17–0.19's ``curriculum`` and
-``parameter_randomization``, which ``environment_parameters`` replaced) are checked here and kept
-for the command line.
+``parameter_randomization``, which ``environment_parameters`` replaced; 0.17's drafts kept a
+behavior's ``curriculum`` in its block, read as the top-level one's) are checked here and kept for
+the command line.
 """
 from __future__ import annotations
 
@@ -69,13 +70,29 @@ def flat_sections(config: Mapping[str, Any], source: str) -> tuple[dict[str, dic
     default = dict(_mapping(source, "default_settings", config.get("default_settings")))
     behaviors = _mapping(source, "behaviors", config.get("behaviors"))
     sections = {"default": flat_section(default, f"default_settings of {source} ({LAYOUT})")}
+    run = {k: config[k] for k in RUN_BLOCKS if k in config}
     for name, block in behaviors.items():
         if not isinstance(name, str):
             raise TrainerConfigError(f"Behavior names of {source} must be strings, got {name!r}.")
         where = f"behavior {name} of {source} ({LAYOUT})"
-        block = _mapping(where, name, block)
+        block = dict(_mapping(where, name, block))
+        if "curriculum" in block:  # ML-Agents 0.17's drafts: a behavior's own curriculum, as the top-level block's
+            _hoist_curriculum(run, name, block.pop("curriculum"), where)
         sections[name] = flat_section(deep_merged(_default_for(default, block), block), where)
-    return sections, {k: config[k] for k in RUN_BLOCKS if k in config}
+    return sections, run
+
+
+def _hoist_curriculum(run: dict[str, Any], name: str, curriculum: Any, where: str) -> None:
+    """A behavior block's ``curriculum`` (ML-Agents 0.17's drafts kept it there) added to the
+    top-level ``curriculum`` block under the behavior's name."""
+    top = run.get("curriculum")
+    if top is not None and not isinstance(top, Mapping):
+        raise TrainerConfigError(f"curriculum in {where}: the top-level curriculum block must be a mapping of "
+                                 f"behaviors, got {top!r}.")
+    if top is not None and name in top:
+        raise TrainerConfigError(f"curriculum in {where}: the top-level curriculum block has one for {name} too; "
+                                 "give it once.")
+    run["curriculum"] = {**(top or {}), name: curriculum}
 
 
 def _default_for(default: Mapping[str, Any], block: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -4,6 +4,8 @@ the inverse of :mod:`kerasrl.settings.layout`, so that the file loads back into 
 Each behavior's block holds what differs from its trainer type's defaults; ``default_settings``
 holds the ``default`` section, and a behavior block only what differs from it (a behavior whose
 reward signals are not the default's keeps them in its own block, since nested blocks merge).
+The run's blocks are kept, ML-Agents 0.17–0.19's ``curriculum`` and ``parameter_randomization``
+written as ``environment_parameters`` (:mod:`kerasrl.settings.upgrade_parameters`).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from kerasrl.settings.config import TrainerConfig, trainer_config_from_dict
 from kerasrl.settings.layout import MEMORY_DEFAULTS, SECTION_DEFAULTS
 from kerasrl.settings.network import NetworkSettings
 from kerasrl.settings.trainer import TrainerSettings
+from kerasrl.settings.upgrade_parameters import environment_parameters
 
 _MEMORY_KEYS = ("use_recurrent", *MEMORY_DEFAULTS)
 
@@ -98,4 +101,4 @@ def todays_layout(config: TrainerConfig) -> dict[str, Any]:
                                      f"{config.source} cannot be written in today's layout unchanged (its reward "
                                      "signals differ from other sections' in kind, which default_settings would merge "
                                      "in): give every behavior its own section.")
-    return {**out, **dict(config.run_options)}
+    return {**out, **environment_parameters(config.run_options, config.source)}
