@@ -3,9 +3,10 @@ ML-Agents layout), read and checked before TensorFlow loads and before the run f
 
 ``environment_parameters`` become kerasrl's lessons and fixed parameters: a constant is set at
 every reset; a behavior's curricula become one curriculum of that behavior, whose lessons advance
-every parameter together (so its parameters' lessons must end on the same criteria). A sampler
-that ML-Agents draws anew each episode is not supported there yet (a ``--sampler`` file draws
-every ``resampling-interval`` steps)."""
+every parameter together (so its parameters' lessons must end on the same criteria). A sampler,
+which ML-Agents draws anew each episode, goes to a Unity scene, which does that draw (a lesson's
+sampler from the start of its lesson on); other environments do not draw per episode, so one is
+refused there (a ``--sampler`` file draws every ``resampling-interval`` steps)."""
 from __future__ import annotations
 
 import argparse
@@ -17,10 +18,11 @@ from kerasrl.envs.registry import is_unity_env
 from kerasrl.exception import TrainerError
 from kerasrl.samplers import SamplerException, SamplerManager, load_sampler_file, resume_draws, split_interval
 from kerasrl.settings.environment_parameters import (
-    SAMPLER_PARAMETERS,
     EnvironmentParameter,
+    SampledValue,
     Sampler,
     read_environment_parameters,
+    sampler_values,
 )
 
 #: The config blocks that set the environment's parameters: today's, and ML-Agents 0.17–0.19's two.
@@ -39,12 +41,8 @@ class EnvParameters:
 
     def episode_samplers(self, seed: int) -> tuple[tuple[str, str, tuple[float, ...], int], ...]:
         """``(key, kind, values, seed)`` for the scene; a sampler without a seed gets the run's + its index."""
-        out = []
-        for i, (name, sampler) in enumerate((self.per_episode or {}).items()):
-            values = [v for pair in sampler.parameters["intervals"] for v in pair] if sampler.kind == "multirangeuniform" \
-                else [sampler.parameters[k] for k in SAMPLER_PARAMETERS[sampler.kind]]
-            out.append((name, sampler.kind, tuple(float(v) for v in values), seed + i if sampler.seed is None else sampler.seed))
-        return tuple(out)
+        return tuple((name, sampler.kind, sampler_values(sampler), seed + i if sampler.seed is None else sampler.seed)
+                     for i, (name, sampler) in enumerate((self.per_episode or {}).items()))
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, blocks: Optional[Mapping[str, Any]] = None,
@@ -113,7 +111,7 @@ class EnvParameters:
                 per_episode[parameter.name] = lesson.value
             else:
                 fixed[parameter.name] = {"sampler-type": "constant", "value": _constant(parameter, lesson, source)}
-        curricula = {behavior: _curriculum(behavior, group, source) for behavior, group in by_behavior.items()}
+        curricula = {behavior: _curriculum(behavior, group, source, unity) for behavior, group in by_behavior.items()}
         return cls(MetaCurriculum.of(curricula) if curricula else None, fixed or None, None, per_episode or None)
 
     def reward_buff_caps(self) -> dict[str, int]:
@@ -127,6 +125,10 @@ class EnvParameters:
         else (with ``--resume``) where the checkpoint the trainers restored (at ``steps``) left them."""
         meta = self.meta_curriculum
         if meta is not None:
+            offset = seed + len(self.per_episode or {})  # a lesson's sampler without a seed: the run's + its index
+            for curriculum in meta.curricula.values():
+                if isinstance(curriculum, LessonSamplers):
+                    curriculum.seed, offset = offset, offset + len(curriculum.samplers)
             if args.lesson is not None:
                 meta.set_all_curriculums_to_lesson_num(args.lesson)
             elif args.load and load_lessons(meta, model_path, steps):
@@ -144,17 +146,45 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     return value
 
 
+class LessonSamplers(Curriculum):
+    """A curriculum whose lessons' values may be samplers (``samplers``: parameter → each lesson's
+    sampler or None): such a lesson's value is a :class:`SampledValue`, which a Unity scene draws
+    each episode, seeded by ``seed`` + the parameter's index unless the sampler has its own seed."""
+
+    def __init__(self, location: str, data: Mapping[str, Any], behavior_name: str,
+                 samplers: Mapping[str, list[Optional[Sampler]]]) -> None:
+        super().__init__(location, data=data, behavior_name=behavior_name)
+        self.samplers = dict(samplers)
+        self.seed = 0
+
+    def get_config(self, lesson: Optional[int] = None) -> dict[str, float]:
+        config = super().get_config(lesson)
+        lesson = self.lesson_num if lesson is None else max(0, min(int(lesson), self.max_lesson_num))
+        for i, (name, per_lesson) in enumerate(self.samplers.items()):
+            sampler = per_lesson[lesson]
+            if sampler is not None:
+                config[name] = SampledValue(sampler, self.seed + i)
+        return config
+
+
 def _constant(parameter: EnvironmentParameter, lesson: Any, source: str) -> float:
     value = lesson.value.constant
     if value is None:
-        raise TrainerError(f"environment parameter {parameter.name} of {source}: its {lesson.value.kind} sampler is "
-                           "drawn anew each episode, which a Unity scene does and kerasrl does not do for other "
-                           "environments (nor inside lessons) yet; give it as a constant, or in a --sampler file "
-                           "(drawn every resampling-interval steps).")
+        where = "" if len(parameter.lessons) == 1 else f" (lesson {lesson.name})"
+        raise TrainerError(f"environment parameter {parameter.name} of {source}{where}: its {lesson.value.kind} sampler "
+                           "is drawn anew each episode, which a Unity scene does and kerasrl does not do for other "
+                           "environments; give it as a constant, or in a --sampler file (drawn every "
+                           "resampling-interval steps).")
     return value
 
 
-def _curriculum(behavior: str, parameters: list[EnvironmentParameter], source: str) -> Curriculum:
+def _lesson_value(parameter: EnvironmentParameter, lesson: Any, source: str, unity: bool) -> float:
+    """A lesson's constant; for a Unity scene, a sampler's middle (its draws come from the scene)."""
+    return SampledValue(lesson.value, 0) if unity and lesson.value.constant is None \
+        else _constant(parameter, lesson, source)
+
+
+def _curriculum(behavior: str, parameters: list[EnvironmentParameter], source: str, unity: bool = False) -> Curriculum:
     """One curriculum of ``behavior`` whose lessons set every parameter of ``parameters``."""
     first = parameters[0]
     criteria = [lesson.completion_criteria for lesson in first.lessons[:-1]]
@@ -169,7 +199,11 @@ def _curriculum(behavior: str, parameters: list[EnvironmentParameter], source: s
         raise TrainerError(f"{where}: the lessons of {first.name} change measure, min_lesson_length or "
                            "signal_smoothing from lesson to lesson, which kerasrl's curricula keep for all lessons.")
     (measure, length, smoothing), = kinds
-    values = {p.name: [_constant(p, lesson, source) for lesson in p.lessons] for p in parameters}
+    values = {p.name: [_lesson_value(p, lesson, source, unity) for lesson in p.lessons] for p in parameters}
     data = {"measure": measure, "thresholds": [c.threshold for c in criteria if c is not None],
             "min_lesson_length": length, "signal_smoothing": smoothing, "parameters": values}
+    samplers = {p.name: [lesson.value if lesson.value.constant is None else None for lesson in p.lessons]
+                for p in parameters}
+    if any(s is not None for per_lesson in samplers.values() for s in per_lesson):
+        return LessonSamplers(f"{where} (behavior {behavior})", data, behavior, samplers)
     return Curriculum(f"{where} (behavior {behavior})", data=data, behavior_name=behavior)

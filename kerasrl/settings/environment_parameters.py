@@ -36,6 +36,38 @@ class Sampler:
         return float(self.parameters["value"]) if self.kind == "constant" else None
 
 
+def sampler_values(sampler: Sampler) -> tuple[float, ...]:
+    """The floats the environment-parameters side channel sends for ``sampler`` (a multirangeuniform
+    sampler's intervals flattened)."""
+    if sampler.kind == "multirangeuniform":
+        return tuple(float(v) for pair in sampler.parameters["intervals"] for v in pair)
+    return tuple(float(sampler.parameters[k]) for k in SAMPLER_PARAMETERS[sampler.kind])
+
+
+class SampledValue(float):
+    """A curriculum lesson's value that is a sampler: a float (the sampler's middle, for logs) that
+    carries ``sampler = (kind, values, seed)``; a Unity scene given it draws the parameter each
+    episode (:meth:`kerasrl.envs.unity.UnityEnvironment.reset`)."""
+
+    sampler: tuple[str, tuple[float, ...], int]
+
+    def __new__(cls, sampler: Sampler, seed: int) -> "SampledValue":
+        values = sampler_values(sampler)
+        middle = values[0] if sampler.kind == "gaussian" else sum(values) / len(values)
+        value = super().__new__(cls, middle)
+        value.sampler = (sampler.kind, values, seed if sampler.seed is None else sampler.seed)
+        return value
+
+    def __reduce__(self) -> Any:  # through a worker process's pipe with its sampler
+        return _sampled_value, (float(self), self.sampler)
+
+
+def _sampled_value(value: float, sampler: tuple[str, tuple[float, ...], int]) -> SampledValue:
+    out = float.__new__(SampledValue, value)
+    out.sampler = sampler
+    return out
+
+
 @dataclass(frozen=True)
 class CompletionCriteria:
     """When a lesson ends: ``behavior``'s ``measure`` (smoothed) above ``threshold``, after at least

@@ -198,9 +198,14 @@ class UnityEnvironment(Environment):
         return dict(self.parameters_channel.values)
 
     def reset(self, config: Optional[Mapping[str, float]] = None) -> dict[str, StepResult]:
-        """Set ``config`` (environment parameters the scene reads) and reset the scene."""
+        """Set ``config`` (environment parameters the scene reads) and reset the scene; a value that
+        carries a ``sampler`` (a curriculum lesson's) is sent as that sampler, which the scene draws."""
         for key, value in (config or {}).items():
-            self.parameters_channel.set_float_parameter(key, value)
+            sampler = getattr(value, "sampler", None)
+            if sampler is not None:
+                self.parameters_channel.set_sampler(key, *sampler)
+            else:
+                self.parameters_channel.set_float_parameter(key, value)
         message = pb.UnityInputProto()
         message.rl_input.command = pb.RESET
         message.rl_input.side_channel = encode_side_channels(self._channels.values())
