@@ -9,6 +9,7 @@ Pixel values become floats in [0, 1].
 """
 from __future__ import annotations
 
+import itertools
 from typing import Sequence
 
 import numpy as np
@@ -20,7 +21,7 @@ from kerasrl.demo_format.png import split_pngs
 from kerasrl.exception import EnvironmentException
 from kerasrl.protos import unity_protocol_pb2 as pb
 
-__all__ = ["decode_png_observation", "observation_arrays"]
+__all__ = ["action_masks", "decode_png_observation", "observation_arrays"]
 
 
 def decode_png_observation(data: bytes, shape: Sequence[int], mapping: Sequence[int] = ()) -> np.ndarray:
@@ -85,18 +86,38 @@ def observation_arrays(infos: Sequence[pb.AgentInfoProto], shapes: Sequence[tupl
                                        f"observations; the behavior has {len(shapes)}.")
     out = []
     for k, shape in enumerate(shapes):
-        if len(shape) == 1 and all(info.observations[k].compression_type == pb.NONE for info in infos):
-            flat = [info.observations[k].float_data.data for info in infos]
-            try:
-                out.append(np.array(flat, np.float32).reshape((len(infos),) + shape))
-            except ValueError as e:
-                raise EnvironmentException(f"Observation {k} of behavior '{behavior}' does not have shape {shape} "
-                                           "for every agent.") from e
+        protos = [info.observations[k] for info in infos]
+        if len(shape) == 1 and all(p.compression_type == pb.NONE for p in protos):
+            out.append(_stack_floats(protos, shape, k, behavior))
         elif len(shape) == 3 and shape[2] <= 3 and len(infos) > 1 and all(
-                info.observations[k].compression_type == pb.PNG and not info.observations[k].compressed_channel_mapping
-                for info in infos):
-            out.append(_batch_of_pngs([info.observations[k] for info in infos], shape))
+                p.compression_type == pb.PNG and not p.compressed_channel_mapping for p in protos):
+            out.append(_batch_of_pngs(protos, shape))
         else:
-            out.append(np.stack([_one(info.observations[k], shape) for info in infos]) if infos
-                       else np.zeros((0,) + shape, np.float32))
+            out.append(np.stack([_one(p, shape) for p in protos]) if infos else np.zeros((0,) + shape, np.float32))
+    return out
+
+
+def _stack_floats(protos: list[pb.ObservationProto], shape: tuple[int, ...], k: int, behavior: str) -> np.ndarray:
+    """One vector observation of many agents as ``[n, size]``. The values are read in one pass
+    (``np.fromiter``): numpy's ``np.array`` of protobuf's repeated fields takes ~7 µs per agent."""
+    flat = [p.float_data.data for p in protos]
+    size = int(np.prod(shape))
+    if any(len(data) != size for data in flat):
+        raise EnvironmentException(f"Observation {k} of behavior '{behavior}' does not have shape {shape} "
+                                   "for every agent.")
+    return np.fromiter(itertools.chain.from_iterable(flat), np.float32, size * len(flat)).reshape((len(flat),) + shape)
+
+
+def action_masks(infos: Sequence[pb.AgentInfoProto], width: int) -> np.ndarray:
+    """The agents' action masks as float32 ``[n, width]``, 1 = allowed (a player's ``action_mask``
+    says true for an action that is not); an agent without a mask of ``width`` values may take any.
+    Read in one pass, as :func:`_stack_floats` reads observations."""
+    masks = [info.action_mask for info in infos]
+    if all(len(m) == width for m in masks):
+        flags = np.fromiter(itertools.chain.from_iterable(masks), bool, width * len(masks)).reshape(len(masks), width)
+        return (~flags).astype(np.float32)
+    out = np.ones((len(masks), width), np.float32)
+    for row, m in enumerate(masks):
+        if len(m) == width:
+            out[row] = ~np.array(m, bool)
     return out
