@@ -80,13 +80,14 @@ def _one(proto: pb.ObservationProto, shape: tuple[int, ...]) -> np.ndarray:
 def observation_arrays(infos: Sequence[pb.AgentInfoProto], shapes: Sequence[tuple[int, ...]],
                        behavior: str) -> list[np.ndarray]:
     """Observation ``k`` of every agent in ``infos``, stacked: one ``[n, *shapes[k]]`` array per ``k``."""
-    for info in infos:
-        if len(info.observations) != len(shapes):
-            raise EnvironmentException(f"Agent {info.id} of behavior '{behavior}' sent {len(info.observations)} "
+    observations = [info.observations for info in infos]  # each read once: a field access costs ~0.3 µs
+    for info, obs in zip(infos, observations):
+        if len(obs) != len(shapes):
+            raise EnvironmentException(f"Agent {info.id} of behavior '{behavior}' sent {len(obs)} "
                                        f"observations; the behavior has {len(shapes)}.")
     out = []
     for k, shape in enumerate(shapes):
-        protos = [info.observations[k] for info in infos]
+        protos = [obs[k] for obs in observations]
         if len(shape) == 1 and all(p.compression_type == pb.NONE for p in protos):
             out.append(_stack_floats(protos, shape, k, behavior))
         elif len(shape) == 3 and shape[2] <= 3 and len(infos) > 1 and all(
