@@ -1,7 +1,10 @@
 """What self-play and POCA cost per agent step against PPO on the same scene.
 
 Each variant is one ``kerasrl-learn`` run (a subprocess) of ``--steps N``, its time per agent step
-taken from the run's ``wall_s`` (set-up and compilation included, the same for every variant):
+taken from the run's ``wall_s`` (set-up and compilation included, the same for every variant), and
+its steady-state time per agent step: the same less the run's tracing and compilation (its first
+calls of the compiled functions, which ``steps_per_sec`` of the run's last line leaves out, as
+``bench_ppo.py`` does), the fixed cost that weighs most on a short run:
 
 * ``duel``: Duel1D with ``--agents`` arenas (two agents each, one per team behavior):
   ``ppo`` trains the two teams as two behaviors (2N agent steps), ``selfplay`` one learning team
@@ -31,7 +34,7 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STANDIN = os.path.join(ROOT, "tests", "unity_standin", "StandIn")
-FINAL = re.compile(r"^final steps=\d+ .* wall_s=(?P<wall>[\d.]+)$", re.M)
+FINAL = re.compile(r"^final steps=(?P<steps>\d+) .*steps_per_sec=(?P<sps>[\d.]+) wall_s=(?P<wall>[\d.]+)$", re.M)
 NETWORK = {"hidden_units": 64, "num_layers": 2}
 HYPER = {"batch_size": 256, "buffer_size": 2048, "learning_rate": 3.0e-4}
 SELF_PLAY = {"save_steps": 2000, "swap_steps": 1000, "team_change": 8000, "window": 5}
@@ -57,8 +60,8 @@ def command(args: argparse.Namespace, scene: str, path: str, folder: str, run_id
     return base + ["--env", "GroupSimple1D"]
 
 
-def run(args: argparse.Namespace, scene: str, variant: str, folder: str, index: int) -> float:
-    """Seconds per agent step of one run."""
+def run(args: argparse.Namespace, scene: str, variant: str, folder: str, index: int) -> tuple[float, float]:
+    """Seconds per agent step of one run: all of it, and without its tracing and compilation."""
     path = os.path.join(folder, f"{variant}-{index}.yaml")
     with open(path, "w") as f:
         yaml.safe_dump(config(scene, variant), f)
@@ -69,7 +72,9 @@ def run(args: argparse.Namespace, scene: str, variant: str, folder: str, index: 
     if done.returncode != 0 or match is None:
         raise SystemExit(f"{variant} failed (exit {done.returncode}): {done.stderr[-2000:]}")
     agent_steps = 2 * args.steps if scene == "duel" else args.steps
-    return float(match["wall"]) / agent_steps
+    wall = float(match["wall"])
+    steady = int(match["steps"]) / max(float(match["sps"]), 1e-9)  # the wall time less the tracing
+    return wall / agent_steps, min(steady, wall) / agent_steps
 
 
 def main() -> int:
@@ -82,19 +87,25 @@ def main() -> int:
     args = parser.parse_args()
     variants = list(VARIANTS[args.scene])
     times: dict[str, list[float]] = {v: [] for v in variants}
+    steady: dict[str, list[float]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory() as folder:
         for i in range(args.repeats):
             for variant in variants if i % 2 == 0 else variants[::-1]:
-                times[variant].append(run(args, args.scene, variant, folder, i))
-                print(f"repeat {i} {variant}: {1e6 * times[variant][-1]:.1f} us per agent step", flush=True)
-    reference = statistics.median(times["ppo"])
+                whole, without = run(args, args.scene, variant, folder, i)
+                times[variant].append(whole)
+                steady[variant].append(without)
+                print(f"repeat {i} {variant}: {1e6 * whole:.1f} us per agent step ({1e6 * without:.1f} without "
+                      "tracing and compilation)", flush=True)
+    reference, steady_reference = statistics.median(times["ppo"]), statistics.median(steady["ppo"])
     size = args.agents if args.path == "unity" else (16 if args.scene == "duel" else 3)  # the built-ins' own
     print(f"\n{args.scene} ({args.path} path, {size} {'arenas' if args.scene == 'duel' else 'agents'}, "
           f"{args.steps} steps, {args.repeats} repeats)")
-    print("| variant | us per agent step (median) | ratio to ppo |\n|---|---|---|")
+    print("| variant | us per agent step (median) | ratio to ppo | steady state: us per agent step | ratio to ppo |\n"
+          "|---|---|---|---|---|")
     for variant in variants:
-        median = statistics.median(times[variant])
-        print(f"| {variant} | {1e6 * median:.1f} | {median / reference:.2f} |")
+        median, without = statistics.median(times[variant]), statistics.median(steady[variant])
+        print(f"| {variant} | {1e6 * median:.1f} | {median / reference:.2f} | {1e6 * without:.1f} | "
+              f"{without / steady_reference:.2f} |")
     return 0
 
 

@@ -20,6 +20,7 @@ from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.poca.learner import POCALearner
 from kerasrl.poca.loss import poca_loss
 from kerasrl.poca.networks import POCACritic
+from kerasrl.poca.numpy_critic import NumpyCritic
 from kerasrl.poca.trainer import GROUP_REWARD_STAT, POCATrainer, lambda_returns_and_advantages
 from kerasrl.settings import POCASettings, RunContext, TrainerSettings, load_trainer_config
 from kerasrl.trainers import TrainerController, create_trainers
@@ -195,6 +196,28 @@ def test_the_loss_and_one_update_match_a_numpy_computation():
     assert any(moved[: len(moved) - len(critic.trainable_variables)]) and any(moved[-len(critic.trainable_variables):])
     assert all(np.array_equal(actor.value_heads["extrinsic"].kernel.numpy(), k)
                for k in [actor.value_heads["extrinsic"].kernel.numpy()])
+
+
+def test_one_critic_pass_and_its_numpy_mirror_give_the_values_and_baselines_of_separate_passes():
+    """``estimates`` (both sets of entities through one attention) equals ``values`` and
+    ``baselines`` apart, and the trainer's numpy mirror equals both (a normaliser with statistics,
+    groupmates masked out, a member count scaled by a larger group)."""
+    spec = _spec()
+    network = dataclasses.replace(TrainerSettings.from_dict(SMALL).network, normalize=True)
+    actor = ActorCritic(spec, ["extrinsic"], network, seed=3)
+    critic = POCACritic(spec, ["extrinsic"], network, actor.normalizer, seed=3)
+    batch = _hand_batch(actor)
+    actor.normalizer.update(np.random.default_rng(1).normal(1.0, 3.0, (50, 2)))
+    critic.note_group_size(4)
+    args = [batch[k] for k in (Field.VECTOR_OBS, Field.GROUPMATE_VECTOR_OBS, Field.GROUPMATE_ACTIONS,
+                               Field.GROUPMATE_MASK)]
+    values, baselines = critic.estimates(*args)
+    apart = (critic.values(args[0], args[1], args[3]), critic.baselines(*args))
+    mirror = NumpyCritic(critic, network.activation).estimates(*args)
+    for got in ((values, baselines), mirror):
+        for estimate, expected in zip(got, apart):
+            np.testing.assert_allclose(np.asarray(estimate["extrinsic"]), expected["extrinsic"].numpy(),
+                                       rtol=1e-5, atol=1e-5)
 
 
 def test_the_xla_update_padded_to_a_fixed_stack_matches_the_plain_one():

@@ -4,7 +4,10 @@ and the update (every epoch and mini-batch in one compiled call, :mod:`kerasrl.c
 One device only (no ``tf.distribute`` strategy). The update is compiled with XLA where PPO's is
 (``jit_compile``, :func:`kerasrl.common.fast_path.choose_jit_compile`): its stack of mini-batches is
 padded to the most an update has had, and the loop runs only the real ones, so that XLA compiles
-once per run (again only when a larger group widens the groupmates' arrays).
+once per run (again only when a larger group widens the groupmates' arrays). Its compiled code goes
+to the XLA cache (``kerasrl.xla_cache``, as PPO's), so that a later run of the same command loads it
+instead of compiling; the first call of each shape counts as tracing (``trace_seconds``), as does
+the first call of the critic's estimates (``estimate_fn``).
 """
 from __future__ import annotations
 
@@ -14,8 +17,10 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from kerasrl import xla_cache
 from kerasrl.common.fast_path import choose_jit_compile
 from kerasrl.common.minibatches import minibatch_plan
+from kerasrl.common.policy import _timed_first_call
 from kerasrl.common.schedules import decayed_hyperparameters
 from kerasrl.common.update_loop import sum_steps
 from kerasrl.fields import Field
@@ -54,8 +59,10 @@ class POCALearner:
         self.use_xla = choose_jit_compile(hp.jit_compile, actor)
         #: Mini-batches every update's stack is padded to (the most seen): one compiled shape.
         self._stack_size = 0
-        #: Seconds spent in the update's first (tracing) call, for the run's report.
+        #: Seconds spent in the update's first call per shape and the estimates' first call (tracing
+        #: and compiling), for the run's report.
         self.trace_seconds = 0.0
+        self._traced_shapes: set[tuple[tuple[int, ...], ...]] = set()
 
     @classmethod
     def for_behavior(cls, spec: BehaviorSpec, stream_names: Sequence[str], settings: TrainerSettings, seed: int,
@@ -130,13 +137,32 @@ class POCALearner:
         rows = plan.reshape(-1, plan.shape[-1])
         padded = self._padded(rows, hp.num_epoch)
         stacked = {k: tf.convert_to_tensor(np.asarray(batch[k])[padded]) for k in self.batch_fields}
-        first = self._update_fn is None
-        update_fn = self._update_fn = self._build_update() if self._update_fn is None else self._update_fn
-        start = time.perf_counter()
-        totals = update_fn(stacked, tf.constant(rows.shape[0], tf.int32)).numpy() / rows.shape[0]
-        if first:
+        count = tf.constant(rows.shape[0], tf.int32)
+        shape = tuple(tuple(v.shape) for v in stacked.values())
+        if shape in self._traced_shapes:
+            assert self._update_fn is not None
+            totals = self._update_fn(stacked, count).numpy() / rows.shape[0]
+        else:
+            start = time.perf_counter()
+            totals = self._compile_call(stacked, count).numpy() / rows.shape[0]
+            self._traced_shapes.add(shape)
             self.trace_seconds += time.perf_counter() - start
         return {**dict(zip(METRIC_NAMES, totals.tolist())), **values}
+
+    def _compile_call(self, stacked: Mapping[str, tf.Tensor], count: tf.Tensor) -> tf.Tensor:
+        """The update's first call for a shape, which traces and compiles it (or loads it from the
+        XLA cache, whose entries it publishes); a cached entry that fails to load is discarded
+        and the update traced and compiled afresh, as PPO's (``PPOLearner._compile_call``)."""
+        if self._update_fn is None:
+            self._update_fn = self._build_update()
+        with xla_cache.compiling():
+            try:
+                return self._update_fn(stacked, count)
+            except tf.errors.OpError:
+                if not (self.use_xla and xla_cache.discard_loaded()):
+                    raise
+            self._update_fn = self._build_update()
+            return self._update_fn(stacked, count)
 
     def estimate_fn(self) -> Any:
         """``(own, mates, actions, mask) -> (values, baselines)`` of the critic, compiled once for
@@ -151,6 +177,6 @@ class POCALearner:
 
         def estimates(own: tf.Tensor, mates: tf.Tensor, actions: tf.Tensor,
                       mask: tf.Tensor) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor]]:
-            return self.critic.values(own, mates, mask), self.critic.baselines(own, mates, actions, mask)
+            return self.critic.estimates(own, mates, actions, mask)
 
-        return tf.function(estimates, input_signature=signature, autograph=False)
+        return _timed_first_call(tf.function(estimates, input_signature=signature, autograph=False), self)

@@ -100,29 +100,51 @@ class POCACritic(keras.Model):
         features = tf.concat([self.body(pooled), masked_count_feature(mask, self.max_entities)], axis=-1)
         return {name: tf.squeeze(head(features), -1) for name, head in self.value_heads.items()}
 
+    def _mates(self, own: tf.Tensor, mates: tf.Tensor) -> tf.Tensor:
+        """The groupmates' observations ``[B, M, V]`` through the normaliser."""
+        size = self.spec.vector_observation_size
+        shape = tf.shape(mates)
+        flat = self._normalized(tf.reshape(tf.cast(mates, own.dtype), [-1, size]))
+        return tf.reshape(flat, [shape[0], shape[1], size])
+
+    def _value_entities(self, own_entity: tf.Tensor, mates: tf.Tensor) -> tf.Tensor:
+        return tf.concat([own_entity, self.obs_embedding(mates)], axis=1)
+
+    def _baseline_entities(self, own_entity: tf.Tensor, mates: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
+        mates_in = tf.concat([mates, self._action_features(actions)], -1)
+        return tf.concat([own_entity, self.obs_action_embedding(mates_in)], axis=1)
+
+    def _members(self, own: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+        """The mask of the agent (always real) and its groupmates, ``[B, 1 + M]``."""
+        return tf.concat([tf.ones_like(own[:, :1]), tf.cast(mask, own.dtype)], axis=1)
+
     def values(self, own: tf.Tensor, mates: tf.Tensor, mask: tf.Tensor) -> dict[str, tf.Tensor]:
         """The group value of the agent and its groupmates (``mates`` ``[B, M, V]``, ``mask`` ``[B, M]``)."""
-        everyone = tf.concat([own[:, None, :], tf.cast(mates, own.dtype)], axis=1)
-        shape = tf.shape(everyone)
-        flat = self._normalized(tf.reshape(everyone, [-1, self.spec.vector_observation_size]))
-        entities = self.obs_embedding(tf.reshape(flat, [shape[0], shape[1], -1]))
-        full = tf.concat([tf.ones_like(own[:, :1]), tf.cast(mask, own.dtype)], axis=1)
-        return self._heads(entities, full)
+        own_entity = self.obs_embedding(self._normalized(own)[:, None, :])
+        return self._heads(self._value_entities(own_entity, self._mates(own, mates)), self._members(own, mask))
 
     def baselines(self, own: tf.Tensor, mates: tf.Tensor, actions: tf.Tensor, mask: tf.Tensor) -> dict[str, tf.Tensor]:
         """The agent's counterfactual baseline: its observations, its groupmates' observations and actions."""
-        size = self.spec.vector_observation_size
-        shape = tf.shape(mates)
-        mates_flat = self._normalized(tf.reshape(tf.cast(mates, own.dtype), [-1, size]))
-        mates_in = tf.concat([tf.reshape(mates_flat, [shape[0], shape[1], size]), self._action_features(actions)], -1)
-        entities = tf.concat([self.obs_embedding(self._normalized(own)[:, None, :]),
-                              self.obs_action_embedding(mates_in)], axis=1)
-        full = tf.concat([tf.ones_like(own[:, :1]), tf.cast(mask, own.dtype)], axis=1)
-        return self._heads(entities, full)
+        own_entity = self.obs_embedding(self._normalized(own)[:, None, :])
+        entities = self._baseline_entities(own_entity, self._mates(own, mates), actions)
+        return self._heads(entities, self._members(own, mask))
+
+    def estimates(self, own: tf.Tensor, mates: tf.Tensor, actions: tf.Tensor,
+                  mask: tf.Tensor) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor]]:
+        """``(values, baselines)`` in one pass: the agent's embedding and the normalised groupmates
+        computed once, then the two sets of entities stacked along the rows through one attention,
+        body and heads (row for row what ``values`` and ``baselines`` compute apart)."""
+        own_entity = self.obs_embedding(self._normalized(own)[:, None, :])
+        normalized_mates = self._mates(own, mates)
+        entities = tf.concat([self._value_entities(own_entity, normalized_mates),
+                              self._baseline_entities(own_entity, normalized_mates, actions)], axis=0)
+        members = self._members(own, mask)
+        heads = self._heads(entities, tf.concat([members, members], axis=0))
+        rows = tf.shape(own)[0]
+        return ({name: h[:rows] for name, h in heads.items()}, {name: h[rows:] for name, h in heads.items()})
 
     def call(self, inputs: Mapping[str, tf.Tensor]) -> dict[str, Any]:
         """Both estimates of a batch of stored fields (``Field`` names)."""
         own, mates = inputs[Field.VECTOR_OBS], inputs[Field.GROUPMATE_VECTOR_OBS]
-        mask = inputs[Field.GROUPMATE_MASK]
-        return {"values": self.values(own, mates, mask),
-                "baselines": self.baselines(own, mates, inputs[Field.GROUPMATE_ACTIONS], mask)}
+        values, baselines = self.estimates(own, mates, inputs[Field.GROUPMATE_ACTIONS], inputs[Field.GROUPMATE_MASK])
+        return {"values": values, "baselines": baselines}

@@ -27,6 +27,7 @@ from kerasrl.exception import UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
 from kerasrl.poca.learner import POCALearner
+from kerasrl.poca.numpy_critic import NumpyCritic
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec, concat_vector_observations
 from kerasrl.timers import hierarchical_timer
@@ -78,7 +79,10 @@ class POCATrainer(RLTrainer):
         self._policy = ActorCriticPolicy(spec, model, seed=self.seed, inference=settings.inference)
         self.processor = self.make_processor(self._policy.experience_fields)
         self.processor.record_value_estimates = False  # the actor's value heads are not POCA's: see process_trajectory
-        self._estimates = self.learner.estimate_fn()
+        #: The critic's per-trajectory estimates: its numpy mirror, unless ``inference: tf``.
+        self._numpy_critic = (None if settings.inference == "tf"
+                              else NumpyCritic(self.learner.critic, settings.network.activation))
+        self._estimates = self.learner.estimate_fn() if self._numpy_critic is None else self._numpy_critic.estimates
         self._keys = groupmate_keys(spec)
         #: Groupmates per row of the update buffer (the widest trajectory's).
         self.groupmate_width = 0
@@ -125,7 +129,7 @@ class POCATrainer(RLTrainer):
 
     def load_model(self) -> None:
         self.step, self.update_count = self.saver.restore()
-        self._policy.refresh()
+        self._refresh()
         logger.info("Restored %s at step %d", self.behavior_name, self.step)
 
     def initialize_from(self, model_path: str) -> None:
@@ -133,7 +137,7 @@ class POCATrainer(RLTrainer):
         CheckpointSaver(model_path, 1, **self._checkpointed(self.learner)).restore(initialize_from_advice(model_path),
                                                                                   INITIALIZE_FIX)
         self.step, self.update_count = 0, 0
-        self._policy.refresh()
+        self._refresh()
         logger.info("Initialized %s from %s", self.behavior_name, model_path)
 
     # -- trajectories ------------------------------------------------------------------
@@ -215,8 +219,8 @@ class POCATrainer(RLTrainer):
                 np.concatenate([own, next_own[None]]), np.concatenate([mates, next_mates[None]]),
                 np.concatenate([actions, np.zeros_like(actions[:1])]), np.concatenate([mask, next_mask[None]]))
         n = len(own)
-        out_v = {name: np.asarray(v.numpy(), np.float32).reshape(-1) for name, v in values.items()}
-        out_b = {name: np.asarray(b.numpy(), np.float32).reshape(-1)[:n] for name, b in baselines.items()}
+        out_v = {name: np.asarray(v, np.float32).reshape(-1) for name, v in values.items()}
+        out_b = {name: np.asarray(b, np.float32).reshape(-1)[:n] for name, b in baselines.items()}
         value_next = {name: float(v[n]) for name, v in out_v.items()}
         if trajectory.next_observations is None:  # cut short without next observations: bootstrap from its last step
             value_next = {name: float(v[n - 1]) for name, v in out_v.items()}
@@ -272,7 +276,13 @@ class POCATrainer(RLTrainer):
                 for key, value in self.bc_module.update(self.step).items():
                     self.stats[key].append(value)
         self.training_buffer.reset_update_buffer()
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """The acting policy and the critic's numpy mirror re-read the weights."""
         self._policy.refresh()
+        if self._numpy_critic is not None:
+            self._numpy_critic.refresh()
 
     def end_episode(self) -> None:
         """An environment reset: also drop the unfinished episodes' group rewards."""
