@@ -23,6 +23,13 @@ arenas) and GroupSimple1D (``--agents`` agents in one group) as scenes (:class:`
 each step where one of them ends an episode, gives the group ``GROUP_REWARD``: every info of
 that message carries it (``group_reward``).
 
+``--step-cost-ms MS`` gives every step a simulation cost (busy CPU, as a physics step has), and
+``--report FILE`` writes, when the player quits (leaving out the first ``--report-after N``
+exchanges: start-up and compilation), where its wall time went (JSON): simulating,
+its own message building and parsing, and waiting for the trainer (inside the exchange call),
+with ``busy_share`` = 1 - waiting / wall, the share of the time the player was not kept waiting
+(1.0: the trainer costs nothing); the same line goes to the log file.
+
 Faults for tests: ``--never-connect``, ``--crash-after N`` (exit 3 after N steps), ``--hang-after N``
 (stop answering after N steps), ``--communication-version V``; ``--outlive-trainer`` plays on
 when the trainer is gone, as a Unity player does (by default the stand-in exits then). What arrives on the side
@@ -32,6 +39,7 @@ every episode end.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import struct
 import sys
@@ -225,6 +233,50 @@ class HostedScene(Scene):
         return self.hosted_decisions()
 
 
+class PlayerClock:
+    """Where the player's wall time goes, from its first step to its end: ``simulating`` (the
+    scene's step and ``--step-cost-ms``), ``waiting`` (inside the exchange call: the trainer, and
+    the transport), the rest its own message building and parsing."""
+
+    def __init__(self, step_cost_s: float, report_after: int = 0) -> None:
+        self.step_cost_s, self.report_after = step_cost_s, report_after
+        self.simulating = self.waiting = 0.0
+        self.exchanges = self.steps = 0
+        self.start: float | None = None
+
+    def simulate(self, step, *args):
+        start = time.perf_counter()
+        self.start = start if self.start is None else self.start
+        result = step(*args)
+        deadline = start + self.step_cost_s
+        while time.perf_counter() < deadline:  # the physics step's cost: one busy core
+            pass
+        self.simulating += time.perf_counter() - start
+        self.steps += 1
+        return result
+
+    def wait(self, call, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            if self.start is not None:
+                self.waiting += time.perf_counter() - start
+                self.exchanges += 1
+                if self.report_after and self.exchanges == self.report_after:  # start-up left out: start again
+                    self.simulating = self.waiting = 0.0
+                    self.steps = self.exchanges = self.report_after = 0
+                    self.start = time.perf_counter()
+
+    def report(self) -> dict:
+        wall = time.perf_counter() - self.start if self.start is not None else 0.0
+        per = 1e3 / max(self.exchanges, 1)
+        return {"exchanges": self.exchanges, "wall_s": wall, "steps": self.steps,
+                "busy_share": 1.0 - self.waiting / wall if wall else 0.0,
+                "simulating_ms": self.simulating * per, "waiting_ms": self.waiting * per,
+                "own_messages_ms": (wall - self.simulating - self.waiting) * per}
+
+
 def output_message(infos, scene: Scene) -> pb.UnityMessageProto:
     """The player's message: ``infos`` of ``BEHAVIOR``, or ``{behavior: infos}`` of a hosted scene."""
     message = pb.UnityMessageProto()
@@ -253,6 +305,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--outlive-trainer", action="store_true",
                    help="play on when the trainer is gone (as a Unity player does), instead of exiting")
     p.add_argument("--late-behavior-after", type=int, default=None, help="a second behavior appears after N steps")
+    p.add_argument("--step-cost-ms", type=float, default=0.0, help="busy CPU per step, as a physics step costs")
+    p.add_argument("--report", default=None, help="write where the wall time went (JSON) here at the end")
+    p.add_argument("--report-after", type=int, default=0, help="leave the first N exchanges out of the report")
     args = p.parse_args(argv)
     log_file = open(args.logFile, "a", buffering=1) if args.logFile else None
 
@@ -265,11 +320,12 @@ def main(argv: list[str]) -> int:
         time.sleep(3600)
     hosted = args.scene in ("duel", "group")
     scene = HostedScene(args, log) if hosted else Scene(args, log)
+    clock = PlayerClock(args.step_cost_ms / 1e3, args.report_after)
     stub = pb_grpc.UnityToExternalProtoStub(grpc.insecure_channel(f"localhost:{args.mlagents_port}"))
 
     def exchange(message: pb.UnityMessageProto, **kwargs) -> pb.UnityMessageProto:
         try:
-            return stub.Exchange(message, **kwargs)
+            return clock.wait(stub.Exchange, message, **kwargs)
         except grpc.RpcError:
             if not args.outlive_trainer:
                 raise
@@ -320,14 +376,19 @@ def main(argv: list[str]) -> int:
             if args.hang_after is not None and steps > args.hang_after:
                 log("hang")
                 time.sleep(3600)
-            infos = scene.hosted_step(rl_input.agent_actions) if hosted else \
-                scene.step(list(rl_input.agent_actions[BEHAVIOR].value))
+            infos = clock.simulate(scene.hosted_step, rl_input.agent_actions) if hosted else \
+                clock.simulate(scene.step, list(rl_input.agent_actions[BEHAVIOR].value))
         message = output_message(infos, scene)
         if args.late_behavior_after is not None and steps > args.late_behavior_after:
             late = message.unity_output.rl_initialization_output.brain_parameters.add(brain_name="Late")
             late.action_spec.num_continuous_actions = 1
             message.unity_output.rl_output.agentInfos["Late"].value.append(scene.info({"id": 1, "goal": 1}))
         reply = exchange(message)
+    report = clock.report()
+    log("busy share {busy_share:.3f}: per exchange simulating {simulating_ms:.3f} ms, own messages "
+        "{own_messages_ms:.3f} ms, waiting {waiting_ms:.3f} ms ({exchanges} exchanges)".format(**report))
+    if args.report:
+        Path(args.report).write_text(json.dumps(report))
     log("quit")
     return 0
 
