@@ -23,6 +23,7 @@ if scipy is importable, else the normal approximation with tie and continuity co
     python benchmarks/bench_compare.py --baseline ../old --seeds 10 --steps 100000
     python benchmarks/bench_compare.py --current /tmp/kerasrl_base --seeds 1 --steps 20000   # smoke test
     python benchmarks/bench_compare.py --current-flags=--threaded --seeds 5   # this checkout threaded
+    python benchmarks/bench_compare.py --baseline . --baseline-flags="--workers 2" --current-flags="--workers 2 --threaded"
     python benchmarks/bench_compare.py --task hopper --seeds 3 --steps 100000  # MuJoCo: acting with one env
 
 Exits 1 if any run failed.
@@ -79,6 +80,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--tail", type=int, default=20, help="stderr lines shown for a failed run")
     p.add_argument("--current-flags", default="", metavar="FLAGS",
                    help="extra bench_ppo.py flags for the current tree's runs, e.g. --current-flags=--threaded")
+    p.add_argument("--baseline-flags", default="", metavar="FLAGS",
+                   help="extra bench_ppo.py flags for the baseline tree's runs, e.g. --baseline-flags='--workers 2'")
     args = p.parse_args(argv)
     args.baseline, args.current = os.path.abspath(args.baseline), os.path.abspath(args.current)
     return args
@@ -117,8 +120,7 @@ def run_once(tree: str, path: str, seed: int, args: argparse.Namespace) -> Run:
     """One seed of ``path``'s own bench_ppo.py in a subprocess."""
     cmd = [sys.executable, os.path.join(path, "benchmarks", "bench_ppo.py"), "--no-sb3", "--seeds", "1",
            "--first-seed", str(seed), "--steps", str(args.steps), "--task", args.task]
-    if tree == "current":
-        cmd += args.current_flags.split()
+    cmd += (args.current_flags if tree == "current" else args.baseline_flags).split()
     env = dict(os.environ, PYTHONPATH=path)
     start = time.perf_counter()
     try:

@@ -46,6 +46,7 @@ the ratio to the first ``--workers`` value; ``--slow-env`` trains on ``SlowCartP
 ``--slow-mode sleep`` to sleep instead). No SB3 comparison with these options.
 
     python benchmarks/bench_ppo.py --seeds 1 --steps 30000 --workers 1 2 4 --slow-env
+    python benchmarks/bench_ppo.py --seeds 3 --workers 2 --threaded --compare-unthreaded
 
 Reward signals (``--reward-signals``): each listed set (``extrinsic,curiosity``,
 ``extrinsic,gail``) runs alternately with extrinsic-only on the same seeds, and the table
@@ -289,28 +290,31 @@ def median(values: list[Optional[float]]) -> float:
 
 
 def main_workers(args: argparse.Namespace, import_tf: float) -> int:
-    """kerasrl alone, for every ``--workers`` value: steps/s and its ratio to the first value."""
+    """kerasrl alone, for every ``--workers`` value (and with ``--threaded --compare-unthreaded``
+    unthreaded and threaded each): steps/s and its ratio to the first variant."""
     import tempfile
 
     env_id = "SlowCartPole-v1" if args.slow_env else "CartPole-v1"
     make_kwargs = {"mode": args.slow_mode} if args.slow_env else {}
-    runs: dict[int, list[dict[str, Any]]] = {w: [] for w in args.workers}
+    modes = [False, True] if args.threaded and args.compare_unthreaded else [args.threaded]
+    runs: dict[tuple[int, bool], list[dict[str, Any]]] = {(w, t): [] for w in args.workers for t in modes}
     with tempfile.TemporaryDirectory() as tmp:
-        for seed in range(args.first_seed, args.first_seed + args.seeds):
-            for w in args.workers:  # alternating, so that a noisy neighbour hits every W alike
-                r = run_kerasrl(args.steps, seed, os.path.join(tmp, f"{seed}-{w}"), env_id, w, make_kwargs)
-                runs[w].append(r)
-                print(f"kerasrl seed {seed} workers {w}: {r['sps']:.0f} steps/s ({r['sps_all']:.0f} with compile "
-                      f"and set-up), final mean {r['final']:.1f}", flush=True)
+        for i, seed in enumerate(range(args.first_seed, args.first_seed + args.seeds)):
+            for w, t in list(runs) if i % 2 == 0 else list(runs)[::-1]:  # alternating: a neighbour hits all alike
+                r = run_kerasrl(args.steps, seed, os.path.join(tmp, f"{seed}-{w}-{t}"), env_id, w, make_kwargs,
+                                threaded=t)
+                runs[(w, t)].append(r)
+                print(f"kerasrl seed {seed} workers {w}{' threaded' if t else ''}: {r['sps']:.0f} steps/s "
+                      f"({r['sps_all']:.0f} with compile and set-up), final mean {r['final']:.1f}", flush=True)
     slow = f" (every copy's step costs 1 ms, {args.slow_mode})" if args.slow_env else ""
     print(f"\n{env_id}{slow}, 8 copies, Zoo hyper-parameters, {args.steps} steps, {args.seeds} seeds (medians); "
           f"import tensorflow + kerasrl {import_tf:.2f} s")
-    print(f"{'workers':>8s}{'steps/s':>10s}{'ratio':>8s}{'with set-up':>13s}{'set-up s':>10s}{'env/wait s':>12s}"
-          f"{'final':>8s}")
-    base = median([r["sps"] for r in runs[args.workers[0]]])
-    for w, rs in runs.items():
+    print(f"{'workers':>8s}{'threaded':>9s}{'steps/s':>10s}{'ratio':>8s}{'with set-up':>13s}{'set-up s':>10s}"
+          f"{'env/wait s':>12s}{'final':>8s}")
+    base = median([r["sps"] for r in next(iter(runs.values()))])
+    for (w, t), rs in runs.items():
         sps = median([r["sps"] for r in rs])
-        print(f"{w:8d}{sps:10.0f}{sps / base:7.2f}x{median([r['sps_all'] for r in rs]):13.0f}"
+        print(f"{w:8d}{'yes' if t else 'no':>9s}{sps:10.0f}{sps / base:7.2f}x{median([r['sps_all'] for r in rs]):13.0f}"
               f"{median([r['setup'] for r in rs]):10.2f}{median([r['breakdown']['env'] for r in rs]):12.2f}"
               f"{median([r['final'] for r in rs]):8.1f}")
     return 0
