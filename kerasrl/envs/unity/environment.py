@@ -38,7 +38,7 @@ from kerasrl.demo_format._common import Corrupt
 from kerasrl.demo_format.layout import behavior_spec_of
 from kerasrl.envs.base import BehaviorSpec, Environment, EnvironmentException, StepResult, check_actions
 from kerasrl.envs.unity.communicator import Communicator, PlayerProcess, UnityCommunicationError, describe_player
-from kerasrl.envs.unity.observations import observation_arrays
+from kerasrl.envs.unity.observations import action_masks, observation_arrays
 from kerasrl.envs.unity.side_channels import (
     EngineConfig,
     EngineConfigurationChannel,
@@ -323,11 +323,7 @@ class UnityEnvironment(Environment):
         truncated = done & np.array([info.max_step_reached for info in infos], bool)
         mask = None
         if spec.has_action_mask:
-            width = spec.action_mask_size
-            mask = np.ones((n, width), np.float32)
-            for row, info in enumerate(infos):
-                if len(info.action_mask) == width:
-                    mask[row] = ~np.array(info.action_mask, bool)
+            mask = action_masks(infos, spec.action_mask_size)
         group_id, group_reward = self._groups(name, infos)
         result = StepResult(
             agent_ids=np.array([info.id for info in infos], np.int64),
