@@ -218,6 +218,10 @@ def test_one_critic_pass_and_its_numpy_mirror_give_the_values_and_baselines_of_s
         for estimate, expected in zip(got, apart):
             np.testing.assert_allclose(np.asarray(estimate["extrinsic"]), expected["extrinsic"].numpy(),
                                        rtol=1e-5, atol=1e-5)
+    alone = [a[:, :0] for a in args[1:]]  # no groupmates at all (an environment without groups)
+    for estimate, expected in zip(NumpyCritic(critic, network.activation).estimates(args[0], *alone),
+                                  critic.estimates(args[0], *alone)):
+        np.testing.assert_allclose(estimate["extrinsic"], expected["extrinsic"].numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_the_xla_update_padded_to_a_fixed_stack_matches_the_plain_one():

@@ -6,11 +6,15 @@ One device only (no ``tf.distribute`` strategy). The update is compiled with XLA
 padded to the most an update has had, and the loop runs only the real ones, so that XLA compiles
 once per run (again only when a larger group widens the groupmates' arrays). Its compiled code goes
 to the XLA cache (``kerasrl.xla_cache``, as PPO's), so that a later run of the same command loads it
-instead of compiling; the first call of each shape counts as tracing (``trace_seconds``), as does
-the first call of the critic's estimates (``estimate_fn``).
+instead of compiling; and, as PPO's, it is compiled ahead in a background thread
+(``start_warm_up``, from the trainer's first trajectory) while the first rollout goes on. The first
+call of each shape, or the wait for the warm-up, counts as tracing (``trace_seconds``), as does the
+first call of the critic's compiled estimates (``estimate_fn``).
 """
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from typing import Any, Mapping, Optional, Sequence
 
@@ -30,6 +34,8 @@ from kerasrl.poca.loss import METRIC_NAMES, poca_loss
 from kerasrl.poca.networks import POCACritic, check_poca_spec
 from kerasrl.settings import POCASettings, TrainerSettings
 from kerasrl.spec import BehaviorSpec
+
+logger = logging.getLogger("kerasrl")
 
 
 def trained_variables(actor: ActorCritic, critic: POCACritic) -> list[tf.Variable]:
@@ -63,6 +69,7 @@ class POCALearner:
         #: and compiling), for the run's report.
         self.trace_seconds = 0.0
         self._traced_shapes: set[tuple[tuple[int, ...], ...]] = set()
+        self._warm_up: Optional[threading.Thread] = None
 
     @classmethod
     def for_behavior(cls, spec: BehaviorSpec, stream_names: Sequence[str], settings: TrainerSettings, seed: int,
@@ -129,6 +136,7 @@ class POCALearner:
         """One update at trainer step ``step``: ``num_epoch`` passes of mini-batches of
         ``batch_size`` over ``batch`` (``batch_fields``). Returns the mean metrics and the schedule values."""
         hp = self.hyperparameters
+        self.wait_warm_up()
         values = self.set_schedules(step)
         n = len(batch[Field.ADVANTAGES])
         if n == 0:
@@ -163,6 +171,46 @@ class POCALearner:
                     raise
             self._update_fn = self._build_update()
             return self._update_fn(stacked, count)
+
+    @property
+    def wants_warm_up(self) -> bool:
+        """Whether ``start_warm_up`` would start: XLA, nothing compiled nor compiling yet."""
+        return self.use_xla and self._warm_up is None and not self._traced_shapes
+
+    def start_warm_up(self, template: Mapping[str, np.ndarray], rows: int) -> bool:
+        """Compile the XLA update for an update buffer of ``rows`` rows shaped as ``template``
+        (``batch_fields``, one row or more, as the update will read them) in a background thread,
+        so that its tracing and compilation overlap the rollout. The warm-up call runs no
+        mini-batch (its count is 0): no weight or optimizer state moves. Returns whether it started."""
+        hp = self.hyperparameters
+        if not self.wants_warm_up:
+            return False
+        per_batch = min(max(hp.batch_size, 1), max(int(rows), 1))
+        plan_rows = np.zeros((hp.num_epoch * max(int(rows) // per_batch, 1), per_batch), np.int64)
+        stacked = {k: tf.convert_to_tensor(np.asarray(template[k])[self._padded(plan_rows, hp.num_epoch)])
+                   for k in self.batch_fields}
+        self._warm_up = threading.Thread(target=self._run_warm_up, args=(stacked,), name="kerasrl-poca-warm-up",
+                                         daemon=True)
+        self._warm_up.start()
+        return True
+
+    def _run_warm_up(self, stacked: Mapping[str, tf.Tensor]) -> None:
+        try:
+            self._compile_call(stacked, tf.constant(0, tf.int32)).numpy()
+            self._traced_shapes.add(tuple(tuple(v.shape) for v in stacked.values()))
+        except Exception as e:  # the real update compiles (and fails, if it must) on its own
+            logger.warning("%s: compiling the POCA update ahead failed (%s); the first update compiles it.",
+                           self.actor.name, e)
+
+    def wait_warm_up(self) -> None:
+        """Wait for ``start_warm_up``'s compilation (the wait counts as tracing time)."""
+        thread = self._warm_up
+        if thread is None:
+            return
+        start = time.perf_counter()
+        thread.join()
+        self.trace_seconds += time.perf_counter() - start
+        self._warm_up = None
 
     def estimate_fn(self) -> Any:
         """``(own, mates, actions, mask) -> (values, baselines)`` of the critic, compiled once for

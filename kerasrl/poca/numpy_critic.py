@@ -131,7 +131,9 @@ class NumpyCritic:
         own = np.asarray(own, np.float32)
         rows, width = mates.shape[:2]
         own_entity = self._dense("obs", self._normalized(own)[:, None, :])
-        normalized = self._normalized(np.asarray(mates, np.float32).reshape(rows * width, -1)).reshape(rows, width, -1)
+        size = own.shape[-1]
+        normalized = self._normalized(np.asarray(mates, np.float32).reshape(rows * width, size))
+        normalized = normalized.reshape(rows, width, size)
         values_in = np.concatenate([own_entity, self._dense("obs", normalized)], 1)
         mates_in = np.concatenate([normalized, self._action_features(np.asarray(actions))], -1)
         baselines_in = np.concatenate([own_entity, self._dense("obs_action", mates_in)], 1)

@@ -166,6 +166,10 @@ class POCATrainer(RLTrainer):
             self.learner.update_normalization(steps[Field.VECTOR_OBS].get_batch())
             self._policy.refresh_normalizer()
         self.training_buffer.append_agent_buffer(steps, training_length=1, agent_id=trajectory.agent_id)
+        if self.update_count == 0 and self.learner.wants_warm_up:  # compile the update while acting
+            update = self.training_buffer.update_buffer
+            self.learner.start_warm_up({k: update[k].get_batch()[:1] for k in self.learner.batch_fields},
+                                       self.hyperparameters.buffer_size + 1)
 
     def _fit_groupmates(self, steps: AgentBuffer) -> None:
         """The trajectory's groupmate fields as wide as the update buffer's (widening that one

@@ -9,8 +9,9 @@ learner reads fixed-shape arrays ``[rows, width, ...]``; and ``Field.GROUP_DONE`
 every groupmate terminated at ``t + 1``. At a trajectory's end the groupmates' observations at
 ``t + 1`` come with it (its bootstrap: the group's value, not the agent's alone).
 
-Everything is a few array operations per step (a sort of the group ids, gathers); nothing here
-runs for an environment that reports no groups.
+Everything is a few array operations per step (gathers; the groupmates' rows are worked out again
+only when the group ids of the step's rows change, which is rare); nothing here runs for an
+environment that reports no groups.
 """
 from __future__ import annotations
 
@@ -88,13 +89,25 @@ class GroupmateStatus:
         #: The latest next step, and for each of its rows the rows of its groupmates there (−1: none).
         self._next: Optional[StepResult] = None
         self._next_rows = np.zeros((0, 0), np.int64)
+        #: The latest ``groupmate_index`` (its group ids' bytes and width, its result): steps of the
+        #: same groups reuse it.
+        self._index_key: Optional[tuple[bytes, int]] = None
+        self._index: tuple[np.ndarray, np.ndarray] = (np.zeros((0, 0), np.int64), np.zeros((0, 0), bool))
+
+    def _groupmate_index(self, group_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``groupmate_index(group_ids, self.width)``, reused while the group ids stay the same."""
+        ids = np.ascontiguousarray(group_ids)
+        key = (ids.dtype.str.encode() + ids.tobytes(), self.width)
+        if key != self._index_key:
+            self._index_key, self._index = key, groupmate_index(ids, self.width)
+        return self._index
 
     def add(self, fields: dict[str, np.ndarray], nxt: StepResult, next_rows: Any, buffer: Buffer) -> None:
         """Add the groupmate fields to ``fields``, the transitions into ``next_rows`` of ``nxt``
         (one matched set of agents that acted at the same step), widening ``buffer``'s unfinished
         trajectories first when a larger group appears."""
         assert nxt.group_id is not None
-        index, mask = groupmate_index(nxt.group_id[next_rows], self.width)
+        index, mask = self._groupmate_index(nxt.group_id[next_rows])
         if index.shape[1] > self.width:
             self._widen(buffer, index.shape[1])
         if Field.VECTOR_OBS in fields:
