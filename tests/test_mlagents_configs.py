@@ -169,3 +169,14 @@ def test_each_shipped_config_upgraded_loads_into_the_same_settings(name):
     assert upgraded.behavior_sections == original.behavior_sections
     for section in [*original.sections, "SomeBehaviorWithoutASection"]:
         assert upgraded.settings_for(section) == original.settings_for(section), section
+
+
+def test_a_model_signals_network_settings_kerasrl_does_not_use_are_named_in_a_warning(caplog):
+    """hidden_units sizes the signal's model; the other keys at ML-Agents' defaults say nothing (a
+    run folder's configuration.yaml has them all), and one that differs is named, not applied silently."""
+    with caplog.at_level("WARNING", logger="kerasrl"):
+        config = load_trainer_config(RUN_FOLDER_CONFIG)
+    warned = [r.getMessage() for r in caplog.records if "network_settings" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith("reward_signals.rnd.network_settings of behavior CartPole-v1")
+    assert "num_layers: 3 not used" in warned[0] and "\n" not in warned[0]
+    assert config.settings_for("CartPole-v1").reward_signals["rnd"].encoding_size == 64

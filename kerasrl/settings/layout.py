@@ -182,6 +182,21 @@ def _check_accepted(key: str, value: Any, where: str) -> None:
                                  f"(it takes {' or '.join(map(str, allowed))}).")
 
 
+#: ML-Agents' defaults of a reward signal's ``network_settings`` beyond ``hidden_units`` (which kerasrl reads).
+SIGNAL_NETWORK_DEFAULTS = {"normalize": False, "num_layers": 2, "vis_encode_type": "simple", "memory": None,
+                           "goal_conditioning_type": "hyper", "deterministic": False}
+
+
+def _warn_unused(name: str, net: Mapping[str, Any], where: str) -> None:
+    """A warning naming a model signal's ``network_settings`` that differ from ML-Agents' defaults
+    (kerasrl's signal models take ``hidden_units`` only: two layers, its trainer's encoder)."""
+    unused = {k: v for k, v in net.items() if k in SIGNAL_NETWORK_DEFAULTS and v != SIGNAL_NETWORK_DEFAULTS[k]}
+    if unused:
+        logger.warning("reward_signals.%s.network_settings of %s: %s not used (kerasrl's %s model takes hidden_units "
+                       "only, with two layers); ignored.", name, where,
+                       ", ".join(f"{k}: {v}" for k, v in unused.items()), name)
+
+
 def reward_signals(block: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Each signal with today's defaults; a model signal's ``network_settings.hidden_units`` (or
     the older ``encoding_size``) as its encoding size."""
@@ -196,5 +211,6 @@ def reward_signals(block: Mapping[str, Any], where: str) -> dict[str, Any]:
         if name != "extrinsic":
             size = net.get("hidden_units", signal.get("encoding_size") or SIGNAL_HIDDEN_UNITS)
             signal["encoding_size"] = size
+            _warn_unused(name, net, where)
         out[name] = {**SIGNAL_DEFAULTS, **signal}
     return out
