@@ -402,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ML-Agents' decoder: mlagents-envs {worker.versions['mlagents_envs']} (Python "
                   f"{worker.versions['python']}, numpy {worker.versions['numpy']}, protobuf's "
                   f"{worker.versions['protobuf']} implementation); rounds alternate kerasrl / ML-Agents, "
-                  f"{args.rounds} rounds per case, medians")
+                  f"{args.rounds} rounds per case, medians; load average {os.getloadavg()[0]:.1f}")
             print("| case | kerasrl per message | ML-Agents per message | ML-Agents / kerasrl |\n| --- | --- | --- | --- |")
             for case, (_, agents, shape, _, _, _) in CASES.items():
                 decodes = args.decodes * (4 if case == "vector" else 1)
