@@ -3,6 +3,7 @@
 drafts (a behavior's own ``curriculum``), and ``kerasrl upgrade-config`` of 0.17's
 ``curriculum`` / ``parameter_randomization`` blocks and of every shipped config."""
 import glob
+import json
 import os
 
 import pytest
@@ -180,3 +181,27 @@ def test_a_model_signals_network_settings_kerasrl_does_not_use_are_named_in_a_wa
     assert len(warned) == 1 and warned[0].startswith("reward_signals.rnd.network_settings of behavior CartPole-v1")
     assert "num_layers: 3 not used" in warned[0] and "\n" not in warned[0]
     assert config.settings_for("CartPole-v1").reward_signals["rnd"].encoding_size == 64
+
+
+def test_upgrade_config_writes_curriculum_folders_and_sampler_files_as_environment_parameters(tmp_path):
+    """ML-Agents 0.x's --curriculum folder and --sampler file go into the upgraded config, and its
+    lessons load as the folder's did."""
+    folder = tmp_path / "curricula"
+    folder.mkdir()
+    (folder / "Simple1D.json").write_text(json.dumps(DRAFT_CURRICULUM))
+    sampler = tmp_path / "sampler.yaml"
+    sampler.write_text(yaml.safe_dump(TRANSITIONAL["parameter_randomization"]))
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old.write_text(yaml.safe_dump({"Simple1D": {"trainer": "ppo", "batch_size": 32, "buffer_size": 256}}))
+    assert tools.main(["upgrade-config", str(old), str(new), "--curriculum", str(folder), "--sampler", str(sampler)]) == 0
+    upgraded = load_trainer_config(new)
+    assert upgraded.settings_for("Simple1D") == load_trainer_config(old).settings_for("Simple1D")
+    parameters = yaml.safe_load(new.read_text())["environment_parameters"]
+    assert set(parameters) == {"goal", "mass", "scale", "speed"}
+    flags = ["x.yaml", "--env", "editor", "--curriculum", str(folder)]
+    before = EnvParameters.from_args(build_parser().parse_args(flags), {}, "f").meta_curriculum.curricula["Simple1D"]
+    after = _parameters(upgraded, _applied(upgraded, ["x.yaml", "--env", "editor"])).meta_curriculum.curricula["Simple1D"]
+    assert (after.measure, after.thresholds, after.min_lesson_length, after.parameters) == \
+        (before.measure, before.thresholds, before.min_lesson_length, before.parameters)
+    with pytest.raises(TrainerError, match="has environment_parameters already"):
+        tools.upgrade_config(str(new), str(tmp_path / "again.yaml"), sampler=str(sampler))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import sys
 import traceback
@@ -18,7 +19,7 @@ from kerasrl.exception import TrainerError
 from kerasrl.plot import DEFAULT_KEYS, plot_runs
 from kerasrl.settings import load_trainer_config
 from kerasrl.settings.upgrade import todays_layout
-from kerasrl.settings.upgrade_parameters import dropped_interval
+from kerasrl.settings.upgrade_parameters import dropped_interval, with_parameter_files
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     upgrade.add_argument("old", help="the config (the 0.9-0.15 layout, or today's: rewritten in full)")
     upgrade.add_argument("new", help="the file to write")
     upgrade.add_argument("--force", action="store_true", help="overwrite an existing NEW")
+    upgrade.add_argument("--curriculum", metavar="DIR", default=None,
+                         help="a curriculum folder (one JSON file per behavior) to write as environment_parameters")
+    upgrade.add_argument("--sampler", metavar="FILE", default=None,
+                         help="a sampler file (resampling-interval and samplers) to write as environment_parameters")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
@@ -52,14 +57,17 @@ def _run(args: argparse.Namespace) -> None:
         for behavior, paths in export_run(args.run_dir, onnx=False if args.no_onnx else None).items():
             print(f"{behavior}: {', '.join(paths[k] for k in ('savedmodel', 'onnx', 'unity_onnx') if k in paths)}", flush=True)
     elif args.command == "upgrade-config":
-        print(upgrade_config(args.old, args.new, force=args.force), flush=True)
+        print(upgrade_config(args.old, args.new, force=args.force, curriculum=args.curriculum,
+                             sampler=args.sampler), flush=True)
     else:
         print(plot_runs(args.run_dirs, args.output, args.key or DEFAULT_KEYS, args.title, force=args.force), flush=True)
 
 
-def upgrade_config(old: str, new: str, force: bool = False) -> str:
+def upgrade_config(old: str, new: str, force: bool = False, curriculum: Optional[str] = None,
+                   sampler: Optional[str] = None) -> str:
     """Writes ``old`` in today's layout to ``new`` (atomically; an existing ``new`` only with
-    ``force``, never ``old`` itself); returns what it wrote."""
+    ``force``, never ``old`` itself), with a ``curriculum`` folder and a ``sampler`` file as its
+    ``environment_parameters``; returns what it wrote."""
     if os.path.exists(new):
         if os.path.exists(old) and os.path.samefile(old, new):
             raise TrainerError(f"{new} is the config being upgraded: write the upgrade to another file.")
@@ -69,6 +77,9 @@ def upgrade_config(old: str, new: str, force: bool = False) -> str:
     if not os.path.isdir(folder):
         raise TrainerError(f"The folder {folder} of {new} does not exist (kerasrl does not create it).")
     config = load_trainer_config(config_source(old))
+    if curriculum or sampler:
+        config = dataclasses.replace(config, run_options=with_parameter_files(config.run_options, curriculum, sampler,
+                                                                              config.source))
     text = yaml.safe_dump(todays_layout(config), sort_keys=False)
     tmp = f"{new}.tmp"
     try:

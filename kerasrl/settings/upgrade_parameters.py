@@ -5,15 +5,17 @@ A behavior's curriculum becomes, for each of its parameters, a ``curriculum`` of
 ``completion_criteria`` name the behavior and carry the curriculum's measure, threshold,
 ``min_lesson_length`` and ``signal_smoothing`` (the last lesson has none). A sampler becomes
 ``sampler_type`` and ``sampler_parameters``; its ``resampling-interval`` has no place in today's
-layout (a Unity scene draws each episode), so it is dropped and the caller says so.
+layout (a Unity scene draws each episode), so it is dropped and the caller says so. The
+``--curriculum`` folders and ``--sampler`` files of ML-Agents 0.x are read into those blocks first.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
-from kerasrl.curriculum import Curriculum
+from kerasrl.curriculum import Curriculum, MetaCurriculum
 from kerasrl.exception import TrainerConfigError
 from kerasrl.samplers import SamplerManager, split_interval
+from kerasrl.settings.config import read_yaml
 
 #: kerasrl's (and ML-Agents 0.x's) sampler-type names → today's sampler_type.
 SAMPLER_TYPES = {"uniform": "uniform", "gaussian": "gaussian", "multirange_uniform": "multirangeuniform",
@@ -91,3 +93,24 @@ def dropped_interval(run_options: Mapping[str, Any]) -> Any:
     """The ``resampling-interval`` the upgrade drops (None when there is none)."""
     block = run_options.get("parameter_randomization")
     return block.get("resampling-interval") if isinstance(block, Mapping) else None
+
+
+def with_parameter_files(run_options: Mapping[str, Any], curriculum: Optional[str], sampler: Optional[str],
+                         source: str) -> dict[str, Any]:
+    """``run_options`` with a ``--curriculum`` folder (one JSON file per behavior) as its
+    ``curriculum`` block and a ``--sampler`` file as its ``parameter_randomization`` block, as
+    ML-Agents' upgrade script takes them; a config that has environment parameters already keeps
+    them alone (one line says so)."""
+    given = [k for k in ("environment_parameters", "curriculum", "parameter_randomization") if run_options.get(k)]
+    if given and (curriculum or sampler):
+        raise TrainerConfigError(f"{source} has {given[0]} already: give the environment's parameters there or as "
+                                 "--curriculum and --sampler files, not both.")
+    out = dict(run_options)
+    if curriculum:
+        out["curriculum"] = {name: {"measure": c.measure, "thresholds": c.thresholds,
+                                    "min_lesson_length": c.min_lesson_length, "signal_smoothing": c.smoothing,
+                                    "parameters": c.parameters}
+                             for name, c in MetaCurriculum(curriculum).curricula.items()}
+    if sampler:
+        out["parameter_randomization"] = read_yaml(sampler)
+    return out
