@@ -17,6 +17,7 @@ from kerasrl.envs.simple import Simple1DEnvironment
 from kerasrl.exception import TrainerConfigError, UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
+from kerasrl.models.attention import ResidualSelfAttention, multi_head_attention
 from kerasrl.poca.learner import POCALearner
 from kerasrl.poca.loss import poca_loss
 from kerasrl.poca.networks import POCACritic
@@ -222,6 +223,20 @@ def test_one_critic_pass_and_its_numpy_mirror_give_the_values_and_baselines_of_s
     for estimate, expected in zip(NumpyCritic(critic, network.activation).estimates(args[0], *alone),
                                   critic.estimates(args[0], *alone)):
         np.testing.assert_allclose(estimate["extrinsic"], expected["extrinsic"].numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("entities", [3, 20])  # broadcast products; einsum above BROADCAST_ENTITIES
+def test_the_attention_from_the_layers_weights_equals_keras_multi_head_attention(entities):
+    block = ResidualSelfAttention(16, seed=3)
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(6, entities, 16)).astype(np.float32))
+    mask = np.ones((6, entities), np.float32)
+    mask[:3, -1], mask[4, 1:] = 0, 0
+    block(x, tf.constant(mask))
+    pairs = tf.cast(mask[:, None, :], tf.bool) & tf.ones([6, entities, 1], tf.bool)
+    expected = block.attention(x, x, x, attention_mask=pairs)
+    got = tf.function(multi_head_attention, autograph=False)(block.attention, x, tf.constant(mask))
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_the_xla_update_padded_to_a_fixed_stack_matches_the_plain_one():

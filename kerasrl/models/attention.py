@@ -4,6 +4,12 @@ one vector, so that a network takes any number of entities up to a padded width.
 
 Inputs are ``[B, E, features]`` with a mask ``[B, E]`` (1 = a real entity, 0 = padding): padding
 entities are never attended to and are left out of the pooled mean.
+
+The attention holds its weights in a Keras ``MultiHeadAttention`` layer (checkpoints as such) but
+computes with them directly: for the few entities of a group (up to ``BROADCAST_ENTITIES``) the
+scores and the weighted sums are broadcast products summed over an axis, which XLA fuses, where the
+layer's batched matrix products of ``3 × 16`` blocks made MA-POCA's update about twice as slow on
+CPU (``docs/benchmarks/multi-agent.md``); the same arithmetic to float32 round-off.
 """
 from __future__ import annotations
 
@@ -29,6 +35,41 @@ class EntityEmbedding(keras.layers.Layer):
         return self.dense(entities)
 
 
+#: Entities (a static count) up to which attention is computed with broadcast products, above it
+#: with ``einsum`` (whose memory grows less with the count).
+BROADCAST_ENTITIES = 16
+
+
+def _masked_softmax(scores: tf.Tensor, keys: tf.Tensor, axis: int) -> tf.Tensor:
+    """Softmax over the keys' ``axis`` of ``scores``, the masked keys left out (``keys`` broadcast alike)."""
+    return tf.nn.softmax(tf.where(keys, scores, tf.constant(-1e9, scores.dtype)), axis=axis)
+
+
+def multi_head_attention(layer: keras.layers.MultiHeadAttention, x: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """``layer(x, x, x, attention_mask=...)`` with only the real entities of ``mask`` as keys,
+    computed from the layer's weights: ``[B, E, units] → [B, E, output]``."""
+    heads, size = layer.num_heads, layer.key_dim
+    rows, entities = tf.shape(x)[0], tf.shape(x)[1]
+
+    def project(dense: keras.layers.Layer) -> tf.Tensor:  # [B, E, heads, size]
+        kernel = tf.reshape(dense.kernel, [-1, heads * size])
+        return tf.reshape(tf.tensordot(x, kernel, 1) + tf.reshape(dense.bias, [-1]), [rows, entities, heads, size])
+
+    query = project(layer._query_dense) * tf.constant(1.0 / float(size) ** 0.5, x.dtype)
+    key, value = project(layer._key_dense), project(layer._value_dense)
+    keys = tf.cast(mask, tf.bool)
+    if x.shape[1] is not None and x.shape[1] <= BROADCAST_ENTITIES:
+        scores = tf.reduce_sum(query[:, :, None] * key[:, None], -1)  # [B, Q, K, heads]
+        weights = _masked_softmax(scores, keys[:, None, :, None], axis=2)
+        attended = tf.reduce_sum(weights[..., None] * value[:, None], 2)  # [B, Q, heads, size]
+    else:
+        weights = _masked_softmax(tf.einsum("bqhd,bkhd->bhqk", query, key), keys[:, None, None, :], axis=-1)
+        attended = tf.einsum("bhqk,bkhd->bqhd", weights, value)
+    out = layer._output_dense
+    return tf.tensordot(tf.reshape(attended, [rows, entities, heads * size]),
+                        tf.reshape(out.kernel, [heads * size, -1]), 1) + out.bias
+
+
 class ResidualSelfAttention(keras.layers.Layer):
     """Layer-normalised multi-head self-attention over the entities, added back to its input,
     normalised again, then the masked mean over the entities: ``[B, E, units] → [B, units]``."""
@@ -47,9 +88,9 @@ class ResidualSelfAttention(keras.layers.Layer):
     def call(self, entities: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
         mask = tf.cast(mask, entities.dtype)
         x = self.embedding_norm(entities)
-        pairs = tf.cast(mask[:, None, :], tf.bool) & tf.ones_like(mask[:, :, None], tf.bool)
-        attended = self.attention(x, x, x, attention_mask=pairs)
-        out = self.residual_norm(attended + x)
+        if not self.attention.built:
+            self.attention.build(x.shape, x.shape)
+        out = self.residual_norm(multi_head_attention(self.attention, x, mask) + x)
         total = tf.reduce_sum(out * mask[:, :, None], axis=1)
         return total / (tf.reduce_sum(mask, axis=1, keepdims=True) + self.EPSILON)
 
