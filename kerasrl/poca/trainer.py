@@ -125,6 +125,7 @@ class POCATrainer(RLTrainer):
     # -- checkpoints -------------------------------------------------------------------
     def save_model(self) -> str:
         with self.learner_lock:
+            self.learner.wait_warm_up()  # no compilation left running when a short run ends here
             return self.saver.save(self.step, self.update_count)
 
     def load_model(self) -> None:
