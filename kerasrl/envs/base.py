@@ -51,21 +51,6 @@ class Environment(abc.ABC):
     def step(self, actions: Mapping[str, np.ndarray]) -> dict[str, StepResult]:
         """Apply one action per agent and advance the simulation by one decision step."""
 
-    #: True when the simulation runs outside this process (a Unity player): :meth:`step_async`
-    #: returns as soon as the actions are sent, so an env manager can process the last step
-    #: while the next one is simulated.
-    simulates_elsewhere: bool = False
-
-    def step_async(self, actions: Mapping[str, np.ndarray]) -> None:
-        """Start a step with ``actions``; :meth:`step_wait` returns its results. Default: the
-        whole step here (an environment that simulates elsewhere only sends the actions)."""
-        self._stepped = self.step(actions)
-
-    def step_wait(self) -> dict[str, StepResult]:
-        """The results of the step :meth:`step_async` started."""
-        results: dict[str, StepResult] = self.__dict__.pop("_stepped")
-        return results
-
     def close(self) -> None:
         """Release resources; the default does nothing."""
 

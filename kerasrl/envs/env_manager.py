@@ -4,8 +4,6 @@ from __future__ import annotations
 import abc
 from typing import Mapping, NamedTuple, Optional, Protocol
 
-import numpy as np
-
 from kerasrl.compat import mlagents_names
 from kerasrl.envs.base import BehaviorSpec, Environment, EnvironmentException, StepResult
 from kerasrl.spec import ActionInfo
@@ -73,44 +71,26 @@ class EnvManager(abc.ABC):
 
 
 class SimpleEnvManager(EnvManager):
-    """Synchronous manager of a single environment in this process.
+    """Synchronous manager of a single environment in this process."""
 
-    ``answer_first`` (default: when the environment simulates elsewhere, as a Unity player does):
-    as soon as a step's results arrive, the next actions are chosen and sent, so the player
-    simulates while the trainer records the step (and updates); the step after an update is then
-    acted by the policy before it (its actions were sent already), as threaded training does."""
-
-    def __init__(self, env: Environment, validate: Optional[bool] = None, answer_first: Optional[bool] = None) -> None:
+    def __init__(self, env: Environment, validate: Optional[bool] = None) -> None:
         super().__init__()
         self.env = env
         # By default every step is checked unless the environment checks its own results.
         self.validate = (not getattr(env, "validates_results", False)) if validate is None else bool(validate)
-        self.answer_first = env.simulates_elsewhere if answer_first is None else bool(answer_first)
         self.previous_step: StepInfo = StepInfo(None, {}, None)
-        self._sent: Optional[dict[str, ActionInfo]] = None  # the actions of the step under way
 
     def step(self) -> list[StepInfo]:
         current = self.previous_step.current
-        if self._sent is not None:
-            action_infos, self._sent = self._sent, None
-            with hierarchical_timer("env.step_wait"):
-                new_info = self.env.step_wait()
+        with hierarchical_timer("SimpleEnvManager._take_step"):
+            action_infos = self.decide_actions(current)
+        if self.env.global_done:
+            new_info = self.env.reset()
         else:
-            with hierarchical_timer("SimpleEnvManager._take_step"):
-                action_infos = self.decide_actions(current)
-            if self.env.global_done:
-                new_info = self.env.reset()
-            else:
-                with hierarchical_timer("env.step"):
-                    new_info = self.env.step(_actions(action_infos))
+            with hierarchical_timer("env.step"):
+                new_info = self.env.step({name: info.action for name, info in action_infos.items()})
         self._validate(new_info)
         self.previous_step = StepInfo(current, new_info, action_infos)
-        if self.answer_first and not self.env.global_done:
-            with hierarchical_timer("SimpleEnvManager._take_step"):
-                sent = self.decide_actions(new_info)
-            with hierarchical_timer("env.step_async"):
-                self.env.step_async(_actions(sent))
-            self._sent = sent
         return [self.previous_step]
 
     def _validate(self, info: Mapping[str, StepResult]) -> None:
@@ -125,7 +105,6 @@ class SimpleEnvManager(EnvManager):
             result.validate(spec, name)
 
     def reset(self, config: Optional[Mapping[str, float]] = None, train_mode: bool = True) -> list[StepInfo]:
-        self._sent = None  # a step under way is ended by the environment's reset
         info = self.env.reset(config)
         self._validate(info)
         self.previous_step = StepInfo(None, info, None)
@@ -145,7 +124,3 @@ class SimpleEnvManager(EnvManager):
 
     def close(self) -> None:
         self.env.close()
-
-
-def _actions(action_infos: Mapping[str, ActionInfo]) -> dict[str, np.ndarray]:
-    return {name: info.action for name, info in action_infos.items()}

@@ -254,16 +254,6 @@ class Communicator:
         self.pending = False
         self.servicer.outbox.put(message)
 
-    def collect(self, timeout: float) -> bool:
-        """Take the player's next message if it comes within ``timeout`` seconds (closing: the
-        player that stepped waits for an answer, which tells it to quit); False if none came."""
-        try:
-            self.servicer.inbox.get(timeout=timeout)
-        except queue.Empty:
-            return False
-        self.pending = True
-        return True
-
     def exchange(self, unity_input: pb.UnityInputProto) -> pb.UnityMessageProto:
         self.send(unity_input)
         return self.receive()

@@ -15,10 +15,6 @@ only those agents (reward 0, their first observation) without talking to the pla
 their first action is chosen from what they see; the step after sends every agent's action.
 Actions go back in the order the player listed the deciding agents.
 
-Answering first. :meth:`UnityEnvironment.step_async` answers the player's call with the actions
-at once and :meth:`UnityEnvironment.step_wait` waits for its next message, so an env manager
-can record the last step (and start an update) while the player simulates the next one.
-
 Groups. An agent's ``group_id`` (0: in no group) and ``group_reward`` (its
 ``SimpleMultiAgentGroup``'s reward) become the step result's ``group_id`` and ``group_reward``
 once one of the behavior's agents has been in a group (``None`` before, as for a scene without
@@ -60,8 +56,6 @@ COMMUNICATION_VERSION = "1.5.0"
 PACKAGE_VERSION = "kerasrl-0.1.0"
 EDITOR_PORT = 5004
 PLAYER_PORT = 5005
-#: How long closing waits for a player's step under way to end, so that it can be told to quit.
-CLOSE_WAIT_SECONDS = 2.0
 
 
 def behavior_config_name(behavior: str) -> str:
@@ -100,8 +94,6 @@ class UnityEnvironment(Environment):
     draws anew each episode, sent with the first reset.
     """
 
-    simulates_elsewhere = True
-
     def __init__(self, file_name: Optional[str] = None, worker_id: int = 0, base_port: Optional[int] = None,
                  seed: int = 0, no_graphics: bool = False, timeout_wait: float = 60.0,
                  additional_args: Sequence[str] = (), side_channels: Iterable[SideChannel] = (),
@@ -131,7 +123,6 @@ class UnityEnvironment(Environment):
         #: Behaviors whose agents have been in a group: their results carry group ids and rewards.
         self._grouped: set[str] = set()
         self._needs_reset = True
-        self._in_flight = False  # actions sent, the player's answer not read yet
         self._legacy_actions = False
         self._connected = False
         self.player_log: Optional[str] = None
@@ -216,8 +207,6 @@ class UnityEnvironment(Environment):
                 self.parameters_channel.set_sampler(key, *sampler)
             else:
                 self.parameters_channel.set_float_parameter(key, value)
-        if self._in_flight:  # the step under way ends first: its results are read (side channels) and left
-            self.step_wait()
         message = pb.UnityInputProto()
         message.rl_input.command = pb.RESET
         message.rl_input.side_channel = encode_side_channels(self._channels.values())
@@ -229,16 +218,8 @@ class UnityEnvironment(Environment):
         return results
 
     def step(self, actions: Mapping[str, np.ndarray]) -> dict[str, StepResult]:
-        self.step_async(actions)
-        return self.step_wait()
-
-    def step_async(self, actions: Mapping[str, np.ndarray]) -> None:
-        """Check ``actions`` and answer the player with them: it simulates the step while the
-        trainer goes on (agents held back need no exchange: :meth:`step_wait` reports them)."""
         if self._needs_reset:
             raise EnvironmentException("UnityEnvironment.step before reset.")
-        if self._in_flight:
-            raise EnvironmentException("UnityEnvironment.step_async twice without step_wait.")
         for name, result in self._last.items():
             if not len(result):
                 continue
@@ -247,23 +228,16 @@ class UnityEnvironment(Environment):
             chosen = check_actions(self._specs[name], actions[name], len(result), name)
             live = np.flatnonzero(~result.done)
             self._chosen[name].update(zip(result.agent_ids[live].tolist(), chosen[live]))
-        if not self._held:
-            with hierarchical_timer("unity.encode"):
-                message = self._step_input()
-            self._comm.send(message)
-            self._in_flight = True
-
-    def step_wait(self) -> dict[str, StepResult]:
-        """The player's next message as step results (or the agents held back from the last)."""
-        if not self._in_flight:
+        if self._held:
             self._last = {name: self._result(name, infos, 0) for name, infos in self._held.items()}
             self._held = {}
             return self._last
-        self._in_flight = False
-        with hierarchical_timer("unity.wait"):
-            message = self._comm.receive()
+        with hierarchical_timer("unity.encode"):
+            message = self._step_input()
+        with hierarchical_timer("unity.wait"):  # the player: its step, and the exchange both ways
+            reply = self._comm.exchange(message)
         with hierarchical_timer("unity.decode"):
-            return self._read(message, reset=False)
+            return self._read(reply, reset=False)
 
     def _step_input(self) -> pb.UnityInputProto:
         message = pb.UnityInputProto()
@@ -359,6 +333,4 @@ class UnityEnvironment(Environment):
 
     def close(self) -> None:
         """Tell the player to quit, stop listening, and stop the player's process."""
-        if self._in_flight:  # a player stepping: take its message, so that it is told to quit
-            self._in_flight = not self._comm.collect(CLOSE_WAIT_SECONDS)
         self._finalizer()
