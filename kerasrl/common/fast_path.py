@@ -24,6 +24,8 @@ later runs of the same command skip XLA's compiler.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from typing import Optional
 
 from kerasrl import xla_cache
@@ -82,3 +84,13 @@ def use_xla_cache(directory: Optional[str] = None) -> Optional[str]:
     update loads it. Call before the process compiles anything with XLA. Returns the folder
     of this TensorFlow's entries, or None when the cache stays off."""
     return xla_cache.enable(directory)
+
+
+def join_warm_up(thread: Optional[threading.Thread]) -> float:
+    """Wait for an update's compilation started ahead in ``thread`` (``None``: none started); the
+    seconds waited, which a learner counts as tracing time."""
+    if thread is None:
+        return 0.0
+    start = time.perf_counter()
+    thread.join()
+    return time.perf_counter() - start

@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasrl import xla_cache
-from kerasrl.common.fast_path import choose_jit_compile
+from kerasrl.common.fast_path import choose_jit_compile, join_warm_up
 from kerasrl.common.minibatches import minibatch_plan
 from kerasrl.common.policy import _timed_first_call
 from kerasrl.common.schedules import decayed_hyperparameters
@@ -204,12 +204,7 @@ class POCALearner:
 
     def wait_warm_up(self) -> None:
         """Wait for ``start_warm_up``'s compilation (the wait counts as tracing time)."""
-        thread = self._warm_up
-        if thread is None:
-            return
-        start = time.perf_counter()
-        thread.join()
-        self.trace_seconds += time.perf_counter() - start
+        self.trace_seconds += join_warm_up(self._warm_up)
         self._warm_up = None
 
     def estimate_fn(self) -> Any:

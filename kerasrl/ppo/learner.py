@@ -29,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasrl import xla_cache
-from kerasrl.common.fast_path import choose_jit_compile
+from kerasrl.common.fast_path import choose_jit_compile, join_warm_up
 from kerasrl.common.minibatches import minibatch_plan
 from kerasrl.common.reductions import global_count
 from kerasrl.common.update_loop import replica_inputs, sum_minibatch_steps
@@ -446,12 +446,7 @@ class PPOLearner(keras.Model):
 
     def wait_warm_up(self) -> None:
         """Wait for ``start_warm_up``'s compilation (the wait counts as tracing time)."""
-        thread = self._warm_up
-        if thread is None:
-            return
-        start = time.perf_counter()
-        thread.join()
-        self.trace_seconds += time.perf_counter() - start
+        self.trace_seconds += join_warm_up(self._warm_up)
         self._warm_up = None
 
     def _split_weights(self, flat: np.ndarray) -> list[np.ndarray]:
