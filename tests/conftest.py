@@ -52,13 +52,16 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture
 def signals_in_process():
-    """For a test that signals its own process: no garbage collection while it runs. A callback
-    that the collector calls (Hypothesis installs one) would otherwise receive the signal's
-    ``KeyboardInterrupt``, which Python reports as unraisable and drops."""
-    was_enabled = gc.isenabled()
+    """For a test that signals its own process: no garbage collection and no collector callbacks
+    while it runs. A callback that the collector calls (Hypothesis installs one; code under test
+    may call ``gc.collect()`` itself) would otherwise receive the signal's ``KeyboardInterrupt``,
+    which Python reports as unraisable and drops."""
+    was_enabled, callbacks = gc.isenabled(), list(gc.callbacks)
     gc.disable()
+    gc.callbacks.clear()
     try:
         yield
     finally:
+        gc.callbacks.extend(callbacks)
         if was_enabled:
             gc.enable()

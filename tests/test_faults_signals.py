@@ -162,7 +162,7 @@ def _simple_trainers(tmp_path, max_steps: int = 1000):
     return manager, trainers
 
 
-def test_a_stop_signal_waits_for_the_next_safe_point(capsys):
+def test_a_stop_signal_waits_for_the_next_safe_point(capsys, signals_in_process):
     """Recorded, not raised, until ``raise_if_stopping``; a second one only says so; the
     handler is back afterwards."""
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
@@ -177,7 +177,7 @@ def test_a_stop_signal_waits_for_the_next_safe_point(capsys):
     assert stops.taken and signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_a_ctrl_c_during_an_update_lets_it_finish_then_saves_its_result(tmp_path):
+def test_a_ctrl_c_during_an_update_lets_it_finish_then_saves_its_result(tmp_path, signals_in_process):
     """Ctrl-C inside the trainer's update (where TensorFlow traces and runs) is taken after it:
     the update completes and the saved step is the one after it."""
     manager, trainers = _simple_trainers(tmp_path)
@@ -196,7 +196,7 @@ def test_a_ctrl_c_during_an_update_lets_it_finish_then_saves_its_result(tmp_path
     assert tc.interrupted and len(finished) == 1 and tc.saved_steps == {"Simple1D": finished[0]}
 
 
-def test_a_signal_during_the_final_save_still_marks_the_run_interrupted(tmp_path):
+def test_a_signal_during_the_final_save_still_marks_the_run_interrupted(tmp_path, signals_in_process):
     """A stop that comes after the last safe point (training done, final save running) is not
     lost: the run reports it (``kerasrl-learn`` then exits 130)."""
     manager, trainers = _simple_trainers(tmp_path, max_steps=64)
