@@ -16,7 +16,7 @@ from kerasrl.spec import ActionInfo, BehaviorSpec, StepResult
 from kerasrl.timers import hierarchical_timer
 
 
-class _timed_first_call:  # noqa: N801 - a function wrapper
+class TimedFirstCall:
     """Calls ``fn``; adds the duration of the first call (tracing included) to ``owner.trace_seconds``."""
 
     def __init__(self, fn: Any, owner: Any) -> None:
@@ -57,8 +57,8 @@ class ActorCriticPolicy:
         self.stream_names = list(model.stream_names)
         self._memories = AgentTable(model.memory_size, np.float32)
         self._prev_actions = AgentTable(spec.action_size, np.int32)
-        self._act_fn = _timed_first_call(model.act_function(deterministic), self)
-        self._value_fn = _timed_first_call(
+        self._act_fn = TimedFirstCall(model.act_function(deterministic), self)
+        self._value_fn = TimedFirstCall(
             tf.function(lambda inputs: self.model.values(inputs), input_signature=[model.input_signature()]), self
         )
         self.trace_seconds = 0.0

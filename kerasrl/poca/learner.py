@@ -24,7 +24,7 @@ import tensorflow as tf
 from kerasrl import xla_cache
 from kerasrl.common.fast_path import choose_jit_compile, join_warm_up
 from kerasrl.common.minibatches import minibatch_plan
-from kerasrl.common.policy import _timed_first_call
+from kerasrl.common.policy import TimedFirstCall
 from kerasrl.common.schedules import decayed_hyperparameters
 from kerasrl.common.update_loop import sum_steps
 from kerasrl.fields import Field
@@ -222,4 +222,4 @@ class POCALearner:
                       mask: tf.Tensor) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor]]:
             return self.critic.estimates(own, mates, actions, mask)
 
-        return _timed_first_call(tf.function(estimates, input_signature=signature, autograph=False), self)
+        return TimedFirstCall(tf.function(estimates, input_signature=signature, autograph=False), self)
