@@ -10,8 +10,14 @@ kerasrl's layout (``--layout``):
 * ``sb3``: ``lstm_sb3.yaml`` (RecurrentPPO's network in ML-Agents keys).
 
 ``--set KEY=VALUE`` overrides a trainer key of the layout (YAML value), e.g. ``--set
-memory_size=256``. RecurrentPPO runs ``bench_ppo.py --task lstm``'s model (64-unit actor and
-critic LSTMs on the observations, then 64 tanh units, the Zoo CartPole hyper-parameters).
+memory_size=256``. RecurrentPPO (``--peer``) runs the Zoo CartPole hyper-parameters with one of three networks:
+
+* ``bench`` (the default): ``bench_ppo.py --task lstm``'s (64-unit actor and critic LSTMs on the
+  observations, then 64 tanh units);
+* ``zoo``: the RL Zoo's exact ``CartPoleNoVel-v1`` entry, RecurrentPPO's default network (a
+  256-unit actor LSTM, a critic LSTM of its own, 64×64 tanh layers after each);
+* ``mlp-critic``: a 64-unit actor LSTM and a critic without memory (64 tanh units on the
+  observation alone).
 The final return is the mean of the last 100 episodes. Results are written to the JSON files
 (``{seed: return}``) after every run and read back at the start, so that an interrupted
 comparison resumes where it stopped (``--sb3-json`` can be shared by comparisons of several
@@ -29,6 +35,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_ppo  # noqa: E402
+import bench_tasks  # noqa: E402
 from bench_tasks import TASKS  # noqa: E402
 from pendulum_seeds import mann_whitney_u, run_seeds  # noqa: E402
 from seed_args import parse_overrides, parse_seeds  # noqa: E402
@@ -45,6 +52,22 @@ def kerasrl_task(layout: str, overrides: dict[str, Any]) -> Any:
     return dataclasses.replace(task, overrides=dict(overrides))
 
 
+def _peer_zoo() -> dict[str, Any]:
+    return bench_tasks._zoo_cartpole()
+
+
+def _peer_mlp_critic() -> dict[str, Any]:
+    import torch
+
+    return dict(**bench_tasks._zoo_cartpole(), policy_kwargs={
+        "lstm_hidden_size": 64, "enable_critic_lstm": False, "net_arch": {"pi": [64], "vf": [64]},
+        "activation_fn": torch.nn.Tanh})
+
+
+#: RecurrentPPO's network for each ``--peer`` (None: the benchmark task's own).
+PEERS = {"bench": None, "zoo": _peer_zoo, "mlp-critic": _peer_mlp_critic}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", default="600-609", help="a range (600-609) or a list (1,5,9)")
@@ -54,6 +77,9 @@ def main() -> int:
                         help="override a trainer key of the layout, e.g. --set memory_size=256")
     parser.add_argument("--json", default="lstm_kerasrl.json", help="kerasrl's {seed: return}")
     parser.add_argument("--sb3-json", default="lstm_sb3.json", help="RecurrentPPO's {seed: return}")
+    parser.add_argument("--peer", choices=tuple(PEERS), default="bench", help="RecurrentPPO's network")
+    parser.add_argument("--curves", default=None, metavar="FILE",
+                        help="append every run's learning curve to this CSV (benchmarks/plot_curves.py draws it)")
     parser.add_argument("--only", choices=("kerasrl", "sb3"), default=None, help="run one library only")
     args = parser.parse_args()
 
@@ -61,9 +87,13 @@ def main() -> int:
 
     set_tf_threads(1)
     task = kerasrl_task(args.layout, parse_overrides(args.set))
+    if PEERS[args.peer] is not None:
+        task = dataclasses.replace(task, sb3_kwargs=PEERS[args.peer])
     bench_ppo.TARGET = task.threshold
     seeds = parse_seeds(args.seeds)
-    ours, theirs = run_seeds(task, seeds, args.steps, (args.json, args.sb3_json), "RecurrentPPO", args.only)
+    curves = bench_ppo.CurveWriter(args.curves, task.env_id, f"lstm, peer {args.peer}") if args.curves else None
+    peer = "RecurrentPPO" if args.peer == "bench" else f"RecurrentPPO-{args.peer}"
+    ours, theirs = run_seeds(task, seeds, args.steps, (args.json, args.sb3_json), peer, args.only, curves)
     a = [ours[str(s)] for s in seeds if str(s) in ours]
     b = [theirs[str(s)] for s in seeds if str(s) in theirs]
     if a and b:

@@ -19,6 +19,7 @@ import os
 import statistics
 import sys
 import tempfile
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -68,19 +69,27 @@ def save(path: str, results: dict[str, float]) -> None:
 
 
 def run_seeds(task, seeds: list[int], steps: int, paths: tuple[str, str], peer: str = "SB3",
-              only: str | None = None) -> tuple[dict[str, float], dict[str, float]]:
+              only: str | None = None, curves: Any = None) -> tuple[dict[str, float], dict[str, float]]:
     """Each seed's final return for kerasrl and for the SB3 peer (``only``: ``kerasrl`` or ``sb3``),
-    resumed from and saved after every run to the JSON files ``paths`` (kerasrl's, the peer's)."""
+    resumed from and saved after every run to the JSON files ``paths`` (kerasrl's, the peer's).
+    ``curves`` (a ``bench_ppo.CurveWriter``) also records each run's learning curve, the peer's
+    under its name ``peer``."""
     ours, theirs = load(paths[0]), load(paths[1])
     with tempfile.TemporaryDirectory() as tmp:
         for seed in seeds:
             key = str(seed)
             if key not in ours and only != "sb3":
-                ours[key] = bench_ppo.run_kerasrl(steps, seed, os.path.join(tmp, key), task=task)["final"]
+                curve: Any = [] if curves else None
+                ours[key] = bench_ppo.run_kerasrl(steps, seed, os.path.join(tmp, key), task=task, curve=curve)["final"]
                 save(paths[0], ours)
+                if curves:
+                    curves.write("kerasrl", seed, curve)
             if key not in theirs and only != "kerasrl":
-                theirs[key] = bench_ppo.run_sb3(steps, seed, task)["final"]
+                curve = [] if curves else None
+                theirs[key] = bench_ppo.run_sb3(steps, seed, task, curve=curve)["final"]
                 save(paths[1], theirs)
+                if curves:
+                    curves.write(peer, seed, curve)
             print(f"seed {seed}: kerasrl {ours.get(key, float('nan')):.1f}  {peer} {theirs.get(key, float('nan')):.1f}",
                   flush=True)
     return ours, theirs
