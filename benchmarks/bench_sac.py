@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_ppo import CurveWriter
 from pendulum_seeds import mann_whitney_u
 
 from kerasrl.configs import config_path
@@ -88,7 +89,7 @@ def kerasrl_config(task: str, dtype_policy: str | None) -> dict[str, Any]:
 
 
 def run_kerasrl(task: str, steps: int, seed: int, time_horizon: int | None, warmup: int | None,
-                dtype_policy: str | None = None) -> dict[str, Any]:
+                dtype_policy: str | None = None, curve: list[tuple[int, float]] | None = None) -> dict[str, Any]:
     config = kerasrl_config(task, dtype_policy)
     if time_horizon is not None:
         config["default"]["time_horizon"] = time_horizon
@@ -98,20 +99,39 @@ def run_kerasrl(task: str, steps: int, seed: int, time_horizon: int | None, warm
     manager = SimpleEnvManager(GymnasiumEnv(TASKS[task]["env"], num_envs=1, seed=seed))
     trainers = initialize_trainers(config, manager.behavior_specs, workdir, "bench", workdir, 1, True, False, seed,
                                    max_steps=steps)
+    trainer = next(iter(trainers.values()))
+    progress = None if curve is None else _curve_recorder(trainer, curve)
     controller = TrainerController(trainers, workdir, workdir, "bench", save_freq=10**9, meta_curriculum=None,
                                    train=True, training_seed=seed, fast_simulation=True, sampler_manager=None,
-                                   resampling_interval=None)
+                                   resampling_interval=None, progress=progress, progress_freq=1)
     start = time.perf_counter()
     controller.start_learning(manager)
     wall = time.perf_counter() - start
-    trainer = next(iter(trainers.values()))
     assert isinstance(trainer, SACTrainer), type(trainer)
     trace = trainer.learner.trace_seconds
     return {"steps_per_s": trainer.step / max(wall - trace, 1e-9), "steps_per_s_all": trainer.step / wall,
             "return": float(np.mean(list(trainer.recent_returns)[-10:])), "trace_s": trace}
 
 
-def run_sb3(task: str, steps: int, seed: int, torch_threads: int, warmup: int | None) -> dict[str, Any]:
+def _curve_recorder(trainer: Any, curve: list[tuple[int, float]]) -> Any:
+    """A controller ``progress`` hook appending ``(step, mean of the last 10 returns)`` at every episode end."""
+    seen = [0]
+
+    def progress(controller: Any) -> None:
+        if trainer.episodes_completed != seen[0]:
+            seen[0] = trainer.episodes_completed
+            curve.append((trainer.get_step, float(np.mean(list(trainer.recent_returns)[-10:]))))
+    return progress
+
+
+def sb3_curve(returns: list[float], lengths: list[int]) -> list[tuple[int, float]]:
+    """``(step, mean of the last 10 returns)`` at every episode end of a ``Monitor``'s record."""
+    ends = np.cumsum(lengths)
+    return [(int(ends[i]), float(np.mean(returns[max(0, i - 9):i + 1]))) for i in range(len(returns))]
+
+
+def run_sb3(task: str, steps: int, seed: int, torch_threads: int, warmup: int | None,
+            curve: list[tuple[int, float]] | None = None) -> dict[str, Any]:
     import gymnasium
     import torch
     from stable_baselines3 import SAC
@@ -128,6 +148,8 @@ def run_sb3(task: str, steps: int, seed: int, torch_threads: int, warmup: int | 
     model.learn(steps)
     wall = time.perf_counter() - start
     returns = env.get_episode_rewards()
+    if curve is not None:
+        curve.extend(sb3_curve(returns, env.get_episode_lengths()))
     return {"steps_per_s": steps / wall, "steps_per_s_all": steps / wall, "return": float(np.mean(returns[-10:])),
             "trace_s": 0.0}
 
@@ -259,6 +281,9 @@ def main() -> int:
     parser.add_argument("--json", default=None,
                         help="keep each run in this file ({library: {seed: run}}): seeds already in it are not run "
                              "again, and the medians and the rank test cover all of its seeds")
+    parser.add_argument("--curves", default=None, metavar="FILE",
+                        help="append every run's learning curve (mean of the last 10 returns at each episode end) to "
+                             "this CSV (benchmarks/plot_curves.py draws it)")
     parser.add_argument("--update-only", action="store_true", help="time the gradient steps alone (see above)")
     parser.add_argument("--rounds", type=int, default=10, help="--update-only: alternating rounds")
     parser.add_argument("--calls-steps", type=int, default=64, help="--update-only: gradient steps per timed call")
@@ -268,15 +293,19 @@ def main() -> int:
                      args.calls_steps, args.torch_threads, args.dtype_policy)
         return 0
     results = load_results(args.json)
+    curves = CurveWriter(args.curves, TASKS[args.task]["env"], f"sac, {args.task}") if args.curves else None
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         names = ["kerasrl"] if args.no_sb3 else ["kerasrl", "sb3"]
         for name in names if seed % 2 == 0 else names[::-1]:  # alternate which library goes first
             if str(seed) in results[name]:
                 continue
+            curve: list[tuple[int, float]] | None = [] if curves else None
             if name == "kerasrl":
-                out = run_kerasrl(args.task, args.steps, seed, args.time_horizon, args.warmup, args.dtype_policy)
+                out = run_kerasrl(args.task, args.steps, seed, args.time_horizon, args.warmup, args.dtype_policy, curve)
             else:
-                out = run_sb3(args.task, args.steps, seed, args.torch_threads, args.warmup)
+                out = run_sb3(args.task, args.steps, seed, args.torch_threads, args.warmup, curve)
+            if curves is not None and curve is not None:
+                curves.write(name, seed, curve)
             results[name][str(seed)] = out
             if args.json:
                 save_results(args.json, results)
