@@ -33,13 +33,26 @@ from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STANDIN = os.path.join(ROOT, "tests", "unity_standin", "StandIn")
-CONFIG = """behaviors:
+#: The trainer configs (``--config``): a small PPO, and ML-Agents' own 3DBall settings (a 12,000-step
+#: buffer, 128x128 units, normalised observations), whose updates weigh more beside acting.
+CONFIGS = {
+    "small": """behaviors:
   Simple1D:
     trainer_type: ppo
     hyperparameters: {batch_size: 64, buffer_size: 1024, learning_rate: 3.0e-4}
     network_settings: {hidden_units: 64, num_layers: 2}
     summary_freq: 100000
-"""
+""",
+    "3dball": """behaviors:
+  Simple1D:
+    trainer_type: ppo
+    hyperparameters: {batch_size: 64, buffer_size: 12000, learning_rate: 3.0e-4, beta: 1.0e-3, epsilon: 0.2,
+                      lambd: 0.99, num_epoch: 3}
+    network_settings: {normalize: true, hidden_units: 128, num_layers: 2}
+    time_horizon: 1000
+    summary_freq: 100000
+""",
+}
 FINAL = re.compile(r"^final steps=\d+ mean_return=\S+ steps_per_sec=(?P<sps>\S+)", re.M)
 #: Trainer timers (name in timers.json -> column), summed wherever they appear in the tree.
 TIMERS = {"SimpleEnvManager._take_step": "acting", "unity.encode": "encode", "unity.wait": "wait for player",
@@ -67,6 +80,7 @@ def run(args: argparse.Namespace, seed: int, threaded: bool, workdir: str) -> di
                "--steps", str(args.steps), "--seed", str(seed), "--results-dir", workdir, "--run-id", run_id,
                "--force", "--base-port", str(_free_port()), *(["--threaded"] if threaded else []),
                "--env-args", "--agents", str(args.agents), "--step-cost-ms", str(args.step_cost_ms),
+               "--step-mode", args.step_mode,
                "--report", report, "--report-after", str(args.report_after)]
     env = dict(os.environ, PYTHONPATH=args.trainer_tree, TF_CPP_MIN_LOG_LEVEL="3")
     proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900, cwd=workdir)
@@ -101,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--agents", type=int, default=8)
     p.add_argument("--step-cost-ms", type=float, default=3.0, help="the player's busy CPU per step")
+    p.add_argument("--step-mode", choices=("busy", "sleep"), default="busy",
+                   help="the player's step cost as busy CPU (one core) or sleeping (physics on cores of its own)")
+    p.add_argument("--config", choices=sorted(CONFIGS), default="small", help="the trainer's config (see CONFIGS)")
     p.add_argument("--steps", type=int, default=16000, help="agent steps per run")
     p.add_argument("--report-after", type=int, default=500, help="exchanges left out of the player's report")
     p.add_argument("--seeds", type=int, default=3)
@@ -111,14 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[dict[str, float]]] = {mode: [] for mode in args.modes}
     with tempfile.TemporaryDirectory(prefix="kerasrl-busy-") as workdir:
         with open(os.path.join(workdir, "config.yaml"), "w") as f:
-            f.write(CONFIG)
+            f.write(CONFIGS[args.config])
         for i, seed in enumerate(range(args.first_seed, args.first_seed + args.seeds)):
             for mode in (args.modes if i % 2 == 0 else args.modes[::-1]):
                 r = run(args, seed, mode == "threaded", workdir)
                 results[mode].append(r)
                 print(f"seed {seed} {mode}: {r['steps/s']:.0f} steps/s, busy share {r['busy_share']:.3f} "
                       f"(waiting {r['waiting_ms']:.3f} ms per exchange)", flush=True)
-    print(f"\n{args.agents} agents, {args.step_cost_ms:g} ms per step, {args.steps} steps, {args.seeds} seeds "
+    print(f"\n{args.agents} agents, {args.step_cost_ms:g} ms per step ({args.step_mode}), config {args.config}, "
+          f"{args.steps} steps, {args.seeds} seeds "
           f"(medians; the player's columns per exchange after its first {args.report_after}; the trainer's "
           f"per exchange over the whole run), trainer {args.trainer_tree}")
     table(results)

@@ -23,7 +23,8 @@ arenas) and GroupSimple1D (``--agents`` agents in one group) as scenes (:class:`
 each step where one of them ends an episode, gives the group ``GROUP_REWARD``: every info of
 that message carries it (``group_reward``).
 
-``--step-cost-ms MS`` gives every step a simulation cost (busy CPU, as a physics step has), and
+``--step-cost-ms MS`` gives every step a simulation cost (busy CPU, as a physics step has;
+``--step-mode sleep`` sleeps instead, as a player whose physics runs on cores of its own), and
 ``--report FILE`` writes, when the player quits (leaving out the first ``--report-after N``
 exchanges: start-up and compilation), where its wall time went (JSON): simulating,
 its own message building and parsing, and waiting for the trainer (inside the exchange call),
@@ -238,8 +239,8 @@ class PlayerClock:
     scene's step and ``--step-cost-ms``), ``waiting`` (inside the exchange call: the trainer, and
     the transport), the rest its own message building and parsing."""
 
-    def __init__(self, step_cost_s: float, report_after: int = 0) -> None:
-        self.step_cost_s, self.report_after = step_cost_s, report_after
+    def __init__(self, step_cost_s: float, report_after: int = 0, sleep: bool = False) -> None:
+        self.step_cost_s, self.report_after, self.sleep = step_cost_s, report_after, sleep
         self.simulating = self.waiting = 0.0
         self.exchanges = self.steps = 0
         self.start: float | None = None
@@ -249,6 +250,8 @@ class PlayerClock:
         self.start = start if self.start is None else self.start
         result = step(*args)
         deadline = start + self.step_cost_s
+        if self.sleep and deadline > time.perf_counter():
+            time.sleep(deadline - time.perf_counter())
         while time.perf_counter() < deadline:  # the physics step's cost: one busy core
             pass
         self.simulating += time.perf_counter() - start
@@ -306,6 +309,8 @@ def main(argv: list[str]) -> int:
                    help="play on when the trainer is gone (as a Unity player does), instead of exiting")
     p.add_argument("--late-behavior-after", type=int, default=None, help="a second behavior appears after N steps")
     p.add_argument("--step-cost-ms", type=float, default=0.0, help="busy CPU per step, as a physics step costs")
+    p.add_argument("--step-mode", choices=("busy", "sleep"), default="busy",
+                   help="spend --step-cost-ms busy (one core) or sleeping (physics on cores of its own)")
     p.add_argument("--report", default=None, help="write where the wall time went (JSON) here at the end")
     p.add_argument("--report-after", type=int, default=0, help="leave the first N exchanges out of the report")
     args = p.parse_args(argv)
@@ -320,7 +325,7 @@ def main(argv: list[str]) -> int:
         time.sleep(3600)
     hosted = args.scene in ("duel", "group")
     scene = HostedScene(args, log) if hosted else Scene(args, log)
-    clock = PlayerClock(args.step_cost_ms / 1e3, args.report_after)
+    clock = PlayerClock(args.step_cost_ms / 1e3, args.report_after, args.step_mode == "sleep")
     stub = pb_grpc.UnityToExternalProtoStub(grpc.insecure_channel(f"localhost:{args.mlagents_port}"))
 
     def exchange(message: pb.UnityMessageProto, **kwargs) -> pb.UnityMessageProto:
