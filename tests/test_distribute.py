@@ -167,6 +167,7 @@ print("UPDATES_OK")
 
 SIGNALS = """
 from test_reward_signals import as_buffer, make_rows, make_signal, make_spec
+from kerasrl.bc.actor_critic import ActorCriticImitator
 from kerasrl.bc.learner import BCLearner, imitation_batch
 from kerasrl.buffer import AgentBuffer
 from kerasrl.exception import TrainerError
@@ -245,20 +246,20 @@ BC_CASES = {
 for case, (spec, network) in BC_CASES.items() if N == 2 else [("bc discrete lstm", BC_CASES["bc discrete lstm"])]:
     def make():
         model = ActorCritic(spec, ["extrinsic"], NetworkSettings(hidden_units=16, **network), seed=3)
-        return BCLearner(model, 3e-3, sample_noise=True)
+        return BCLearner(ActorCriticImitator(model, sample_noise=True), 3e-3)
     single, mirrored = built(False, make), built(True, make)
-    data = imitation_batch(spec, demo_rows(spec, 90), single.model)
+    data = imitation_batch(spec, demo_rows(spec, 90), single.imitator)
     n_rows = len(data[Field.MASKS])
     plan = single.plan(n_rows, batch_size=16, num_epoch=2, max_batches=None, seed=5)
     one, two = single.update(data, plan, 3e-3, 5), mirrored.update(data, plan, 3e-3, 5)
     same_metrics({"loss": one}, {"loss": two}, case)
     assert int(mirrored.optimizer.iterations.numpy()) == len(plan)
-    same_weights(single.model.weights, mirrored.model.weights, case)
+    same_weights(single.imitator.model.weights, mirrored.imitator.model.weights, case)
     if N == 2 and "lstm" in case:  # the BC optimizer written on one device, read under the strategy
         folder = tempfile.mkdtemp()
-        CheckpointSaver(folder, 1, model=single.model, bc_optimizer=single.optimizer).save(5, 1)
+        CheckpointSaver(folder, 1, model=single.imitator.model, bc_optimizer=single.optimizer).save(5, 1)
         fresh = built(True, make)
-        CheckpointSaver(folder, 1, model=fresh.model, bc_optimizer=fresh.optimizer).restore()
+        CheckpointSaver(folder, 1, model=fresh.imitator.model, bc_optimizer=fresh.optimizer).restore()
         same_weights(single.optimizer.variables, fresh.optimizer.variables, "restored " + case)
     try:
         mirrored.check_batch_size(4 * (N + 1) if "lstm" in case else 8 * N + 1, "pretraining: ")

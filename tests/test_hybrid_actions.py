@@ -175,6 +175,7 @@ def test_curiosity_and_gail_take_both_kinds_of_actions(kind):
 
 
 def test_behavioral_cloning_adds_the_squared_error_and_the_branches_negative_log_likelihood():
+    from kerasrl.bc.actor_critic import ActorCriticImitator
     from kerasrl.bc.learner import BCLearner, imitation_batch
     from tests.test_reward_signals import as_buffer
 
@@ -185,7 +186,8 @@ def test_behavioral_cloning_adds_the_squared_error_and_the_branches_negative_log
     rows[Field.EPISODE_ID] = np.zeros(12, np.int64)
     model = _model()
     batch = imitation_batch(SPEC, as_buffer(rows), model)
-    loss = BCLearner(model, 1e-3, sample_noise=False).loss({k: tf.constant(v) for k, v in batch.items()}, None)
+    learner = BCLearner(ActorCriticImitator(model, sample_noise=False), 1e-3)
+    loss = learner.loss({k: tf.constant(v) for k, v in batch.items()}, None)
     out = model(model.acting_inputs([rows[Field.VECTOR_OBS]]))
     actions = rows[Field.ACTIONS]
     squashed = np.clip(out["mu"].numpy(), -3, 3) / 3

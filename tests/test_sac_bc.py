@@ -8,7 +8,7 @@ from test_bc_trainers import expert
 from kerasrl import recording
 from kerasrl.envs.simple import Simple1DEnvironment
 from kerasrl.fields import Field
-from kerasrl.sac.bc import LOSS_STAT, SACBehavioralCloning
+from kerasrl.sac.bc import LOSS_STAT, sac_pretraining
 from kerasrl.sac.learner import SACLearner
 from kerasrl.sac.trainer import SACTrainer
 from kerasrl.settings import BehavioralCloningSettings, TrainerSettings, load_trainer_config
@@ -32,10 +32,10 @@ def test_bc_makes_the_actor_act_as_the_expert(discrete, expert_demos):
     spec = env.behavior_specs[next(iter(env.behavior_specs))]
     settings = TrainerSettings.from_dict(SMALL)
     networks = SACLearner.for_behavior(spec, settings, seed=0, max_steps=100).networks
-    bc = SACBehavioralCloning(networks, BehavioralCloningSettings(demo_path=expert_demos[discrete], strength=1.0, steps=0,
-                                                                  num_epoch=3),
-                              settings.hyperparameters.learning_rate, 32, seed=0)
-    obs = bc.data[Field.VECTOR_OBS]
+    bc = sac_pretraining(networks, BehavioralCloningSettings(demo_path=expert_demos[discrete], strength=1.0, steps=0,
+                                                             num_epoch=3),
+                         settings.hyperparameters.learning_rate, 32, seed=0)
+    obs = bc.data[Field.VECTOR_OBS].numpy()
     inputs = {Field.VECTOR_OBS: tf.constant(obs)}
     if discrete:
         inputs[Field.ACTION_MASK] = tf.ones((len(obs), 2))
@@ -55,8 +55,8 @@ def test_bc_learning_rate_decays_over_steps_then_stops(expert_demos):
     env = Simple1DEnvironment(True, seed=1)
     spec = env.behavior_specs[next(iter(env.behavior_specs))]
     networks = SACLearner.for_behavior(spec, TrainerSettings.from_dict(SMALL), seed=0, max_steps=100).networks
-    bc = SACBehavioralCloning(networks, BehavioralCloningSettings(demo_path=expert_demos[True], strength=0.5, steps=100),
-                              2e-3, 32)
+    bc = sac_pretraining(networks, BehavioralCloningSettings(demo_path=expert_demos[True], strength=0.5, steps=100),
+                         2e-3, 32)
     assert bc.learning_rate(0) == pytest.approx(1e-3) and bc.learning_rate(50) == pytest.approx(5e-4)
     before = [v.numpy().copy() for v in networks.actor_variables]
     assert bc.update(step=100) == {LOSS_STAT: 0.0}

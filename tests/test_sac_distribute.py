@@ -109,7 +109,7 @@ for case in CASES:
 # Behavioral cloning (pretraining) on the actor: one update of several mini-batches.
 from kerasrl import recording
 from kerasrl.envs.simple import Simple1DEnvironment
-from kerasrl.sac.bc import SACBehavioralCloning
+from kerasrl.sac.bc import sac_pretraining
 from kerasrl.settings import BehavioralCloningSettings
 
 demo = os.path.join(tempfile.mkdtemp(), "expert.demo")
@@ -120,13 +120,13 @@ clones = []
 for mirrored in (False, True):
     nets = build("simple1d", mirrored).networks
     distribute.set_strategy(strategy if mirrored else None)
-    clones.append(SACBehavioralCloning(nets, pretraining, 3e-3, 16, seed=4))
+    clones.append(sac_pretraining(nets, pretraining, 3e-3, 16, seed=4))
     distribute.set_strategy(strategy)
 losses = [c.update(0) for c in clones]
 assert abs(losses[0]["Losses/Pretraining Loss"] - losses[1]["Losses/Pretraining Loss"]) < 1e-5, losses
-for a, b in zip(clones[0].networks.actor_variables, clones[1].networks.actor_variables):
+for a, b in zip(clones[0].learner.imitator.variables, clones[1].learner.imitator.variables):
     np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=1e-5, err_msg=f"bc {a.path}")
-assert int(clones[1].optimizer.iterations.numpy()) == clones[0].batches > 1
+assert int(clones[1].optimizer.iterations.numpy()) == clones[0].batches_per_update > 1
 
 try:
     build("discrete", True, batch_size=2 * N + 1)

@@ -411,21 +411,22 @@ def cue_networks(discrete=False):
 @pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
 def test_recurrent_bc_learns_what_only_memory_can_tell(tmp_path, discrete):
     from kerasrl import recording
-    from kerasrl.sac.bc import LOSS_STAT, SACBehavioralCloning
+    from kerasrl.sac.bc import LOSS_STAT, sac_pretraining
     from kerasrl.settings import BehavioralCloningSettings
 
     demo = str(tmp_path / "cue.demo")
     _, rows = recording.record(CueEnvironment(discrete, seed=3), cue_expert(discrete), 240, demo)
     nets = cue_networks(discrete)
-    bc = SACBehavioralCloning(nets, BehavioralCloningSettings(demo_path=demo, strength=1.0, steps=0, num_epoch=4),
-                              3e-3, 32, seed=0)
-    assert bc.data[Field.VECTOR_OBS].shape[1:] == (4, 2) and bc.per_batch == 8
-    assert bc.data[Field.MASKS].sum() == len(rows[Field.ACTIONS]) < bc.data[Field.MASKS].size  # episodes padded
+    bc = sac_pretraining(nets, BehavioralCloningSettings(demo_path=demo, strength=1.0, steps=0, num_epoch=4),
+                         3e-3, 32, seed=0)
+    # Whole sequences of 4 steps, 8 of them to a mini-batch.
+    obs, masks = bc.data[Field.VECTOR_OBS].numpy().reshape(-1, 4, 2), bc.data[Field.MASKS].numpy().reshape(-1, 4)
+    assert bc.learner.sequence_length == 4 and bc.n_sequences == 8
+    assert masks.sum() == len(rows[Field.ACTIONS]) < masks.size  # episodes padded
     losses = [bc.update(step=0)[LOSS_STAT] for _ in range(25)]
     assert losses[-1] < 0.25 * losses[0], losses
     # The actor run over every episode from zero memory: its deterministic action at the steps
     # where the cue no longer shows is the goal's.
-    obs, masks = bc.data[Field.VECTOR_OBS], bc.data[Field.MASKS]
     memory = np.zeros((len(obs), nets.memory_size), np.float32)
     signs = []
     for t in range(obs.shape[1]):
@@ -443,29 +444,34 @@ def test_recurrent_bc_learns_what_only_memory_can_tell(tmp_path, discrete):
 
 def test_recurrent_bc_loss_is_the_actor_stepped_through_each_sequence_over_its_real_steps(tmp_path):
     from kerasrl import recording
-    from kerasrl.sac.bc import SACBehavioralCloning
-    from kerasrl.sac.learner import NOISE
+    from kerasrl.sac.bc import sac_pretraining
     from kerasrl.settings import BehavioralCloningSettings
 
     demo = str(tmp_path / "cue.demo")
     recording.record(CueEnvironment(False, seed=3), cue_expert(), 60, demo)
     nets = cue_networks()
-    bc = SACBehavioralCloning(nets, BehavioralCloningSettings(demo_path=demo, strength=1.0, steps=0), 3e-3, 32, seed=0)
-    batch = {k: v[0] for k, v in bc.minibatches().items()}
+    bc = sac_pretraining(nets, BehavioralCloningSettings(demo_path=demo, strength=1.0, steps=0), 3e-3, 32, seed=0)
+    rows = bc.learner.plan(bc.n_rows, bc.batch_size, bc.num_epoch, bc.max_batches, seed=0)[0]
+    flat = {k: v.numpy()[rows] for k, v in bc.data.items()}
+    flat_noise = bc.learner.noise(flat, tf.constant(0), tf.constant(0)).numpy()
+    assert flat_noise.shape == (len(rows), nets.action_size)
+    length = bc.learner.sequence_length
+    batch = {k: v.reshape(-1, length, *v.shape[1:]) for k, v in flat.items()}
+    noise = flat_noise.reshape(-1, length, nets.action_size)
     masks = batch[Field.MASKS]
     assert (masks == 0).any() and (masks > 0).any()
     memory = np.zeros((len(masks), nets.memory_size), np.float32)
     squared = []
     for t in range(masks.shape[1]):
         inputs = {Field.VECTOR_OBS: batch[Field.VECTOR_OBS][:, t], Field.MEMORY: memory}
-        action, _, memory = nets.act_with_memory(inputs, batch[NOISE][:, t])
+        action, _, memory = nets.act_with_memory(inputs, noise[:, t])
         squared.append(np.mean((np.asarray(action) - batch[Field.ACTIONS][:, t]) ** 2, axis=-1))
     expected = (np.stack(squared, 1) * masks).sum() / masks.sum()
-    assert float(bc.loss(batch)) == pytest.approx(expected, rel=1e-5)
-    padded = masks == 0  # what a padded step holds changes nothing
-    changed = dict(batch, **{Field.VECTOR_OBS: np.where(padded[..., None], 100.0, batch[Field.VECTOR_OBS]),
-                             Field.ACTIONS: np.where(padded[..., None], -1.0, batch[Field.ACTIONS])})
-    assert float(bc.loss(changed)) == pytest.approx(expected, rel=1e-5)
+    assert float(bc.learner.loss(flat, flat_noise)) == pytest.approx(expected, rel=1e-5)
+    padded = flat[Field.MASKS] == 0  # what a padded step holds changes nothing
+    changed = dict(flat, **{Field.VECTOR_OBS: np.where(padded[..., None], 100.0, flat[Field.VECTOR_OBS]),
+                            Field.ACTIONS: np.where(padded[..., None], -1.0, flat[Field.ACTIONS])})
+    assert float(bc.learner.loss(changed, flat_noise)) == pytest.approx(expected, rel=1e-5)
 
 
 def test_a_recurrent_sac_run_with_pretraining_clones_between_updates(tmp_path):

@@ -12,7 +12,7 @@ from kerasrl.envs.simple import VisualSimple1DEnvironment
 from kerasrl.exception import UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.models.encoders import VisualEncoder
-from kerasrl.sac.bc import LOSS_STAT, SACBehavioralCloning
+from kerasrl.sac.bc import LOSS_STAT, sac_pretraining
 from kerasrl.sac.learner import SACLearner
 from kerasrl.sac.networks import SACConfigError
 from kerasrl.sac.policy import SACPolicy
@@ -147,9 +147,9 @@ def test_bc_from_camera_demonstrations_makes_the_actor_act_as_the_expert(tmp_pat
     spec = next(iter(env.behavior_specs.values()))
     settings = TrainerSettings.from_dict(SMALL)
     nets = SACLearner.for_behavior(spec, settings, seed=0, max_steps=100).networks
-    bc = SACBehavioralCloning(nets, BehavioralCloningSettings(demo_path=demo, strength=1.0, steps=0, num_epoch=3),
-                              settings.hyperparameters.learning_rate, 32, seed=0)
-    images = bc.data[Field.visual_obs(0)]
+    bc = sac_pretraining(nets, BehavioralCloningSettings(demo_path=demo, strength=1.0, steps=0, num_epoch=3),
+                         settings.hyperparameters.learning_rate, 32, seed=0)
+    images = bc.data[Field.visual_obs(0)].numpy()
     wanted = image_expert([images])
     policy = SACPolicy(nets, deterministic=True)
     before = policy.actions(policy.inputs([images]), None)

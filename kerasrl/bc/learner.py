@@ -1,28 +1,30 @@
-"""Behavioral cloning's learning step, shared by the BC module inside PPO and the BC trainers.
+"""Behavioral cloning's learning step, the one BC behind every algorithm's ``pretraining`` and
+the BC trainers.
 
-``imitation_batch`` turns demonstration rows (the ``kerasrl.demos`` contract) into the model's
-inputs and targets, cutting whole episodes into sequences for recurrent models (padded at the
+``imitation_batch`` turns demonstration rows (the ``kerasrl.demos`` contract) into the policy's
+inputs and targets, cutting whole episodes into sequences for recurrent policies (padded at the
 end with masked rows, so every sequence's memory starts from zeros at an episode's start or
 mid-episode, as ML-Agents' BC does). ``BCLearner.update`` runs every mini-batch of an update in
-one compiled call (a ``tf.while_loop`` over the mini-batch plan), with its own Adam.
+one compiled call (``kerasrl.common.update_loop`` over the mini-batch plan), with its own Adam.
 
-Loss: discrete, the negative log-likelihood of the expert's action in every branch (masked
-branches, summed over branches); continuous, the squared error between the policy's action
-(``ClippedGaussian.squash`` of μ, plus σ·ε when ``sample_noise``, ε drawn per mini-batch with
-shape ``[1, action_size]`` as ML-Agents 0.9 does) and the expert's action clipped to [−1, 1];
-hybrid, the sum of both (the continuous columns' squared error, the branches' negative
-log-likelihood). All are averaged over the real (unmasked) rows.
+What differs by algorithm is an ``Imitator``: how its policy turns a mini-batch of demonstration
+rows into each row's loss, which noise it samples with and which variables train (PPO's
+``kerasrl.bc.actor_critic.ActorCriticImitator``, SAC's ``kerasrl.sac.bc.SACImitator``). The
+learner owns the rest: the noise ε (standard normal, drawn per mini-batch from the update's seed,
+``[1, width]`` or one row per demonstration row), the loss as the mean over the real (unmasked)
+rows, the gradient step, and the loop.
 
 Under the learner's ``tf.distribute`` strategy (``kerasrl.distribute.learner_strategy``, taken at
-construction; the model must have been built in its scope too) the optimizer is built in its
+construction; the policy must have been built in its scope too) the optimizer is built in its
 scope and an update is one compiled call in which every mini-batch (gathered on the host) is one
 ``strategy.run`` over the replicas' whole sequences, the loss a local sum over the global count
-of real rows: the update equals the one-device update.
+of real rows, each replica's noise its rows' share of the whole mini-batch's: the update equals
+the one-device update.
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Protocol
 
 import keras
 import numpy as np
@@ -35,28 +37,51 @@ from kerasrl.common.minibatches import minibatch_plan
 from kerasrl.common.reductions import global_count
 from kerasrl.demos import episode_layout
 from kerasrl.fields import Field
-from kerasrl.models.actor_critic import ActorCritic
-from kerasrl.models.distributions import ClippedGaussian, MaskedMultiCategorical
+from kerasrl.optimizers import Adam
 from kerasrl.spec import BehaviorSpec
 
 LOSS_KEY = "loss"
 
 
-def imitation_batch(spec: BehaviorSpec, demo: AgentBuffer, model: ActorCritic) -> dict[str, np.ndarray]:
-    """The model inputs, expert actions (``Field.ACTIONS``) and row masks (``Field.MASKS``) of
-    ``demo``, laid out in whole sequences of ``model.sequence_length`` rows."""
+class SequenceLayout(Protocol):
+    """How a policy reads demonstration rows: in sequences of ``sequence_length`` steps (1
+    without memory), with the previous step's discrete action as an input or not."""
+
+    sequence_length: int
+    uses_prev_action: bool
+
+
+class Imitator(SequenceLayout, Protocol):
+    """An algorithm's policy as behavioral cloning trains it."""
+
+    #: Width of the sampling noise ε a mini-batch needs (0: none).
+    noise_width: int
+    #: ε with one row per demonstration row (else one row ``[1, width]`` for the whole mini-batch).
+    noise_per_row: bool
+
+    @property
+    def variables(self) -> list[Any]:
+        """The variables that imitation trains."""
+
+    def row_losses(self, batch: Mapping[str, tf.Tensor], noise: Optional[tf.Tensor]) -> tf.Tensor:
+        """Each row's imitation loss ``[rows]`` on a mini-batch of ``imitation_batch``'s fields."""
+
+
+def imitation_batch(spec: BehaviorSpec, demo: AgentBuffer, policy: SequenceLayout) -> dict[str, np.ndarray]:
+    """The policy inputs, expert actions (``Field.ACTIONS``) and row masks (``Field.MASKS``) of
+    ``demo``, laid out in whole sequences of ``policy.sequence_length`` rows."""
     n = len(demo[Field.ACTIONS])
     if n == 0:
         raise ValueError("The demonstration holds no rows.")
     episodes = demo[Field.EPISODE_ID].array if Field.EPISODE_ID in demo else np.zeros(n, np.int64)
-    source, first = episode_layout(np.asarray(episodes), model.sequence_length)
+    source, first = episode_layout(np.asarray(episodes), policy.sequence_length)
     actions = np.asarray(demo[Field.ACTIONS].array)
     arrays: dict[str, tuple[np.ndarray, float]] = {}
     if spec.vector_observation_size:
         arrays[Field.VECTOR_OBS] = (demo[Field.VECTOR_OBS].array.astype(np.float32), 0.0)
     for j in range(len(spec.visual_observation_shapes)):
         arrays[Field.visual_obs(j)] = (demo[Field.visual_obs(j)].array.astype(np.float32), 0.0)
-    if spec.has_action_mask:
+    if spec.has_action_mask:  # padded with 1, so that a padded row's masked logits stay finite
         mask = demo[Field.ACTION_MASK].array if Field.ACTION_MASK in demo else np.ones((n, spec.action_mask_size))
         arrays[Field.ACTION_MASK] = (np.asarray(mask, np.float32), 1.0)
     if spec.is_hybrid:  # the continuous columns clipped, the branch indices as they are
@@ -65,7 +90,7 @@ def imitation_batch(spec: BehaviorSpec, demo: AgentBuffer, model: ActorCritic) -
                                                  actions[:, size:].astype(np.float32)], axis=1), 0.0)
     elif spec.is_discrete:
         arrays[Field.ACTIONS] = (actions.astype(np.int32), 0.0)
-        if model.uses_prev_action:
+        if policy.uses_prev_action:
             prev = np.zeros_like(actions, dtype=np.int32)
             prev[1:] = actions[:-1]
             prev[first] = 0
@@ -82,20 +107,29 @@ def imitation_batch(spec: BehaviorSpec, demo: AgentBuffer, model: ActorCritic) -
     return out
 
 
+def replica_rows(full: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
+    """This replica's ``rows`` of ``full`` (a whole mini-batch's, replica ``r`` holding its
+    ``r``-th share of the rows, as ``update_loop.replica_inputs`` hands them out); all of it
+    outside a strategy."""
+    ctx = tf.distribute.get_replica_context()
+    if ctx is None or ctx.num_replicas_in_sync == 1:
+        return full
+    start = tf.cast(ctx.replica_id_in_sync_group, tf.int32) * rows
+    return full[start: start + rows]
+
+
 class BCLearner:
-    """Trains ``model``'s policy to imitate expert actions with its own Adam.
+    """Trains ``imitator``'s policy to imitate expert actions with its own Adam (``{name}_adam``).
 
     ``build()`` makes the optimizer (in the strategy's scope) and the compiled update;
     ``trace_seconds`` is the time its first call took (tracing included), which a run's
     steps/s leaves out, as it does PPOLearner's.
     """
 
-    def __init__(self, model: ActorCritic, learning_rate: float, sample_noise: bool, name: str = "bc") -> None:
-        self.model = model
-        self.spec = model.spec
-        self.sequence_length = model.sequence_length
+    def __init__(self, imitator: Imitator, learning_rate: float, name: str = "bc") -> None:
+        self.imitator = imitator
+        self.sequence_length = imitator.sequence_length
         self.initial_learning_rate = float(learning_rate)
-        self.sample_noise = sample_noise and not model.is_discrete
         self.name = name
         self.strategy = distribute.learner_strategy()
         self.replicas = distribute.replicas(self.strategy)
@@ -106,10 +140,10 @@ class BCLearner:
         self.build()
 
     def build(self) -> None:
-        """The optimizer (built on the model's weights) and the compiled update."""
+        """The optimizer (built on the imitator's variables) and the compiled update."""
         with self.strategy.scope():
-            self.optimizer = keras.optimizers.Adam(learning_rate=self.initial_learning_rate, name=f"{self.name}_adam")
-            self.optimizer.build(self.model.trainable_variables)
+            self.optimizer = Adam(learning_rate=self.initial_learning_rate, name=f"{self.name}_adam")
+            self.optimizer.build(self.imitator.variables)
         self._update_fn = tf.function(self._update, autograph=False, reduce_retracing=True)
 
     def check_batch_size(self, rows: int, where: str) -> None:
@@ -121,33 +155,30 @@ class BCLearner:
              count: Optional[tf.Tensor] = None) -> tf.Tensor:
         """Mean imitation loss over the real rows of ``batch`` (one mini-batch of whole sequences);
         with ``count`` (all replicas' real rows) this replica's share of the global mean."""
-        model = self.model
-        inputs = {k: v for k, v in batch.items() if k not in (Field.ACTIONS, Field.MASKS)}
-        if model.use_recurrent:
-            n_seq = tf.shape(batch[Field.MASKS])[0] // self.sequence_length
-            inputs[Field.MEMORY] = tf.zeros([n_seq, model.memory_size])
-        out = model(inputs, sequence_length=self.sequence_length)
         masks = batch[Field.MASKS]
-        actions, size = batch[Field.ACTIONS], model.continuous_size
-        per_row = tf.zeros_like(masks)
-        if model.branches:
-            dist = MaskedMultiCategorical(out["logits"], inputs[Field.ACTION_MASK], model.branches)
-            per_row += -dist.log_prob(tf.cast(actions[:, size:], tf.int32))
-        if size:
-            pre = out["mu"]
-            if noise is not None:
-                pre = pre + tf.exp(0.5 * out["log_sigma_sq"]) * noise
-            squashed = ClippedGaussian.squash(pre, model.action_scale)
-            per_row += tf.reduce_mean(tf.square(squashed - tf.cast(actions[:, :size], tf.float32)), axis=-1)
+        per_row = tf.cast(self.imitator.row_losses(batch, noise), masks.dtype)
         if count is None:
             count = tf.maximum(tf.reduce_sum(masks), 1.0)
         return tf.reduce_sum(per_row * masks) / count
 
+    def noise(self, batch: Mapping[str, tf.Tensor], i: tf.Tensor, seed: tf.Tensor) -> Optional[tf.Tensor]:
+        """Mini-batch ``i``'s ε (``None`` when the imitator samples none): drawn from ``(seed, i)``,
+        per row over the whole mini-batch (this replica's rows of it) or ``[1, width]``."""
+        width = self.imitator.noise_width
+        if not width:
+            return None
+        key = tf.stack([seed, i])
+        if not self.imitator.noise_per_row:
+            return tf.random.stateless_normal([1, width], seed=key)
+        rows = tf.shape(batch[Field.MASKS])[0]
+        ctx = tf.distribute.get_replica_context()
+        replicas = ctx.num_replicas_in_sync if ctx is not None else 1
+        return replica_rows(tf.random.stateless_normal([rows * replicas, width], seed=key), rows)
+
     def _step(self, batch: Mapping[str, tf.Tensor], i: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
         """One gradient step on a mini-batch (a replica's slice of it under a strategy); its loss."""
-        variables = self.model.trainable_variables
-        noise = (tf.random.stateless_normal([1, self.spec.continuous_size], seed=tf.stack([seed, i]))
-                 if self.sample_noise else None)
+        variables = self.imitator.variables
+        noise = self.noise(batch, i, seed)
         count = global_count(batch[Field.MASKS])
         with tf.GradientTape() as tape:
             loss = self.loss(batch, noise, count)

@@ -28,6 +28,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 import tensorflow as tf
 
+from kerasrl.bc.actor_critic import ActorCriticImitator
 from kerasrl.bc.learner import BCLearner, as_tensors, imitation_batch
 from kerasrl.buffer import AgentBuffer, Buffer
 from kerasrl.common.policy import ActorCriticPolicy
@@ -68,7 +69,8 @@ def bc_model(behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, 
             model = ActorCritic(spec, list(settings.reward_signals), network, seed=seed, name="actor_critic")
     except ModelConfigError as e:
         raise UnityTrainerException(f"Behavior {behavior_name}: {e}") from e
-    return model, BCLearner(model, settings.hyperparameters.learning_rate, sample_noise=False, name="cloning")
+    imitator = ActorCriticImitator(model, sample_noise=False)
+    return model, BCLearner(imitator, settings.hyperparameters.learning_rate, name="cloning")
 
 
 def bc_checkpoint_objects(model: ActorCritic, learner: BCLearner) -> dict[str, Any]:

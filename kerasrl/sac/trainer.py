@@ -11,11 +11,12 @@ from typing import Any, Optional
 
 import numpy as np
 
+from kerasrl.bc.module import Pretraining
 from kerasrl.buffer import AgentBuffer, BufferException
 from kerasrl.distribute import learner_strategy
 from kerasrl.exception import TrainerConfigError, TrainerError, UnityTrainerException
 from kerasrl.fields import Field
-from kerasrl.sac.bc import SACBehavioralCloning
+from kerasrl.sac.bc import sac_pretraining
 from kerasrl.sac.learner import NEXT_NOISE, NOISE, REWARDS, STEPS_PER_CALL, SACLearner
 from kerasrl.sac.networks import SACConfigError, SACNetworks
 from kerasrl.sac.policy import SACPolicy
@@ -110,10 +111,10 @@ class SACTrainer(RLTrainer):
         self._signal_carry = 0.0
         self.networks: SACNetworks = self.learner.networks
         #: Behavioral cloning from ``pretraining``'s demonstration after every SAC update.
-        self.bc_module: Optional[SACBehavioralCloning] = None
+        self.bc_module: Optional[Pretraining] = None
         if settings.pretraining is not None:
-            self.bc_module = SACBehavioralCloning(self.networks, settings.pretraining, self.hyperparameters.learning_rate,
-                                                  self.hyperparameters.batch_size, self.seed, behavior_name)
+            self.bc_module = sac_pretraining(self.networks, settings.pretraining, self.hyperparameters.learning_rate,
+                                             self.hyperparameters.batch_size, self.seed, behavior_name)
         self._policy = SACPolicy(self.networks, seed=self.seed)
         self.processor = self.make_processor(self._policy.experience_fields)
         self.processor.store_next_obs = True  # SAC's targets need every transition's next observation
