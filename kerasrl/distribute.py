@@ -11,7 +11,7 @@ devices, so :func:`get_strategy` is called at the entry points (the CLI, ``keras
 before anything runs a TensorFlow op.
 
 Several hosts (``TF_CONFIG``): :func:`multi_worker_strategy`, and :class:`Cluster`, the all-gather
-with which ``kerasrl.ppo.multi_host`` gives every host the same global batch.
+with which ``kerasrl.trainers.multi_host`` gives every host the same global batch.
 """
 from __future__ import annotations
 

@@ -270,16 +270,17 @@ def _mirror_hosts(chief: bool, fail_after=None, peer=None):
 def _mirrored_run(tmp_path, hosts):
     from kerasrl.envs import SimpleEnvManager
     from kerasrl.envs.simple import Simple1DEnvironment
-    from kerasrl.ppo.multi_host import MultiHostPPOTrainer
+    from kerasrl.ppo.trainer import PPOTrainer
     from kerasrl.settings import RunContext, load_trainer_config
     from kerasrl.trainers import TrainerController
+    from kerasrl.trainers.multi_host import create_on_hosts
 
     manager = SimpleEnvManager(Simple1DEnvironment(use_discrete=True, seed=1))
     name, spec = next(iter(manager.behavior_specs.items()))
     context = RunContext.in_results_dir(str(tmp_path), "t", seed=3, max_steps=200)
     settings = load_trainer_config({"default": {"hidden_units": 8, "num_layers": 1, "batch_size": 16, "buffer_size": 31,
                                                 "summary_freq": 1000, "jit_compile": False, "normalize": True}})
-    trainer = MultiHostPPOTrainer(name, spec, settings.settings_for(name), context, cluster=hosts)
+    trainer = create_on_hosts(PPOTrainer, name, spec, settings.settings_for(name), context, cluster=hosts)
     tc = TrainerController({name: trainer}, context.model_path, context.summaries_dir, "t", save_freq=64)
     return tc, manager, trainer
 
@@ -295,8 +296,8 @@ def test_a_multi_host_trainer_counts_every_host_and_trains_on_the_gathered_rows(
     tc.start_learning(manager)
     assert trainer.get_step == 202  # every step of the one agent counts twice: until it passes 200
     assert trainer.update_count == len(rows) == 6  # buffer_size 31 is the global rollout: 16 steps a host
-    assert sum(rows) == trainer.rows_trained == 2 * trainer.local_rows_trained > 0
-    assert float(trainer.learner.actor_critic.normalizer.count.numpy()) == trainer.rows_trained  # both hosts' obs
+    assert sum(rows) == trainer.multi_host.rows_trained == 2 * trainer.multi_host.local_rows_trained > 0
+    assert float(trainer.learner.actor_critic.normalizer.count.numpy()) == trainer.multi_host.rows_trained  # both hosts'
     assert not list((tmp_path / "t" / "models").rglob("*.weights.h5"))  # a non-chief exports nothing
 
 
@@ -325,7 +326,7 @@ def test_resume_on_several_hosts_gives_every_host_the_chiefs_state(tmp_path):
     chief.sync_from_chief()  # the chief keeps its own state, and records what it sends
     _, _, worker = _mirrored_run(tmp_path / "worker", _mirror_hosts(chief=False, peer=chief_hosts.sent))
     assert worker.get_step == 0 and worker.update_count == 0
-    theirs, ours = chief._state_variables(), worker._state_variables()
+    theirs, ours = chief.state_variables(), worker.state_variables()
     assert any((a.numpy() != b.numpy()).any() for a, b in zip(theirs, ours))
     worker.sync_from_chief()
     assert (worker.get_step, worker.update_count) == (chief.get_step, chief.update_count) == (202, 6)
@@ -333,3 +334,22 @@ def test_resume_on_several_hosts_gives_every_host_the_chiefs_state(tmp_path):
     for a, b in zip(theirs, ours):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
     assert worker.learner.optimizer.learning_rate.numpy() == chief.learner.optimizer.learning_rate.numpy()
+
+
+def test_a_trainer_type_without_the_multi_host_hooks_is_refused_in_one_line(tmp_path):
+    from kerasrl.envs import SimpleEnvManager
+    from kerasrl.envs.simple import Simple1DEnvironment
+    from kerasrl.exception import TrainerConfigError
+    from kerasrl.sac.trainer import SACTrainer
+    from kerasrl.settings import RunContext, load_trainer_config
+    from kerasrl.trainers.multi_host import create_on_hosts
+
+    manager = SimpleEnvManager(Simple1DEnvironment(use_discrete=False, seed=1))
+    name, spec = next(iter(manager.behavior_specs.items()))
+    settings = load_trainer_config({"default": {"trainer": "sac"}}).settings_for(name)
+    context = RunContext.in_results_dir(str(tmp_path), "t", seed=3)
+    with pytest.raises(TrainerConfigError) as info:
+        create_on_hosts(SACTrainer, name, spec, settings, context, cluster=_mirror_hosts(chief=True))
+    assert str(info.value) == (f"Behavior {name}: trainer: sac cannot train on several hosts (--worker-hosts); "
+                               "only ppo can.")
+    manager.close()

@@ -81,8 +81,6 @@ def test_each_type_reads_its_own_hyperparameters():
 
 
 def test_checkpoints_recorded_with_class_names_still_name_their_type():
-    import kerasrl.ppo.multi_host  # noqa: F401  (its class is a subclass of PPOTrainer)
-
     assert type_of_record("ppo") == "ppo"
     assert type_of_record("PPOTrainer") == "ppo"
     assert type_of_record("MultiHostPPOTrainer") == "ppo"

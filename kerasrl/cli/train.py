@@ -301,8 +301,9 @@ def _print_final(args: argparse.Namespace, result: dict[str, float], tc: Trainer
         print("kerasrl: mean_return is not known: no episode ended in this session, and the run folder keeps no "
               f"earlier return (no {RETURNS}, no summary in the behaviors' CSVs).", flush=True)
     for trainer in trainers.values():
-        if hasattr(trainer, "summary_line"):
-            print(f"kerasrl: {trainer.summary_line()}", flush=True)
+        line = trainer.summary_line() if hasattr(trainer, "summary_line") else None
+        if line is not None:  # (several hosts)
+            print(f"kerasrl: {line}", flush=True)
 
 
 def record_demo(args: argparse.Namespace, default_config: Optional[str] = None) -> dict[str, float]:

@@ -1,39 +1,29 @@
-"""PPO on several hosts: each steps its own environment copies, every update trains on all of them.
+"""PPO's part in training on several hosts: the hooks of :class:`kerasrl.trainers.multi_host.MultiHostTrainer`.
 
-Every host runs the same ``kerasrl-learn`` command (``--worker-hosts``, its own ``--task-index``)
-under one ``MultiWorkerMirroredStrategy``. The hosts step in lockstep by construction: each has
-the same number of agents, so each reaches the end of a rollout at the same controller step.
-There every host all-gathers the others' rollouts (``kerasrl.distribute.Cluster``: TensorFlow
-collectives) and holds the same global batch, in worker order; the observation normalizer is
-updated from every host's observations, advantages are normalised over the global batch, and the
-learner's data-parallel update runs unchanged (with the same shuffle seed everywhere), so the
-hosts' weights stay identical. No host can enter a collective that another skips: rollouts are
-cut at a fixed cadence (``flush_on_update``, forced), whatever the local buffer holds.
-
-Counts are cluster-wide, as if one host stepped every copy: a trainer's step (``max_steps``,
-``--steps``, ``summary_freq``, ``save_freq``, the schedules) counts the agent steps of every host,
-and ``buffer_size`` is the global rollout (each host collects ``buffer_size / hosts`` of it).
-Only the chief writes (checkpoints, exports, summaries); the chief's summaries show the returns
-of its own copies and the global update's losses.
+The multi-host mode itself (the lockstep cadence, the gather, cluster-wide counts, chief-only
+writing, the lost-worker error, ``--resume``'s sync, the summary line) is
+:mod:`kerasrl.trainers.multi_host`, shared by every trainer type that implements these hooks.
+What is PPO's: its rollouts are cut at a fixed cadence (``flush_on_update``, forced) and
+``buffer_size`` is the global rollout (each host collects ``buffer_size / hosts`` of it); an
+update gathers the update buffer's learner fields and, with ``normalize``, the observations of
+the trajectories closed since the last update, which every host's normalizer takes; the
+trainer then normalises the advantages over the global batch; each host draws its own action
+noise.
 """
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import logging
 from typing import Any
 
 import numpy as np
-import tensorflow as tf
 
+from kerasrl.buffer import Buffer
+from kerasrl.common.policy import ActorCriticPolicy
 from kerasrl.distribute import Cluster
-from kerasrl.exception import TrainerConfigError, TrainerError, describe
+from kerasrl.exception import TrainerConfigError
 from kerasrl.fields import Field
-from kerasrl.ppo.trainer import PPOTrainer, normalized_advantages
-from kerasrl.settings import RunContext, TrainerSettings
-from kerasrl.spec import BehaviorSpec
-
-logger = logging.getLogger("kerasrl.trainers")
+from kerasrl.ppo.learner import PPOLearner
+from kerasrl.settings import TrainerSettings
+from kerasrl.trainers.multi_host import Layout, Table, forced
 
 
 def check_settings(behavior_name: str, settings: TrainerSettings) -> None:
@@ -48,102 +38,57 @@ def check_settings(behavior_name: str, settings: TrainerSettings) -> None:
                                  "hosts (--worker-hosts); train on one host.")
 
 
-def weights_digest(model: Any) -> str:
-    """A short hash of every weight of ``model`` (the normalizer's included): equal on hosts that agree."""
-    h = hashlib.sha256()
-    for w in model.weights:
-        h.update(np.ascontiguousarray(w.numpy()).tobytes())
-    return h.hexdigest()[:16]
+class PPOMultiHostHooks:
+    """The multi-host hooks of :class:`~kerasrl.ppo.trainer.PPOTrainer` (a base of it)."""
 
+    seed: int
+    step: int
+    learner: PPOLearner
+    training_buffer: Buffer
+    _policy: ActorCriticPolicy
+    #: On several hosts: the observations of the trajectories closed since the last update (normalizer).
+    pending_observations: list[np.ndarray]
 
-class MultiHostPPOTrainer(PPOTrainer):
-    """A :class:`PPOTrainer` whose updates train on the rollouts of every host of ``cluster``."""
-
-    supports_threaded = False  # an update is a collective step of every host
-
-    def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
-                 reward_buff_cap: int = 1, *, cluster: Cluster) -> None:
+    @classmethod
+    def multi_host_settings(cls, behavior_name: str, settings: TrainerSettings) -> TrainerSettings:
+        """Refuse what hosts cannot share (``check_settings``); cut rollouts at a fixed cadence."""
         check_settings(behavior_name, settings)
-        self.cluster = cluster
-        self._pending_obs: list[np.ndarray] = []
-        #: Rows of every update so far: all hosts', and this host's.
-        self.rows_trained = 0
-        self.local_rows_trained = 0
-        hp = dataclasses.replace(settings.hyperparameters, flush_on_update=True)
-        super().__init__(behavior_name, spec, dataclasses.replace(settings, hyperparameters=hp), context, reward_buff_cap)
-        self._policy.rng = np.random.default_rng([self.seed, cluster.task_index])  # each host its own action noise
-        if self.processor.rollout is not None:  # a rollout counts the agent steps of every host
-            self.processor.rollout.scale = cluster.hosts
+        return forced(settings, flush_on_update=True)
 
-    def increment_step(self, n_steps: int) -> None:
-        """Every host took as many agent steps as this one: the step counts them all."""
-        super().increment_step(int(n_steps) * self.cluster.hosts)
+    def joined_cluster(self, cluster: Cluster) -> None:
+        """Each host its own action noise; observations kept for the update's normalizer."""
+        self._policy.rng = np.random.default_rng([self.seed, cluster.task_index])
+        self.pending_observations = []
 
-    def is_ready_update(self) -> bool:
-        """At the end of every rollout, even with nothing collected here: every host updates together."""
-        rollout = self.processor.rollout
-        return rollout is not None and rollout.done
-
-    def _update_normalizer(self, vector_obs: np.ndarray) -> None:
-        self._pending_obs.append(np.asarray(vector_obs, np.float32))
-
-    def _layouts(self) -> list[dict[str, tuple[np.dtype, tuple[int, ...]]]]:
+    def _layouts(self) -> list[Layout]:
         sig = self.learner.batch_signature()
         batch = {k: (np.dtype(s.dtype.as_numpy_dtype), tuple(s.shape[1:])) for k, s in sig.items()}
         if self.learner.actor_critic.normalizer is None:
             return [batch]
         return [batch, {Field.VECTOR_OBS: (np.dtype(np.float32), (self.learner.actor_critic.normalizer.size,))}]
 
-    def _local_tables(self, layouts: list[dict[str, Any]]) -> list[dict[str, np.ndarray]]:
+    def host_tables(self) -> tuple[list[Table], list[Layout]]:
+        """The update buffer's learner fields (no rows if it is empty) and, with a normalizer,
+        the pending observations."""
+        layouts = self._layouts()
         ub = self.training_buffer.update_buffer
-        empty = self._update_buffer_length() == 0
+        empty = Field.ACTIONS not in ub or len(ub[Field.ACTIONS]) == 0
         batch = {k: np.zeros((0, *s), d) if empty else ub[k].get_batch() for k, (d, s) in layouts[0].items()}
         if len(layouts) == 1:
-            return [batch]
+            return [batch], layouts
         size = layouts[1][Field.VECTOR_OBS][1]
-        obs = np.concatenate(self._pending_obs) if self._pending_obs else np.zeros((0, *size), np.float32)
-        return [batch, {Field.VECTOR_OBS: obs}]
+        obs = np.concatenate(self.pending_observations) if self.pending_observations else np.zeros((0, *size), np.float32)
+        return [batch, {Field.VECTOR_OBS: obs}], layouts
 
-    def learning_batch(self) -> dict[str, np.ndarray]:
-        """Every host's update buffer in worker order, advantages normalised over all of it; the
-        normalizer first takes every host's observations of the trajectories closed since the last update."""
-        layouts = self._layouts()
-        local = self._local_tables(layouts)
-        try:
-            tables, counts = self.cluster.gather_tables(local, layouts)
-        except tf.errors.OpError as e:
-            self._lost_workers(e, saved=self.save_model())
-        self._pending_obs.clear()
-        batch = tables[0]
+    def take_gathered(self, tables: list[Table]) -> Table:
+        """The normalizer takes every host's observations; the batch is every host's update buffer."""
+        self.pending_observations.clear()
         if len(tables) > 1:
             self.learner.update_normalization(tables[1][Field.VECTOR_OBS])
             self._policy.refresh_normalizer()
-        rows = int(counts[:, 0].sum())
-        if rows == 0:
-            raise TrainerError(f"Behavior {self.behavior_name}: no host collected any experience in a rollout.")
-        self.rows_trained += rows
-        self.local_rows_trained += len(local[0][Field.ADVANTAGES])
-        logger.info("%s: update %d on %d rows (per worker: %s)", self.cluster, self.update_count + 1, rows,
-                    counts[:, 0].tolist())
-        batch[Field.ADVANTAGES] = normalized_advantages(batch[Field.ADVANTAGES], batch[Field.MASKS])
-        return batch
+        return tables[0]
 
-    def update_policy(self) -> None:
-        """The global update; a worker lost during the learner's collectives is a one-line error
-        (the checkpoints written so far stand: the weights may hold part of this update)."""
-        try:
-            super().update_policy()
-        except tf.errors.OpError as e:
-            self._lost_workers(e, saved="")
-
-    def _lost_workers(self, error: tf.errors.OpError, saved: str) -> None:
-        where = (f"the model was saved at step {self.step}" if saved
-                 else "the newest checkpoint holds the last good state")
-        raise TrainerError(f"Behavior {self.behavior_name}: {self.cluster} lost the other workers during an update (a "
-                           f"collective failed with {_cause(error)}: a worker stopped, or the network failed); "
-                           f"{where}.") from error
-
-    def _state_variables(self) -> list[Any]:
+    def state_variables(self) -> list[Any]:
         """The learner's variables (weights, normalizer, schedule values) and its optimizer's."""
         seen: set[int] = set()
         out = []
@@ -153,38 +98,7 @@ class MultiHostPPOTrainer(PPOTrainer):
                 out.append(v)
         return out
 
-    def sync_from_chief(self) -> None:
-        """Take the chief's state (what ``--resume`` restored there: weights, normalizer,
-        optimizer, step and update count) on every host; one all-gather, called by every host."""
-        variables = self._state_variables()
-        parts = [np.array([self.step, self.update_count], np.int64).view(np.uint8)]
-        parts += [np.ascontiguousarray(v.numpy()).reshape(-1).view(np.uint8) for v in variables]
-        raw = np.concatenate(parts)
-        raw = np.concatenate([raw, np.zeros(-len(raw) % 4, np.uint8)])
-        chief = int(np.argmax(self.cluster.all_gather(np.array([int(self.cluster.chief)]))[:, 0]))
-        got = self.cluster.all_gather(raw.view(np.int32))[chief].view(np.uint8)
-        self.step, self.update_count = (int(x) for x in got[:16].view(np.int64))
-        offset = 16
-        for v, part in zip(variables, parts[1:]):
-            v.assign(got[offset:offset + part.size].view(np.dtype(v.dtype)).reshape(tuple(v.shape)))
-            offset += part.size
+    def took_chief_state(self) -> None:
+        """The schedules at the chief's step; act with its weights."""
         self.learner.set_schedules(self.step)
         self._policy.refresh()
-
-    @property
-    def writes_results(self) -> bool:
-        """Only the chief writes (and exports)."""
-        return bool(self.cluster.chief)
-
-    def summary_line(self) -> str:
-        """What this host trained, and a digest of its weights (equal on every host)."""
-        return (f"{self.cluster}: {self.behavior_name}: {self.update_count} updates on {self.rows_trained} rows "
-                f"({self.local_rows_trained} from this host), step {self.step}, "
-                f"weights {weights_digest(self.learner.actor_critic)}")
-
-
-def _cause(error: tf.errors.OpError) -> str:
-    """The error's type and TensorFlow's reason (the line that says why the collective stopped)."""
-    lines = [line.strip() for line in str(error.message).splitlines() if line.strip()]
-    reason = next((line for line in lines if "abort" in line.lower() or "is down" in line), lines[0] if lines else "")
-    return describe(type(error)(None, None, reason), 200) if reason else type(error).__name__

@@ -19,6 +19,7 @@ from kerasrl.exception import TrainerConfigError, TrainerError, UnityTrainerExce
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
 from kerasrl.ppo.learner import PPOLearner
+from kerasrl.ppo.multi_host import PPOMultiHostHooks
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec, StepResult
 from kerasrl.timers import hierarchical_timer
@@ -73,7 +74,7 @@ def normalized_advantages(advantages: np.ndarray, masks: np.ndarray) -> np.ndarr
     return np.where(real, (adv - kept.mean()) / (kept.std() + 1e-10), 0.0).astype(np.float32)
 
 
-class PPOTrainer(RLTrainer):
+class PPOTrainer(PPOMultiHostHooks, RLTrainer):
     """Proximal Policy Optimization over one behavior's agents.
 
     The learner owns the model, the optimizer and the schedules; the policy acts with the
@@ -82,12 +83,12 @@ class PPOTrainer(RLTrainer):
     ``threaded: true`` (:mod:`kerasrl.trainers.threaded`, through the hooks below): updates run in
     a thread while the agents act, each on data acted by weights one update older than its start;
     ``run_update`` first recomputes the PPO reference log-probabilities (staged: the advantages too).
+    Several hosts (:mod:`kerasrl.trainers.multi_host`): the hooks of :class:`PPOMultiHostHooks`.
     """
 
-    #: Whether ``threaded: true`` is allowed (not where an update gathers from several hosts); ``--threaded`` sets it.
-    supports_threaded = True
-    #: The class that trains this type on several hosts (``kerasrl.trainers.factory``).
-    MULTI_HOST_TRAINER = "kerasrl.ppo.multi_host:MultiHostPPOTrainer"
+    supports_threaded = True  # ``threaded: true`` is allowed (``--threaded`` sets it)
+    #: Class names that checkpoints of older runs recorded for this type (``type_of_record``).
+    recorded_names = ("MultiHostPPOTrainer",)
 
     def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
@@ -132,9 +133,6 @@ class PPOTrainer(RLTrainer):
     def prepare_threaded(self) -> None:
         """Threaded: act with the numpy mirror (which takes the weights of each update whole);
         without deferred reward signals, stage each update's buffer in the acting thread."""
-        if not self.supports_threaded:
-            raise TrainerConfigError(f"Behavior {self.behavior_name}: threaded: true is not available when "
-                                     "training on several hosts; set threaded: false.")
         if self._policy.numpy_model is None:
             if numpy_mirror(self._policy.model).supports(self._policy.model):  # only inference: tf keeps it from numpy
                 why, fix = "inference: tf makes this policy act with TensorFlow", "set inference: auto or threaded: false"
@@ -413,10 +411,13 @@ class PPOTrainer(RLTrainer):
         return steps
 
     def _update_normalizer(self, vector_obs: np.ndarray) -> None:
-        """Feed a closed trajectory's observations to the normalizer (the multi-host trainer
-        defers them to the update, where every host's are gathered)."""
-        self.learner.update_normalization(vector_obs)
-        if not self.threaded:  # threaded: the acting policy takes the statistics with the weights
+        """Feed a closed trajectory's observations to the normalizer (on several hosts: keep them
+        for the update, where every host's are gathered)."""
+        if self.multi_host is not None:
+            self.pending_observations.append(np.asarray(vector_obs, np.float32))
+        else:
+            self.learner.update_normalization(vector_obs)
+        if not self.threaded and self.multi_host is None:  # threaded: the policy takes the statistics with the weights
             self._policy.refresh_normalizer()
 
     def end_episode(self) -> None:
@@ -435,6 +436,8 @@ class PPOTrainer(RLTrainer):
         return len(update[Field.ACTIONS]) if Field.ACTIONS in update else 0
 
     def is_ready_update(self) -> bool:
+        if self.multi_host is not None:
+            return self.multi_host.ready()
         return self.threaded_updates.ready() if self.threaded else self._due(self._update_buffer_length())
 
     def _due(self, rows: int) -> bool:
@@ -445,9 +448,10 @@ class PPOTrainer(RLTrainer):
         return rows > self.hyperparameters.buffer_size
 
     def learning_batch(self) -> dict[str, np.ndarray]:
-        """The update buffer's fields that the learner takes, advantages normalised over the real rows."""
-        ub = self.training_buffer.update_buffer
-        batch = {key: ub[key].get_batch() for key in self.learner.batch_fields}
+        """The learner's fields of the update buffer (several hosts: every host's, in worker order),
+        advantages normalised over the real rows."""
+        ub, fields = self.training_buffer.update_buffer, self.learner.batch_fields
+        batch = self.multi_host.learning_batch() if self.multi_host else {key: ub[key].get_batch() for key in fields}
         batch[Field.ADVANTAGES] = normalized_advantages(batch[Field.ADVANTAGES], batch[Field.MASKS])
         return batch
 
@@ -457,10 +461,11 @@ class PPOTrainer(RLTrainer):
         if self.threaded:
             self.threaded_updates.hand_over()
             return
-        weights, self.last_update_metrics = self._update(self.step, self.stats)
-        if self.processor.rollout is not None:
-            self.processor.rollout.restart()
-        self._policy.refresh(weights)
+        with self.collectives():
+            weights, self.last_update_metrics = self._update(self.step, self.stats)
+            if self.processor.rollout is not None:
+                self.processor.rollout.restart()
+            self._policy.refresh(weights)
 
     def _update(self, step: int,
                 stats: defaultdict[str, list[float]]) -> tuple[Optional[list[np.ndarray]], dict[str, float]]:

@@ -101,13 +101,14 @@ def trainer_type(name: str, where: str = "the trainer config") -> TrainerType:
 
 def type_of_record(recorded: str) -> str:
     """The registered name a checkpoint's record means: a name, or (runs saved before names were
-    recorded) the trainer's class name, also of a subclass of a registered class."""
+    recorded) the trainer's class name, also of a subclass of a registered class or one its
+    own ``recorded_names`` lists (a class that no longer exists)."""
     known = trainer_types()
     if recorded in known:
         return recorded
     for name, entry in known.items():
         cls = entry.trainer_cls
-        if recorded in {c.__name__ for c in (cls, *_subclasses(cls))}:
+        if recorded in {c.__name__ for c in (cls, *_subclasses(cls))} | set(vars(cls).get("recorded_names", ())):
             return name
     raise TrainerConfigError(f"The checkpoint was written by trainer {recorded!r}, which no registered trainer type "
                              f"trains (registered: {sorted(known)}); install the package that provides it.")

@@ -10,9 +10,9 @@ import tensorflow as tf
 from kerasrl.compat import mlagents_keywords
 from kerasrl.distribute import cluster, get_strategy
 from kerasrl.exception import TrainerConfigError, TrainerError
-from kerasrl.settings import RunContext, TrainerConfig, TrainerSettings, load_trainer_config, trainer_type, trainer_types
-from kerasrl.settings.registry import load_object
+from kerasrl.settings import RunContext, TrainerConfig, TrainerSettings, load_trainer_config, trainer_type
 from kerasrl.spec import BehaviorSpec, behavior_file_name
+from kerasrl.trainers.multi_host import create_on_hosts
 from kerasrl.trainers.self_play import League, SelfPlayTrainer, base_name
 from kerasrl.trainers.trainer import Trainer
 
@@ -25,7 +25,7 @@ def create_trainer(behavior: str, spec: BehaviorSpec, settings: TrainerSettings,
                    reward_buff_cap: int = 1, behaviors: Optional[list[str]] = None,
                    league: Optional[League] = None) -> Trainer:
     """The trainer of the registered type that ``settings.trainer`` names, for one behavior (under
-    a multi-host strategy, the class its ``MULTI_HOST_TRAINER`` names). With a ``self_play`` block,
+    a multi-host strategy, taking part in it: ``kerasrl.trainers.multi_host``). With a ``self_play`` block,
     a :class:`SelfPlayTrainer` around it that acts for ``behaviors`` (the teams' behaviors, default
     ``[behavior]``) in ``league`` (shared by the self-play trainers of one run; default: its own)."""
     trainer = _trainer_of_type(behavior, spec, settings, context, reward_buff_cap)
@@ -39,22 +39,12 @@ def _trainer_of_type(behavior: str, spec: BehaviorSpec, settings: TrainerSetting
     trainer_cls = trainer_type(settings.trainer, f"the settings of behavior {behavior}").trainer_cls
     hosts = cluster()
     if hosts is not None:
-        return _multi_host_class(behavior, settings.trainer, trainer_cls)(
-            behavior, spec, settings, context, reward_buff_cap, cluster=hosts)
-    trainer = trainer_cls(behavior, spec, settings, context, reward_buff_cap)
+        trainer = create_on_hosts(trainer_cls, behavior, spec, settings, context, reward_buff_cap, cluster=hosts)
+    else:
+        trainer = trainer_cls(behavior, spec, settings, context, reward_buff_cap)
     if not isinstance(trainer, Trainer):
         raise TrainerError(f"Trainer type {settings.trainer}: {trainer_cls.__name__} is not a kerasrl.trainers.Trainer.")
     return trainer
-
-
-def _multi_host_class(behavior: str, name: str, trainer_cls: type) -> Any:
-    """The class that trains ``trainer_cls``'s type on several hosts (its ``MULTI_HOST_TRAINER``)."""
-    path = getattr(trainer_cls, "MULTI_HOST_TRAINER", None)
-    if path is None:
-        able = [n for n, t in trainer_types().items() if getattr(t.trainer_cls, "MULTI_HOST_TRAINER", None)]
-        raise TrainerConfigError(f"Behavior {behavior}: trainer: {name} cannot train on several hosts (--worker-hosts); "
-                                 f"only {', '.join(able) or 'none'} can.")
-    return load_object(path, f"trainer type {name}'s multi-host trainer")
 
 
 def create_trainers(config: ConfigLike, behavior_specs: Mapping[str, BehaviorSpec], context: RunContext,

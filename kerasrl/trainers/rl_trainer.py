@@ -1,9 +1,10 @@
 """RLTrainer: a trainer with reward signals, an experience buffer and an agent processor."""
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import defaultdict, deque
-from typing import Any, Mapping, Optional
+from typing import Any, ContextManager, Mapping, Optional
 
 from kerasrl.buffer import Buffer
 from kerasrl.common.fast_path import signal_jit_compile
@@ -13,6 +14,7 @@ from kerasrl.rewards import RewardSignal, create_reward_signal
 from kerasrl.settings import Hyperparameters, RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec, StepResult
 from kerasrl.trainers.agent_processor import AgentProcessor, ValueEstimates
+from kerasrl.trainers.multi_host import MultiHostUpdates
 from kerasrl.trainers.reward_normalization import RewardNormalizer
 from kerasrl.trainers.threaded import ThreadedUpdates
 from kerasrl.trainers.trainer import Trainer
@@ -30,6 +32,11 @@ class RLTrainer(Trainer):
     and processor exist, and delegates ``is_ready_update`` and ``update_policy`` to
     ``threaded_updates`` while ``threaded``; the rest (taking trajectories, stopping the thread,
     the applied update count) is here.
+
+    Several hosts: a subclass that implements the hooks of
+    :class:`~kerasrl.trainers.multi_host.MultiHostTrainer` is given ``multi_host`` by the factory,
+    and delegates its update's cadence, data and collectives to it while set; the cluster-wide
+    step, the chief-only writing, ``--resume``'s sync and the summary line are here.
     """
 
     #: The extrinsic rewards' normalizer (PPO's ``normalize_rewards``), or None.
@@ -64,6 +71,8 @@ class RLTrainer(Trainer):
         self.learner_lock = threading.RLock()
         #: The update thread's part (``threaded``; idle unless ``init_threading`` starts it).
         self.threaded_updates = ThreadedUpdates(self)
+        #: The multi-host part (``kerasrl.trainers.multi_host.create_on_hosts``); None on one host.
+        self.multi_host: Optional[MultiHostUpdates] = None
 
     def init_threading(self) -> None:
         """``threaded: true`` while training: update in a thread from now on (one that this
@@ -80,6 +89,26 @@ class RLTrainer(Trainer):
     def first_wait_seconds(self) -> Optional[float]:
         """Threaded: seconds acting waited for the first update of this session (None before it)."""
         return self.threaded_updates.first_wait_seconds
+
+    def increment_step(self, n_steps: int) -> None:
+        super().increment_step(n_steps if self.multi_host is None else self.multi_host.steps(n_steps))
+
+    @property
+    def writes_results(self) -> bool:
+        return super().writes_results if self.multi_host is None else self.multi_host.writes_results
+
+    def collectives(self) -> ContextManager[None]:
+        """Around an update: on several hosts, a worker lost in its collectives is a one-line error."""
+        return contextlib.nullcontext() if self.multi_host is None else self.multi_host.collectives()
+
+    def sync_from_chief(self) -> None:
+        """Several hosts, ``--resume``: take the chief's restored state (called by every host)."""
+        if self.multi_host is not None:
+            self.multi_host.sync_from_chief()
+
+    def summary_line(self) -> Optional[str]:
+        """Several hosts: what this host trained and a digest of its weights; None on one host."""
+        return None if self.multi_host is None else self.multi_host.summary_line()
 
     def start_from_checkpoints(self) -> None:
         """Restore this run's latest checkpoint (``--resume``), or start from another run's
