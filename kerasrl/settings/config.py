@@ -1,4 +1,5 @@
-"""Whole trainer configs: ML-Agents 0.9's YAML read into a :class:`TrainerConfig`.
+"""Whole trainer configs: ML-Agents 0.9's YAML read into a :class:`TrainerConfig` (0.4–0.7's
+keys too, :mod:`kerasrl.settings.legacy`).
 
 A config has a ``default`` section, per-behavior sections that override it shallowly (a
 behavior's ``reward_signals`` replaces the default block whole), and string aliases
@@ -16,6 +17,7 @@ import yaml
 
 from kerasrl.exception import TrainerConfigError, one_line
 from kerasrl.settings.layout import LAYOUT, flat_sections, is_behaviors_layout
+from kerasrl.settings.legacy import LEGACY_LAYOUT, is_legacy, renamed_trainers, with_reward_signals
 from kerasrl.settings.trainer import TrainerSettings, _build_settings, _convert_section, inherited_values
 
 logger = logging.getLogger("kerasrl")
@@ -126,6 +128,10 @@ def trainer_config_from_dict(config: Mapping[str, Any], source: str = "the train
         return trainer_config_from_dict(config["behaviors"], source)
     if is_behaviors_layout(config):
         return _from_behaviors_layout(config, source)
+    layout = TrainerConfig.layout
+    config = renamed_trainers(config)
+    if is_legacy(config):  # ML-Agents 0.4–0.7: gamma and use_curiosity before reward_signals
+        config, layout = with_reward_signals(config, source), LEGACY_LAYOUT
     default_values = _convert_section(f"section default of {source}", _resolve(config, "default", source)) \
         if "default" in config else {}
     sections = {"default": _build_settings(default_values, f"section default of {source}")}
@@ -137,7 +143,7 @@ def trainer_config_from_dict(config: Mapping[str, Any], source: str = "the train
         trainer = own.get("trainer", default_values.get("trainer", TrainerSettings.trainer))
         values = {**inherited_values(default_values, trainer), **own}
         sections[name] = _build_settings(values, where)
-    return TrainerConfig(sections, source)
+    return TrainerConfig(sections, source, layout=layout)
 
 
 def _from_behaviors_layout(config: Mapping[str, Any], source: str) -> TrainerConfig:

@@ -1,0 +1,112 @@
+"""Configs in the shapes ML-Agents' ``config/`` folder has held over its releases, written small for
+the case each covers: 0.4–0.7's keys before reward signals (``gamma``, ``use_curiosity``) and the
+``imitation`` trainer name, and the one-line refusals of keys no release read."""
+import textwrap
+
+import pytest
+import yaml
+
+from kerasrl.cli import tools
+from kerasrl.exception import TrainerConfigError
+from kerasrl.settings import load_trainer_config
+from kerasrl.settings.legacy import LEGACY_LAYOUT
+
+#: A 0.7-style config: discount and curiosity as top-level keys, ``default`` inherited.
+PRE_REWARD_SIGNALS = """
+default:
+    trainer: ppo
+    gamma: 0.99
+    use_curiosity: false
+    curiosity_strength: 0.01
+    curiosity_enc_size: 128
+    batch_size: 64
+    buffer_size: 640
+Seeker:
+    gamma: 0.95
+    use_curiosity: true
+Explorer:
+    use_curiosity: true
+    curiosity_enc_size: 32
+Plain:
+    batch_size: 32
+Alias: Seeker
+Student:
+    trainer: imitation
+    brain_to_imitate: Teacher
+    batches_per_epoch: 4
+"""
+
+
+def _load(tmp_path, text, name="trainer_config.yaml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return load_trainer_config(str(path))
+
+
+def _signals(settings):
+    return {name: (s.strength, s.gamma, getattr(s, "encoding_size", None)) for name, s in settings.reward_signals.items()}
+
+
+def test_0_7s_gamma_and_use_curiosity_load_as_each_sections_reward_signals(tmp_path):
+    config = _load(tmp_path, PRE_REWARD_SIGNALS)
+    assert config.layout == LEGACY_LAYOUT
+    assert _signals(config.default) == {"extrinsic": (1.0, 0.99, None)}
+    assert _signals(config.sections["Seeker"]) == {"extrinsic": (1.0, 0.95, None), "curiosity": (0.01, 0.95, 128)}
+    assert _signals(config.sections["Explorer"]) == {"extrinsic": (1.0, 0.99, None), "curiosity": (0.01, 0.99, 32)}
+    assert _signals(config.sections["Plain"]) == {"extrinsic": (1.0, 0.99, None)}
+    assert config.sections["Plain"].hyperparameters.batch_size == 32
+    assert _signals(config.sections["Alias"]) == _signals(config.sections["Seeker"])
+
+
+def test_0_5s_imitation_trainer_is_todays_online_bc(tmp_path):
+    student = _load(tmp_path, PRE_REWARD_SIGNALS).sections["Student"]
+    assert student.trainer == "online_bc"
+    assert (student.behavioral_cloning.brain_to_imitate, student.behavioral_cloning.batches_per_epoch) == ("Teacher", 4)
+
+
+def test_a_0_7_config_is_the_same_settings_as_its_0_8_reward_signals_form(tmp_path):
+    old = _load(tmp_path, PRE_REWARD_SIGNALS)
+    new = _load(tmp_path, """
+        default:
+            trainer: ppo
+            batch_size: 64
+            buffer_size: 640
+            reward_signals:
+                extrinsic: {strength: 1.0, gamma: 0.99}
+        Seeker:
+            reward_signals:
+                extrinsic: {strength: 1.0, gamma: 0.95}
+                curiosity: {strength: 0.01, gamma: 0.95, encoding_size: 128}
+        """, "new.yaml")
+    assert old.sections["Seeker"] == new.sections["Seeker"] and old.default == new.default
+
+
+def test_a_stray_gamma_beside_reward_signals_is_still_ignored_as_0_8_did(tmp_path):
+    config = _load(tmp_path, """
+        default:
+            reward_signals:
+                extrinsic: {strength: 1.0, gamma: 0.9}
+        Walker:
+            gamma: 0.995
+        """)
+    assert config.layout != LEGACY_LAYOUT
+    assert config.sections["Walker"].reward_signals["extrinsic"].gamma == 0.9
+
+
+def test_upgrade_config_writes_a_0_7_config_in_todays_layout(tmp_path):
+    old = tmp_path / "trainer_config.yaml"
+    old.write_text(textwrap.dedent(PRE_REWARD_SIGNALS))
+    assert tools.main(["upgrade-config", str(old), str(tmp_path / "new.yaml")]) == 0
+    upgraded = yaml.safe_load((tmp_path / "new.yaml").read_text())
+    seeker = upgraded["behaviors"]["Seeker"]["reward_signals"]
+    assert seeker["curiosity"]["gamma"] == 0.95 and seeker["extrinsic"]["gamma"] == 0.95
+    assert load_trainer_config(str(tmp_path / "new.yaml")).sections["Seeker"] == \
+        load_trainer_config(str(old)).sections["Seeker"]
+
+
+def test_a_use_curiosity_that_is_not_true_or_false_is_one_line_naming_it(tmp_path):
+    with pytest.raises(TrainerConfigError) as e:
+        _load(tmp_path, "default:\n    use_curiosity: maybe\n")
+    message = str(e.value)
+    assert "\n" not in message
+    assert all(word in message for word in ("use_curiosity", "section default", LEGACY_LAYOUT))
