@@ -40,8 +40,6 @@ from kerasrl.fields import Field
 from kerasrl.optimizers import Adam
 from kerasrl.spec import BehaviorSpec
 
-LOSS_KEY = "loss"
-
 
 class SequenceLayout(Protocol):
     """How a policy reads demonstration rows: in sequences of ``sequence_length`` steps (1
