@@ -75,3 +75,24 @@ def test_sac_run_with_pretraining_reports_and_checkpoints_it(expert_demos, tmp_p
     assert losses and all(np.isfinite(losses)) and max(losses) > 0
     saved = tf.train.latest_checkpoint(trainer.model_path)
     assert saved and any(name.startswith("bc_optimizer/") for name, _ in tf.train.list_variables(saved))
+
+
+def test_sac_bc_is_kerasrl_bc_with_the_actor_and_its_checkpointed_adam(expert_demos):
+    """SAC's pretraining is ``kerasrl.bc``'s with SAC's actor: its Adam keeps the name SAC
+    checkpoints were written with, holds moments for the actor's variables only, and an update
+    moves the actor and nothing else."""
+    from kerasrl.bc.module import Pretraining
+
+    env = Simple1DEnvironment(False, seed=1)
+    spec = env.behavior_specs[next(iter(env.behavior_specs))]
+    networks = SACLearner.for_behavior(spec, TrainerSettings.from_dict(SMALL), seed=0, max_steps=100).networks
+    bc = sac_pretraining(networks, BehavioralCloningSettings(demo_path=expert_demos[False], strength=1.0, steps=0), 3e-3, 32)
+    assert isinstance(bc, Pretraining) and bc.optimizer.name == "sac_bc_adam" and bc.num_epoch == 1
+    actor = {id(v) for v in networks.actor_variables}
+    assert [id(v) for v in bc.learner.imitator.variables] == [id(v) for v in networks.actor_variables]
+    others = [v for v in networks.trainable_variables if id(v) not in actor]
+    assert others
+    before = [v.numpy().copy() for v in others]
+    assert bc.update(step=0)[LOSS_STAT] > 0
+    assert int(bc.optimizer.iterations.numpy()) == bc.batches_per_update
+    assert all(np.array_equal(b, v.numpy()) for b, v in zip(before, others))
