@@ -1,7 +1,8 @@
 """Curricula: lessons of environment parameters that advance with training progress (as in ML-Agents 0.9).
 
 A curriculum is one JSON file per behavior in a folder (the behavior name is the file name up
-to its first "."), for example ``CartPole-v1.json``::
+to its first "."; ML-Agents 0.16's one YAML file of behavior → curriculum is read too), for
+example ``CartPole-v1.json``::
 
     {"measure": "reward", "thresholds": [100, 300], "min_lesson_length": 10,
      "signal_smoothing": true, "parameters": {"length": [0.3, 0.5, 0.7]}}
@@ -22,6 +23,8 @@ import math
 import os
 from typing import Any, Mapping, Optional
 
+import yaml
+
 from kerasrl.compat import mlagents_names
 from kerasrl.exception import TrainerError
 from kerasrl.step_history import entry_at, read_entries, write_entry
@@ -30,6 +33,8 @@ logger = logging.getLogger("kerasrl")
 
 REQUIRED_KEYS = ("parameters", "measure", "thresholds", "min_lesson_length", "signal_smoothing")
 MEASURES = ("progress", "reward", "Elo")
+#: The endings of ML-Agents 0.16's one-file ``--curriculum`` (a folder of JSON files before).
+YAML_SUFFIXES = (".yaml", ".yml")
 
 
 class CurriculumError(TrainerError):
@@ -146,21 +151,52 @@ class Curriculum:
         return {name: values[lesson] for name, values in self.parameters.items()}
 
 
+def _folder_curricula(folder: str, defaults: Optional[Mapping[str, float]]) -> list[Curriculum]:
+    """The curricula of a folder's ``*.json`` files (ML-Agents 0.9–0.15's ``--curriculum``)."""
+    if not os.path.isdir(folder):
+        raise MetaCurriculumError(f"{folder} is not a folder: --curriculum names a folder with one JSON file per "
+                                  "behavior, or one .yaml file of behavior -> curriculum (see the docs, Curricula and "
+                                  "samplers).")
+    files = sorted(f for f in os.listdir(folder) if f.endswith(".json"))
+    if not files:
+        raise MetaCurriculumError(f"The curriculum folder {folder} holds no .json curriculum file.")
+    return [Curriculum(os.path.join(folder, name), defaults) for name in files]
+
+
+def _yaml_curricula(path: str, defaults: Optional[Mapping[str, float]]) -> list[Curriculum]:
+    """The curricula of one YAML file of behavior → curriculum (ML-Agents 0.16's ``--curriculum``)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as e:
+        raise CurriculumError(f"The file {path} could not be opened: {e.strerror or e}.") from e
+    except (UnicodeDecodeError, yaml.YAMLError) as e:
+        raise CurriculumError(f"There was an error decoding {path}: {' '.join(str(e).split())}") from e
+    if not isinstance(data, dict) or not data:
+        raise MetaCurriculumError(f"The curriculum file {path} must hold a mapping of behavior -> curriculum.")
+    out = []
+    for behavior, block in data.items():
+        where = f"{path} (behavior {behavior})"
+        if not isinstance(block, dict):
+            raise CurriculumError(f"{where} must be a mapping of {list(REQUIRED_KEYS)}, got {block!r}.")
+        out.append(Curriculum(where, defaults, data=block, behavior_name=str(behavior)))
+    return out
+
+
 @mlagents_names()
 class MetaCurriculum:
-    """One :class:`Curriculum` per ``*.json`` file of ``folder``, keyed by behavior name."""
+    """One :class:`Curriculum` per ``*.json`` file of ``folder``, keyed by behavior name; or, when
+    ``folder`` is a ``.yaml``/``.yml`` file, one per behavior of that file (ML-Agents 0.16's
+    ``--curriculum`` file: behavior → the same keys as a JSON file's)."""
 
     def __init__(self, folder: str, default_reset_parameters: Optional[Mapping[str, float]] = None) -> None:
-        if not os.path.isdir(folder):
-            raise MetaCurriculumError(f"{folder} is not a folder: --curriculum names a folder with one JSON file per "
-                                      "behavior (see the docs, Curricula and samplers).")
-        files = sorted(f for f in os.listdir(folder) if f.endswith(".json"))
-        if not files:
-            raise MetaCurriculumError(f"The curriculum folder {folder} holds no .json curriculum file.")
+        if os.path.isfile(folder) and folder.endswith(YAML_SUFFIXES):
+            curricula = _yaml_curricula(folder, default_reset_parameters)
+        else:
+            curricula = _folder_curricula(folder, default_reset_parameters)
         self.curricula: dict[str, Curriculum] = {}
         used: dict[str, str] = {}
-        for name in files:
-            curriculum = Curriculum(os.path.join(folder, name), default_reset_parameters)
+        for curriculum in curricula:
             for param in curriculum.parameters:
                 if param in used:
                     logger.warning("Two curricula (%s and %s) set the parameter %s; %s wins.",

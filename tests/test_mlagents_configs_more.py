@@ -1,12 +1,14 @@
 """Configs in the shapes ML-Agents' ``config/`` folder has held over its releases, written small for
 the case each covers: 0.4–0.7's keys before reward signals (``gamma``, ``use_curiosity``) and the
-``imitation`` trainer name, and the one-line refusals of keys no release read."""
+``imitation`` trainer name, and 0.16's one-file ``--curriculum``."""
 import textwrap
 
 import pytest
 import yaml
 
-from kerasrl.cli import tools
+from kerasrl.cli import build_parser, tools
+from kerasrl.cli.env_parameters import EnvParameters
+from kerasrl.curriculum import CurriculumError, MetaCurriculum
 from kerasrl.exception import TrainerConfigError
 from kerasrl.settings import load_trainer_config
 from kerasrl.settings.legacy import LEGACY_LAYOUT
@@ -110,3 +112,49 @@ def test_a_use_curiosity_that_is_not_true_or_false_is_one_line_naming_it(tmp_pat
     message = str(e.value)
     assert "\n" not in message
     assert all(word in message for word in ("use_curiosity", "section default", LEGACY_LAYOUT))
+
+
+#: ML-Agents 0.16's ``--curriculum``: one YAML file of behavior → curriculum (a folder of JSON files before).
+CURRICULUM_FILE = """
+Jumper:
+  measure: progress
+  thresholds: [0.1, 0.3]
+  min_lesson_length: 100
+  signal_smoothing: true
+  parameters:
+    wall_height: [1.5, 2.0, 4.0]
+Runner:
+    measure: reward
+    thresholds: [5]
+    min_lesson_length: 10
+    signal_smoothing: false
+    parameters:
+      speed: [1, 2]
+"""
+
+
+def test_0_16s_one_yaml_curriculum_file_is_read_as_the_folder_of_json_files(tmp_path):
+    path = tmp_path / "curricula.yaml"
+    path.write_text(CURRICULUM_FILE)
+    args = build_parser().parse_args(["x.yaml", "--curriculum", str(path), "--lesson", "1"])
+    meta = EnvParameters.from_args(args).meta_curriculum
+    assert set(meta.curricula) == {"Jumper", "Runner"}
+    assert meta.curricula["Jumper"].parameters == {"wall_height": [1.5, 2.0, 4.0]}
+    assert (meta.curricula["Runner"].measure, meta.curricula["Runner"].thresholds) == ("reward", [5.0])
+
+
+def test_upgrade_config_takes_a_0_16_curriculum_file(tmp_path):
+    (tmp_path / "curricula.yaml").write_text(CURRICULUM_FILE)
+    (tmp_path / "old.yaml").write_text("default:\n    trainer: ppo\nJumper:\n    max_steps: 1000\n")
+    assert tools.main(["upgrade-config", str(tmp_path / "old.yaml"), str(tmp_path / "new.yaml"),
+                       "--curriculum", str(tmp_path / "curricula.yaml")]) == 0
+    parameters = yaml.safe_load((tmp_path / "new.yaml").read_text())["environment_parameters"]
+    assert [lesson["value"] for lesson in parameters["wall_height"]["curriculum"]] == [1.5, 2.0, 4.0]
+
+
+def test_a_behavior_of_a_curriculum_file_that_is_no_mapping_is_one_line_naming_it(tmp_path):
+    path = tmp_path / "curricula.yaml"
+    path.write_text("Jumper: [0.1, 0.3]\n")
+    with pytest.raises(CurriculumError) as e:
+        MetaCurriculum(str(path))
+    assert "\n" not in str(e.value) and "behavior Jumper" in str(e.value) and "curricula.yaml" in str(e.value)
