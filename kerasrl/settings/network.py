@@ -35,6 +35,10 @@ class NetworkSettings(_Checked):
         "where the LSTM sits. mlagents: hidden layers, then the LSTM (discrete actions: with the previous action's "
         "one-hot), then the heads; sb3: the LSTM on the observations, then the hidden layers, then the heads "
         "(sb3-contrib RecurrentPPO's MlpLstmPolicy; vector observations only)")
+    critic_memory: bool = setting(
+        True, doc="recurrent: the value stream has an LSTM of its own. false: the critic is an MLP on the current "
+        "observation and the policy's LSTM holds the whole memory (sb3-contrib's enable_critic_lstm=False; needs "
+        "use_recurrent and separate streams, implies separate_value_network)")
     activation: str = setting("swish", one_of(*ACTIVATIONS), "hidden units' activation")
     initializer: str = setting(
         "variance_scaling", one_of(*INITIALIZERS),
@@ -57,3 +61,16 @@ class NetworkSettings(_Checked):
             raise TrainerConfigError(
                 f"memory_size must be > 0 and divisible by 4 with use_recurrent (it holds the LSTM cell and hidden "
                 f"state of up to two streams), got {self.memory_size}.")
+        if not self.critic_memory:
+            self._check_no_critic_memory()
+
+    def _check_no_critic_memory(self) -> None:
+        """``critic_memory: false`` is a memoryless value stream beside the policy's: it needs an
+        LSTM and two streams, and makes the streams separate when that key is unset."""
+        if not self.use_recurrent:
+            raise TrainerConfigError("critic_memory: false needs use_recurrent: true (a network without memory has "
+                                     "no memory to take from the critic).")
+        if self.separate_value_network is False:
+            raise TrainerConfigError("critic_memory: false needs separate policy and value streams: remove "
+                                     "separate_value_network: false or set critic_memory: true.")
+        object.__setattr__(self, "separate_value_network", True)
