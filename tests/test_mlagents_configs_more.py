@@ -106,12 +106,15 @@ def test_upgrade_config_writes_a_0_7_config_in_todays_layout(tmp_path):
         load_trainer_config(str(old)).sections["Seeker"]
 
 
-def test_a_use_curiosity_that_is_not_true_or_false_is_one_line_naming_it(tmp_path):
+@pytest.mark.parametrize("line, key", [("use_curiosity: maybe", "use_curiosity"), ("gamma: 1.5", "gamma"),
+                                       ("curiosity_enc_size: 0", "curiosity_enc_size"),
+                                       ("curiosity_strength: '0.1'", "curiosity_strength")])
+def test_a_bad_0_7_value_is_one_line_naming_the_key_as_written(tmp_path, line, key):
     with pytest.raises(TrainerConfigError) as e:
-        _load(tmp_path, "default:\n    use_curiosity: maybe\n")
+        _load(tmp_path, f"default:\n    use_curiosity: true\nSeeker:\n    {line}\n")
     message = str(e.value)
-    assert "\n" not in message
-    assert all(word in message for word in ("use_curiosity", "section default", LEGACY_LAYOUT))
+    assert "\n" not in message and "reward_signals" not in message
+    assert message.startswith(f"{key} in section Seeker") and LEGACY_LAYOUT in message
 
 
 #: ML-Agents 0.16's ``--curriculum``: one YAML file of behavior → curriculum (a folder of JSON files before).

@@ -11,13 +11,19 @@ and later did.
 """
 from __future__ import annotations
 
+import copy
 from typing import Any, Mapping
 
 from kerasrl.exception import TrainerConfigError
+from kerasrl.settings.checks import _convert, _fields
+from kerasrl.settings.reward_signals import CuriositySettings, RewardSignalSettings
 
 LEGACY_LAYOUT = "the 0.4–0.7 layout"
 #: The keys reward_signals replaced, with ML-Agents 0.7's defaults (its trainer_config.yaml's ``default``).
 SIGNAL_KEYS = {"gamma": 0.99, "use_curiosity": False, "curiosity_strength": 0.01, "curiosity_enc_size": 128}
+#: The field each numeric key becomes, whose check it takes (an error names the key as written).
+TARGETS = {"gamma": (RewardSignalSettings, "gamma"), "curiosity_strength": (CuriositySettings, "strength"),
+           "curiosity_enc_size": (CuriositySettings, "encoding_size")}
 #: Trainer names that releases before 0.6 used, and the trainer each is now.
 RENAMED_TRAINERS = {"imitation": "online_bc"}
 
@@ -64,11 +70,22 @@ def with_reward_signals(config: Mapping[str, Any], source: str) -> dict[str, Any
 
 def _signals(values: Mapping[str, Any], where: str) -> dict[str, Any]:
     """The ``reward_signals`` block that a section's 0.4–0.7 keys mean."""
-    keys = {**SIGNAL_KEYS, **values}
-    if not isinstance(keys["use_curiosity"], bool):
-        raise TrainerConfigError(f"use_curiosity in {where} must be true or false, got {keys['use_curiosity']!r}.")
+    keys = {**SIGNAL_KEYS, **{k: _checked(k, v, where) for k, v in values.items()}}
     signals: dict[str, Any] = {"extrinsic": {"strength": 1.0, "gamma": keys["gamma"]}}
     if keys["use_curiosity"]:
         signals["curiosity"] = {"strength": keys["curiosity_strength"], "gamma": keys["gamma"],
                                 "encoding_size": keys["curiosity_enc_size"]}
     return signals
+
+
+def _checked(key: str, value: Any, where: str) -> Any:
+    """A 0.4–0.7 key's value, converted and checked as the field it becomes (errors name ``key``)."""
+    if key == "use_curiosity":
+        if not isinstance(value, bool):
+            raise TrainerConfigError(f"use_curiosity in {where} must be true or false, got {value!r}.")
+        return value
+    cls, name = TARGETS[key]
+    field, hint = _fields(cls)[name]
+    renamed = copy.copy(field)
+    renamed.name = key
+    return _convert(where, renamed, hint, value)
