@@ -96,7 +96,7 @@ def test_update_matches_stable_baselines3(tmp_path):
     model.train()
 
     learner.set_schedules(0, apply=False)
-    assert learner._schedule_values[:2].tolist() == pytest.approx([1e-3, 0.2])
+    assert [learner.schedule["learning_rate"], learner.schedule["epsilon"]] == pytest.approx([1e-3, 0.2])
     learner.fused_update({
         "vector_obs": obs, "action_mask": np.ones((n, 2), np.float32), "actions": actions[:, None].astype(np.int32),
         "action_log_probs": old_log_probs[:, None], "advantages": advantages, "masks": np.ones(n, np.float32),

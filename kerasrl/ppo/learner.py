@@ -32,6 +32,7 @@ from kerasrl import xla_cache
 from kerasrl.common.fast_path import choose_jit_compile, join_warm_up
 from kerasrl.common.minibatches import minibatch_plan
 from kerasrl.common.reductions import global_count
+from kerasrl.common.schedules import decayed_hyperparameters
 from kerasrl.common.update_loop import replica_inputs, sum_minibatch_steps
 from kerasrl.distribute import check_batch_size
 from kerasrl.exception import one_line
@@ -39,7 +40,6 @@ from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic
 from kerasrl.optimizers import Adam
 from kerasrl.ppo.loss import ppo_loss
-from kerasrl.ppo.schedules import ppo_schedules
 from kerasrl.settings import PPOSettings, TrainerSettings
 from kerasrl.spec import BehaviorSpec
 
@@ -49,8 +49,8 @@ METRIC_NAMES = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "cl
 
 
 MAX_STACKED_BYTES = 256 * 2**20
-#: The learning rate a schedule assigns to leave the optimizer's as it is (``learning_rate_from_optimizer``).
-KEEP_LEARNING_RATE = -1.0
+#: The values the schedules set for each update, by name (``PPOLearner.schedule``).
+SCHEDULED = ("learning_rate", "epsilon", "beta")
 
 
 def clip_by_global_norm(grads: Sequence[tf.Tensor], max_norm: float) -> list[tf.Tensor]:
@@ -97,7 +97,8 @@ class PPOLearner(keras.Model):
                                     epsilon_style=hp.adam_epsilon_style), jit_compile=self.use_xla)
         self.optimizer.build(self.actor_critic.trainable_variables)
         self._fused: Optional[tf.types.experimental.GenericFunction] = None
-        self._schedule_values = np.array([hp.learning_rate, hp.epsilon, hp.beta], np.float32)
+        #: The schedule values of the next update, by name (float32 scalars, as the compiled update takes them).
+        self.schedule = self._scalars({"learning_rate": hp.learning_rate, "epsilon": hp.epsilon, "beta": hp.beta})
         #: True once something else set the optimizer's learning rate (a ``fit`` callback such as
         #: ``keras.callbacks.LearningRateScheduler``): from then on the updates use, and report, the
         #: optimizer's rate as they find it, and the schedule sets only ``epsilon`` and ``beta``.
@@ -157,24 +158,32 @@ class PPOLearner(keras.Model):
 
     def schedules(self, step: float) -> dict[str, float]:
         """Learning rate, clip epsilon and entropy coefficient at trainer step ``step``."""
-        return ppo_schedules(self.hyperparameters, step, self.max_steps)
+        return decayed_hyperparameters(self.hyperparameters, step, self.max_steps)
 
     def set_schedules(self, step: float, apply: bool = True) -> dict[str, float]:
         """Use the schedule values of ``step`` from the next update on (the optimizer's own
-        learning rate once ``learning_rate_from_optimizer``).
+        learning rate once ``learning_rate_from_optimizer``: the returned values report it).
 
         With ``apply=False`` the values are only remembered: ``fused_update`` assigns them inside
         its compiled call, which saves a separate call per update.
         """
         values = self.schedules(step)
-        learning_rate = values["learning_rate"]
+        self.schedule = self._scalars(values)
         if self.learning_rate_from_optimizer:
             values["learning_rate"] = float(self._optimizer_learning_rate())
-            learning_rate = KEEP_LEARNING_RATE
-        self._schedule_values = np.array([learning_rate, values["epsilon"], values["beta"]], np.float32)
         if apply:
-            self._assign(tf.constant(self._schedule_values))
+            self._assign(self.schedule, self._keep_learning_rate())
         return values
+
+    @staticmethod
+    def _scalars(values: Mapping[str, float]) -> dict[str, np.ndarray]:
+        """The scheduled values by name, as float32 scalars (arrays: the compiled update takes them
+        as tensors, so that a new value does not trace it again)."""
+        return {name: np.array(values[name], np.float32) for name in SCHEDULED}
+
+    def _keep_learning_rate(self) -> np.ndarray:
+        """Whether the optimizer keeps its own learning rate (a boolean scalar for the compiled update)."""
+        return np.array(self.learning_rate_from_optimizer)
 
     def _optimizer_learning_rate(self) -> np.float32:
         return np.float32(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
@@ -182,8 +191,7 @@ class PPOLearner(keras.Model):
     def notice_learning_rate(self) -> None:
         """Leave the learning rate to whoever set the optimizer's since the learner last assigned
         its schedule's (``learning_rate_from_optimizer``, for good), as Keras's ``fit`` does."""
-        assigned = self._schedule_values[0]
-        if assigned != KEEP_LEARNING_RATE and self._optimizer_learning_rate() != assigned:
+        if not self.learning_rate_from_optimizer and self._optimizer_learning_rate() != self.schedule["learning_rate"]:
             self.learning_rate_from_optimizer = True
 
     def update(self, batch: Mapping[str, np.ndarray], step: int, seed: int) -> dict[str, float]:
@@ -202,12 +210,14 @@ class PPOLearner(keras.Model):
         if self.actor_critic.normalizer is not None and len(vector_obs):
             self.actor_critic.normalizer.update(vector_obs)
 
-    def _assign(self, values: tf.Tensor) -> None:
-        """The schedule values into the optimizer and the loss (``KEEP_LEARNING_RATE``: the optimizer keeps its rate)."""
+    def _assign(self, schedule: Mapping[str, Any], keep_learning_rate: Any) -> None:
+        """The schedule values into the optimizer (unless ``keep_learning_rate``: it keeps its own)
+        and into the loss's ``epsilon`` and ``beta``."""
         learning_rate = self.optimizer.learning_rate
-        tf.cond(values[0] >= 0.0, lambda: learning_rate.assign(values[0]), lambda: learning_rate)
-        self.clip_epsilon.assign(values[1])
-        self.beta.assign(values[2])
+        tf.cond(tf.convert_to_tensor(keep_learning_rate), lambda: learning_rate,
+                lambda: learning_rate.assign(schedule["learning_rate"]))
+        self.clip_epsilon.assign(schedule["epsilon"])
+        self.beta.assign(schedule["beta"])
 
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool = False) -> dict[str, Any]:
         return self.actor_critic(inputs)
@@ -278,9 +288,10 @@ class PPOLearner(keras.Model):
         return {k: tf.convert_to_tensor(np.asarray(batch[k]), dtype=spec.dtype) for k, spec in sig.items()}
 
     def _build_fused(self) -> tf.types.experimental.GenericFunction:
-        """The fused update: ``(stacked or per-replica mini-batches, schedules) -> (summed metrics,
-        flat weights)``, a loop over the first ``schedules[3]`` stacked mini-batches (on one device
-        the rest pad the stack to its compiled size), each one ``strategy.run`` under a strategy."""
+        """The fused update: ``(stacked or per-replica mini-batches, schedule, keep_learning_rate,
+        count) -> (summed metrics, flat weights)``, a loop over the first ``count`` stacked
+        mini-batches (on one device the rest pad the stack to its compiled size), each one
+        ``strategy.run`` under a strategy; ``schedule`` is ``PPOLearner.schedule``."""
         names = list(self.batch_signature())
         variables = self.actor_critic.trainable_variables
 
@@ -288,9 +299,9 @@ class PPOLearner(keras.Model):
             metrics = self._gradient_step({k: stacked[k][i] for k in names})
             return tf.stack([metrics[k] for k in METRIC_NAMES])
 
-        def fused(inputs: Any, schedules: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            self._assign(schedules)
-            count = tf.cast(schedules[3], tf.int32)
+        def fused(inputs: Any, schedule: dict[str, tf.Tensor], keep_learning_rate: tf.Tensor,
+                  count: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            self._assign(schedule, keep_learning_rate)
             totals = sum_minibatch_steps(self.strategy, step, inputs, len(METRIC_NAMES), count)
             with tf.control_dependencies([totals]):
                 flat = tf.concat([tf.reshape(tf.cast(v.value, tf.float32), [-1]) for v in variables], axis=0)
@@ -371,9 +382,10 @@ class PPOLearner(keras.Model):
         for stacked, shape, count in self._stacked_calls(arrays, num_epoch, batch_size, seed):
             first = shape not in self._traced_shapes
             start = time.perf_counter()
-            schedules = np.append(self._schedule_values, np.float32(count))
             inputs = self._distribute(stacked)
-            out, flat = self._compile_call(inputs, schedules) if first else self._fused(inputs, schedules)
+            # (a plain dict: Keras wraps the attribute's in its tracking dict)
+            args = (inputs, dict(self.schedule), self._keep_learning_rate(), np.array(count, np.int32))
+            out, flat = self._compile_call(*args) if first else self._fused(*args)
             for k, v in zip(METRIC_NAMES, out.numpy().tolist()):
                 totals[k] += v
             self.latest_weights = self._split_weights(flat.numpy())
@@ -383,19 +395,19 @@ class PPOLearner(keras.Model):
             calls += count
         return {k: v / calls for k, v in totals.items()}
 
-    def _compile_call(self, inputs: Any, schedules: np.ndarray) -> tuple[tf.Tensor, tf.Tensor]:
+    def _compile_call(self, *args: Any) -> tuple[tf.Tensor, tf.Tensor]:
         """The fused update's first call for a shape, which compiles it (or loads it from the XLA
         cache, ``kerasrl.xla_cache``). A cached entry that fails to load is discarded and the
         update traced and compiled afresh (a new trace: TensorFlow remembers the failure)."""
         assert self._fused is not None  # fused_update built it
         with xla_cache.compiling():
             try:
-                return self._fused(inputs, schedules)
+                return self._fused(*args)
             except tf.errors.OpError:
                 if not (self.use_xla and self.replicas == 1 and xla_cache.discard_loaded()):
                     raise
             self._fused = self._build_fused()
-            return self._fused(inputs, schedules)
+            return self._fused(*args)
 
     def start_warm_up(self, rows: int, num_epoch: Optional[int] = None, batch_size: Optional[int] = None) -> bool:
         """Compile the fused update for a buffer of ``rows`` rows in a background thread, so that
@@ -434,8 +446,8 @@ class PPOLearner(keras.Model):
             arrays = self._arrays(dummy, batch_size)
             for stacked, shape, count in self._stacked_calls(arrays, num_epoch, batch_size, seed=0):
                 if shape not in self._traced_shapes:
-                    schedules = np.array([0.0, *self._schedule_values[1:], count], np.float32)
-                    self._compile_call(stacked, schedules)[0].numpy()
+                    schedule = {**self.schedule, "learning_rate": np.array(0.0, np.float32)}
+                    self._compile_call(stacked, schedule, np.array(False), np.array(count, np.int32))[0].numpy()
                     self._traced_shapes.add(shape)
         except Exception as e:  # the real update compiles (and fails, if it must) on its own
             logger.warning("%s: compiling the PPO update ahead failed (%s); the first update compiles it.",

@@ -1,5 +1,7 @@
 """Linear decays of the PPO hyper-parameters over ``max_steps`` (TF ``polynomial_decay``, power 1),
-written once in :mod:`kerasrl.common.schedules`."""
+written once in :mod:`kerasrl.common.schedules`: the names PPO's users and tests import. The
+learner calls ``decayed_hyperparameters`` itself, so that a value such as ``epsilon`` keeps its
+name from the settings to the loss through as few files as possible."""
 from __future__ import annotations
 
 from kerasrl.common.schedules import LR_END, decayed_hyperparameters, linear_decay
