@@ -336,10 +336,11 @@ def test_resume_on_several_hosts_gives_every_host_the_chiefs_state(tmp_path):
     assert worker.learner.optimizer.learning_rate.numpy() == chief.learner.optimizer.learning_rate.numpy()
 
 
-def test_a_trainer_type_without_the_multi_host_hooks_is_refused_in_one_line(tmp_path):
+def test_a_trainer_type_without_the_multi_host_hooks_and_threaded_updates_are_refused_in_one_line(tmp_path):
     from kerasrl.envs import SimpleEnvManager
     from kerasrl.envs.simple import Simple1DEnvironment
     from kerasrl.exception import TrainerConfigError
+    from kerasrl.ppo.trainer import PPOTrainer
     from kerasrl.sac.trainer import SACTrainer
     from kerasrl.settings import RunContext, load_trainer_config
     from kerasrl.trainers.multi_host import create_on_hosts
@@ -352,4 +353,8 @@ def test_a_trainer_type_without_the_multi_host_hooks_is_refused_in_one_line(tmp_
         create_on_hosts(SACTrainer, name, spec, settings, context, cluster=_mirror_hosts(chief=True))
     assert str(info.value) == (f"Behavior {name}: trainer: sac cannot train on several hosts (--worker-hosts); "
                                "only ppo can.")
+    threaded = load_trainer_config({"default": {"threaded": True}}).settings_for(name)
+    with pytest.raises(TrainerConfigError, match=f"^Behavior {name}: threaded: true is not available when training on "
+                                                 "several hosts; set threaded: false.$"):
+        create_on_hosts(PPOTrainer, name, spec, threaded, context, cluster=_mirror_hosts(chief=True))
     manager.close()
