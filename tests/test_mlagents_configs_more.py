@@ -161,3 +161,26 @@ def test_a_behavior_of_a_curriculum_file_that_is_no_mapping_is_one_line_naming_i
     with pytest.raises(CurriculumError) as e:
         MetaCurriculum(str(path))
     assert "\n" not in str(e.value) and "behavior Jumper" in str(e.value) and "curricula.yaml" in str(e.value)
+
+
+#: Keys of ML-Agents' research branches that no release read, each in a small config of its shape.
+UNRELEASED = {
+    "a trainer type": ("behaviors:\n  Ball:\n    trainer_type: mappo\n", ["mappo", "behavior Ball"]),
+    "a hyperparameter": ("behaviors:\n  Ball:\n    trainer_type: sac\n    hyperparameters:\n      mede: true\n",
+                         ["mede", "behavior Ball", "hyperparameters"]),
+    "a network key": ("behaviors:\n  Ball:\n    network_settings:\n      n_modes: 8\n",
+                      ["n_modes", "behavior Ball", "network_settings"]),
+    "a reward signal": ("behaviors:\n  Ball:\n    reward_signals:\n      preference: {gamma: 0.99, strength: 1.0}\n",
+                        ["preference", "behavior Ball"]),
+    "a block": ("behaviors:\n  Ball: {}\nagent_parameters:\n  Ball: {speed: 1.0}\n", ["agent_parameters"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNRELEASED))
+def test_a_research_branchs_key_is_refused_in_one_line_naming_it_and_the_layout(tmp_path, case):
+    text, words = UNRELEASED[case]
+    with pytest.raises(TrainerConfigError) as e:
+        _load(tmp_path, text, "research.yaml")
+    message = str(e.value)
+    assert "\n" not in message and "today's ML-Agents layout" in message and "research.yaml" in message
+    assert all(word in message for word in words), message
