@@ -1,7 +1,7 @@
 """Curricula: lessons of environment parameters that advance with training progress (as in ML-Agents 0.9).
 
 A curriculum is one JSON file per behavior in a folder (the behavior name is the file name up
-to its first "."; ML-Agents 0.16's one YAML file of behavior → curriculum is read too), for
+to its first "."; ML-Agents 0.14–0.16's one YAML file of behavior → curriculum is read too), for
 example ``CartPole-v1.json``::
 
     {"measure": "reward", "thresholds": [100, 300], "min_lesson_length": 10,
@@ -33,7 +33,7 @@ logger = logging.getLogger("kerasrl")
 
 REQUIRED_KEYS = ("parameters", "measure", "thresholds", "min_lesson_length", "signal_smoothing")
 MEASURES = ("progress", "reward", "Elo")
-#: The endings of ML-Agents 0.16's one-file ``--curriculum`` (a folder of JSON files before).
+#: The endings of ML-Agents 0.14–0.16's one-file ``--curriculum`` (a folder of JSON files before).
 YAML_SUFFIXES = (".yaml", ".yml")
 
 
@@ -152,7 +152,7 @@ class Curriculum:
 
 
 def _folder_curricula(folder: str, defaults: Optional[Mapping[str, float]]) -> list[Curriculum]:
-    """The curricula of a folder's ``*.json`` files (ML-Agents 0.9–0.15's ``--curriculum``)."""
+    """The curricula of a folder's ``*.json`` files (ML-Agents 0.9–0.13's ``--curriculum``)."""
     if not os.path.isdir(folder):
         raise MetaCurriculumError(f"{folder} is not a folder: --curriculum names a folder with one JSON file per "
                                   "behavior, or one .yaml file of behavior -> curriculum (see the docs, Curricula and "
@@ -164,7 +164,7 @@ def _folder_curricula(folder: str, defaults: Optional[Mapping[str, float]]) -> l
 
 
 def _yaml_curricula(path: str, defaults: Optional[Mapping[str, float]]) -> list[Curriculum]:
-    """The curricula of one YAML file of behavior → curriculum (ML-Agents 0.16's ``--curriculum``)."""
+    """The curricula of one YAML file of behavior → curriculum (ML-Agents 0.14–0.16's ``--curriculum``)."""
     try:
         with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f)
@@ -186,7 +186,7 @@ def _yaml_curricula(path: str, defaults: Optional[Mapping[str, float]]) -> list[
 @mlagents_names()
 class MetaCurriculum:
     """One :class:`Curriculum` per ``*.json`` file of ``folder``, keyed by behavior name; or, when
-    ``folder`` is a ``.yaml``/``.yml`` file, one per behavior of that file (ML-Agents 0.16's
+    ``folder`` is a ``.yaml``/``.yml`` file, one per behavior of that file (ML-Agents 0.14–0.16's
     ``--curriculum`` file: behavior → the same keys as a JSON file's)."""
 
     def __init__(self, folder: str, default_reset_parameters: Optional[Mapping[str, float]] = None) -> None:

@@ -1,6 +1,6 @@
 """Configs in the shapes ML-Agents' ``config/`` folder has held over its releases, written small for
 the case each covers: 0.4–0.7's keys before reward signals (``gamma``, ``use_curiosity``) and the
-``imitation`` trainer name, and 0.16's one-file ``--curriculum``."""
+``imitation`` trainer name, and 0.14–0.16's one-file ``--curriculum``."""
 import textwrap
 
 import pytest
@@ -117,7 +117,7 @@ def test_a_bad_0_7_value_is_one_line_naming_the_key_as_written(tmp_path, line, k
     assert message.startswith(f"{key} in section Seeker") and LEGACY_LAYOUT in message
 
 
-#: ML-Agents 0.16's ``--curriculum``: one YAML file of behavior → curriculum (a folder of JSON files before).
+#: ML-Agents 0.14–0.16's ``--curriculum``: one YAML file of behavior → curriculum (a folder of JSON files before).
 CURRICULUM_FILE = """
 Jumper:
   measure: progress
@@ -136,7 +136,7 @@ Runner:
 """
 
 
-def test_0_16s_one_yaml_curriculum_file_is_read_as_the_folder_of_json_files(tmp_path):
+def test_0_14s_one_yaml_curriculum_file_is_read_as_the_folder_of_json_files(tmp_path):
     path = tmp_path / "curricula.yaml"
     path.write_text(CURRICULUM_FILE)
     args = build_parser().parse_args(["x.yaml", "--curriculum", str(path), "--lesson", "1"])
@@ -146,7 +146,7 @@ def test_0_16s_one_yaml_curriculum_file_is_read_as_the_folder_of_json_files(tmp_
     assert (meta.curricula["Runner"].measure, meta.curricula["Runner"].thresholds) == ("reward", [5.0])
 
 
-def test_upgrade_config_takes_a_0_16_curriculum_file(tmp_path):
+def test_upgrade_config_takes_a_0_14_curriculum_file(tmp_path):
     (tmp_path / "curricula.yaml").write_text(CURRICULUM_FILE)
     (tmp_path / "old.yaml").write_text("default:\n    trainer: ppo\nJumper:\n    max_steps: 1000\n")
     assert tools.main(["upgrade-config", str(tmp_path / "old.yaml"), str(tmp_path / "new.yaml"),
