@@ -158,7 +158,8 @@ def _add_parameter_flags(parser: argparse.ArgumentParser) -> None:
     """Curricula and samplers of the environment's reset parameters."""
     g = parser.add_argument_group("environment parameters")
     g.add_argument("--curriculum", metavar="DIR", default=None,
-                   help="folder of per-behavior curriculum JSON files (lessons of environment parameters)")
+                   help="folder of per-behavior curriculum JSON files, or one YAML file of behavior -> curriculum "
+                        "(ML-Agents 0.14-0.16): lessons of environment parameters")
     g.add_argument("--lesson", type=int, default=None,
                    help="start every curriculum at this lesson (default: 0, or the saved lesson with --resume)")
     g.add_argument("--sampler", metavar="FILE", default=None,

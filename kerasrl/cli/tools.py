@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     upgrade.add_argument("new", help="the file to write")
     upgrade.add_argument("--force", action="store_true", help="overwrite an existing NEW")
     upgrade.add_argument("--curriculum", metavar="DIR", default=None,
-                         help="a curriculum folder (one JSON file per behavior) to write as environment_parameters")
+                         help="a curriculum folder (one JSON file per behavior) or YAML file (behavior -> "
+                              "curriculum) to write as environment_parameters")
     upgrade.add_argument("--sampler", metavar="FILE", default=None,
                          help="a sampler file (resampling-interval and samplers) to write as environment_parameters")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
