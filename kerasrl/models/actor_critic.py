@@ -143,7 +143,9 @@ class ActorCritic(keras.Model):
     actions: the previous action's one-hot beside the encoding, as ML-Agents 0.9); ``sb3`` runs
     it on the observations and the hidden layers on its outputs, without the previous action,
     as sb3-contrib's ``MlpLstmPolicy`` (``memory_size / 4`` units per stream with separate
-    streams: its ``lstm_hidden_size`` with ``enable_critic_lstm``).
+    streams: its ``lstm_hidden_size`` with ``enable_critic_lstm``). ``critic_memory: false``:
+    the value stream is an MLP on the current observations (no LSTM, no previous action) and
+    the policy's LSTM of ``memory_size / 2`` units holds the whole memory (``enable_critic_lstm=False``).
     """
 
     def __init__(
@@ -174,6 +176,8 @@ class ActorCritic(keras.Model):
         self.lstm_first = self.use_recurrent and network.recurrent_style == "sb3"
         #: The previous action's one-hot is an input (recurrent discrete policies, ML-Agents' layout).
         self.uses_prev_action = self.use_recurrent and spec.is_discrete and not self.lstm_first
+        #: The value stream has an LSTM of its own (recurrent, ``critic_memory``); else the memory is the policy's.
+        self.critic_memory = self.use_recurrent and network.critic_memory
         self.seed = seed
         self.is_discrete = spec.is_discrete
         self.is_hybrid = spec.is_hybrid
@@ -185,6 +189,8 @@ class ActorCritic(keras.Model):
         self.normalizer = Normalizer(self.vector_size, name="normalizer") if network.normalize and self.vector_size else None
         separate = network.separate_value_network
         self.separate_value_network = (not self.is_discrete) if separate is None else separate
+        if self.use_recurrent and not network.critic_memory:
+            self.separate_value_network = True  # NetworkSettings refuses an explicit separate_value_network: false
         self.gaussian_style = network.gaussian_style
         default_scale = MLAGENTS_ACTION_SCALE if network.gaussian_style == "mlagents" else 1.0
         #: The Gaussian sample is clipped at ± this and divided by it (continuous actions).
@@ -198,15 +204,18 @@ class ActorCritic(keras.Model):
     def _build_layers(self) -> None:
         """The streams, the action layer(s) and one value head per reward signal."""
         spec, init = self.spec, self.initializer
-        lstm_units = self.memory_size // 4 if self.separate_value_network else self.memory_size // 2
+        # The memory holds [c, h] of every stream with an LSTM.
+        shared_memory = self.separate_value_network and self.critic_memory
+        lstm_units = self.memory_size // 4 if shared_memory else self.memory_size // 2
 
-        def stream(k: int) -> Stream:
-            return Stream(spec, self.hidden_units, self.num_layers, self.vis_encode_type, lstm_units, self._seed(k + 1),
-                           self.activation, init, self.network.conv_style, lstm_first=self.lstm_first,
-                           name=f"main_graph_{k}")
+        def stream(k: int, units: int) -> Stream:
+            return Stream(spec, self.hidden_units, self.num_layers, self.vis_encode_type, units, self._seed(k + 1),
+                          self.activation, init, self.network.conv_style, lstm_first=self.lstm_first,
+                          name=f"main_graph_{k}")
 
-        self.body = stream(0)
-        self.value_body = stream(1) if self.separate_value_network else None
+        self.body = stream(0, lstm_units)
+        value_units = lstm_units if self.critic_memory else 0
+        self.value_body = stream(1, value_units) if self.separate_value_network else None
         if self.branches:
             self.branch_logits = [
                 keras.layers.Dense(b, use_bias=False, kernel_initializer=kernel_initializer(init, "action", self._seed(10 + k)),
@@ -272,14 +281,7 @@ class ActorCritic(keras.Model):
                                         sequence_length=sequence_length)
             value_hidden = hidden
         else:
-            half = self.memory_size // 2
-            mem_p = memory[:, :half] if memory is not None else None
-            mem_v = memory[:, half:] if memory is not None else None
-            hidden, mem_p_out = self.body(vector=vector, visual=visual, extra=extra, memory=mem_p,
-                                          sequence_length=sequence_length)
-            value_hidden, mem_v_out = self.value_body(vector=vector, visual=visual, extra=extra, memory=mem_v,
-                                                      sequence_length=sequence_length)
-            mem_out = tf.concat([mem_p_out, mem_v_out], axis=-1) if self.use_recurrent else None
+            hidden, value_hidden, mem_out = self._two_streams(vector, visual, extra, memory, sequence_length)
         if self.branches:
             out["logits"] = tf.concat([layer(hidden) for layer in self.branch_logits], axis=-1)
         if self.continuous_size:
@@ -289,6 +291,26 @@ class ActorCritic(keras.Model):
         if mem_out is not None:
             out[Field.MEMORY_OUT] = mem_out
         return out
+
+    def _two_streams(self, vector: tf.Tensor | None, visual: Sequence[tf.Tensor], extra: tf.Tensor | None,
+                     memory: tf.Tensor | None, sequence_length: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor | None]:
+        """The policy's and the value's features and the memory after each sequence (separate
+        streams): the memory is split between the streams' LSTMs, or all the policy's when the
+        value stream has none (``critic_memory: false``: it maps each row on its own)."""
+        assert self.value_body is not None
+        if self.use_recurrent and not self.critic_memory:
+            hidden, mem_out = self.body(vector=vector, visual=visual, extra=extra, memory=memory,
+                                        sequence_length=sequence_length)
+            value_hidden, _ = self.value_body(vector=vector, visual=visual)
+            return hidden, value_hidden, mem_out
+        half = self.memory_size // 2
+        mem_p = memory[:, :half] if memory is not None else None
+        mem_v = memory[:, half:] if memory is not None else None
+        hidden, mem_p_out = self.body(vector=vector, visual=visual, extra=extra, memory=mem_p,
+                                      sequence_length=sequence_length)
+        value_hidden, mem_v_out = self.value_body(vector=vector, visual=visual, extra=extra, memory=mem_v,
+                                                  sequence_length=sequence_length)
+        return hidden, value_hidden, (tf.concat([mem_p_out, mem_v_out], axis=-1) if self.use_recurrent else None)
 
     def distribution(self, out: Mapping[str, Any], inputs: Mapping[str, tf.Tensor]) -> ActionDistribution:
         categorical = (MaskedMultiCategorical(out["logits"], inputs[Field.ACTION_MASK], self.branches)

@@ -126,6 +126,8 @@ class NumpyActorCritic:
         self._branch_sizes = np.asarray(self.branches, np.int64)
         self.stream_names = list(model.stream_names)
         self.use_recurrent = model.use_recurrent
+        #: ``critic_memory: false``: the value stream has no LSTM, the memory is the policy's alone.
+        self.memoryless_critic = model.use_recurrent and not model.critic_memory
         self.activation = _ACTIVATIONS[model.activation]
         self._variables: Optional[list[Any]] = None
         single_threaded_blas()
@@ -144,7 +146,8 @@ class NumpyActorCritic:
             self.head = (np.concatenate([action[0], value[0]], axis=1), np.concatenate([action[1], value[1]]))
             return
         # The streams share their input (the observations), unless the LSTM comes first:
-        # then the first layer's inputs are the streams' LSTM outputs, side by side.
+        # then the first layer's inputs are the streams' LSTM outputs side by side (a memoryless
+        # critic's: the policy's LSTM output, then the observations).
         first = 0 if self.lstm_first else 1
         layers: list[Sequence[np.ndarray]] = [] if first == 0 else [
             (np.concatenate([body[0][0], value_body[0][0]], axis=1), np.concatenate([body[0][1], value_body[0][1]]))]
@@ -195,8 +198,10 @@ class NumpyActorCritic:
             assert value_vector is not None  # the value stream encodes the same observations
             value_body = [dense(layer) for layer in value_vector.dense]
         self._fuse(body, value_body, (action_kernel, action_bias), (value_kernel, value_bias))
+        #: The policy stream's width after its hidden layers (where a memoryless critic's columns start).
+        self._policy_width = body[-1][0].shape[1]
         if self.use_recurrent:
-            streams = [m.body] if m.value_body is None else [m.body, m.value_body]
+            streams = [m.body] if m.value_body is None or self.memoryless_critic else [m.body, m.value_body]
             cells = [dense(s.lstm) for s in streams]
             if self.lstm_first:
                 self._refresh_lstm(cells, m.vector_size, shared_input=True)
@@ -348,10 +353,16 @@ class NumpyActorCritic:
         if not self.use_recurrent:
             return (*self._forward(inputs), None)
         if self.lstm_first:
-            h, memory_out = self._lstm_step([self._observations(inputs)], inputs[Field.MEMORY])
-            return (*self._heads(self._layers(h)), memory_out)
+            obs = self._observations(inputs)
+            h, memory_out = self._lstm_step([obs], inputs[Field.MEMORY])
+            x = np.concatenate([h, obs], axis=1) if self.memoryless_critic else h
+            return (*self._heads(self._layers(x)), memory_out)
         extra = self._extra(inputs)
         x = self._hidden(inputs)
+        if self.memoryless_critic:  # the LSTM on the policy's columns; the value's go straight to its heads
+            width = self._policy_width
+            h, memory_out = self._lstm_step([x[:, :width]] + ([] if extra is None else [extra]), inputs[Field.MEMORY])
+            return (*self._heads(np.concatenate([h, x[:, width:]], axis=1)), memory_out)
         h, memory_out = self._lstm_step([x] if extra is None else [x, extra], inputs[Field.MEMORY])
         return (*self._heads(h), memory_out)
 
