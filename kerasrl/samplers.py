@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import math
 import os
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import yaml
@@ -34,10 +34,14 @@ def _finite(name: str, key: str, value: Any) -> float:
     return float(value)
 
 
+#: A sampler's seed: an int, or several (``numpy.random.RandomState`` mixes them), or None (unseeded).
+Seed = Union[int, Sequence[int], None]
+
+
 class Sampler:
     """Draws one float per call; ``name`` is the parameter's (for error messages)."""
 
-    def __init__(self, name: str, seed: Optional[int]) -> None:
+    def __init__(self, name: str, seed: Seed) -> None:
         self.name = name
         self.rng = np.random.RandomState(seed)
 
@@ -48,7 +52,7 @@ class Sampler:
 class UniformSampler(Sampler):
     """Uniform in ``[min_value, max_value)``."""
 
-    def __init__(self, name: str, seed: Optional[int], min_value: Any, max_value: Any, **_: Any) -> None:
+    def __init__(self, name: str, seed: Seed, min_value: Any, max_value: Any, **_: Any) -> None:
         super().__init__(name, seed)
         self.min_value = _finite(name, "min_value", min_value)
         self.max_value = _finite(name, "max_value", max_value)
@@ -62,7 +66,7 @@ class UniformSampler(Sampler):
 class GaussianSampler(Sampler):
     """Normal with ``mean`` and standard deviation ``st_dev``."""
 
-    def __init__(self, name: str, seed: Optional[int], mean: Any, st_dev: Any, **_: Any) -> None:
+    def __init__(self, name: str, seed: Seed, mean: Any, st_dev: Any, **_: Any) -> None:
         super().__init__(name, seed)
         self.mean = _finite(name, "mean", mean)
         self.st_dev = _finite(name, "st_dev", st_dev)
@@ -76,7 +80,7 @@ class GaussianSampler(Sampler):
 class MultiRangeUniformSampler(Sampler):
     """An interval ``[a, b]`` of ``intervals`` chosen with probability ∝ ``b - a``, then uniform in it."""
 
-    def __init__(self, name: str, seed: Optional[int], intervals: Any, **_: Any) -> None:
+    def __init__(self, name: str, seed: Seed, intervals: Any, **_: Any) -> None:
         super().__init__(name, seed)
         if not isinstance(intervals, (list, tuple)) or not intervals or not all(
                 isinstance(i, (list, tuple)) and len(i) == 2 for i in intervals):
@@ -98,7 +102,7 @@ class MultiRangeUniformSampler(Sampler):
 class ConstantSampler(Sampler):
     """Always ``value`` (a parameter fixed for the run: ML-Agents' ``constant`` sampler)."""
 
-    def __init__(self, name: str, seed: Optional[int], value: Any, **_: Any) -> None:
+    def __init__(self, name: str, seed: Seed, value: Any, **_: Any) -> None:
         super().__init__(name, seed)
         self.value = _finite(name, "value", value)
 
@@ -181,6 +185,21 @@ class SamplerManager:
 
 #: Beside the checkpoints: how many draws the samplers had made at each save.
 SAMPLER_FILE = "sampler.json"
+
+
+def episode_sampler(name: str, kind: str, values: Sequence[float], seed: Seed) -> Sampler:
+    """The sampler of an ``environment_parameters`` sampler sent as ``(kind, values)`` (the flat
+    values of :func:`kerasrl.settings.environment_parameters.sampler_values`), seeded ``seed``."""
+    if kind == "uniform":
+        return UniformSampler(name, seed, *values)
+    if kind == "gaussian":
+        return GaussianSampler(name, seed, *values)
+    if kind == "multirangeuniform":
+        return MultiRangeUniformSampler(name, seed, [list(values[i:i + 2]) for i in range(0, len(values), 2)])
+    if kind == "constant":
+        return ConstantSampler(name, seed, *values)
+    raise SamplerException(f"The {name} parameter's sampler type {kind!r} is not one of uniform, gaussian, "
+                           "multirangeuniform, constant.")
 
 
 def save_draws(manager: SamplerManager, model_path: str, steps: Mapping[str, int]) -> None:

@@ -319,8 +319,11 @@ def test_environment_parameters_become_lessons_and_fixed_parameters():
     from kerasrl.cli.env_parameters import EnvParameters
 
     block = {"big_wall": _lessons([0.0, 4.0, 8.0]), "small_wall": _lessons([1.5, 2.0, 2.5]), "gravity": 9.8,
-             "mass": {"sampler_type": "constant", "sampler_parameters": {"value": 2.0}}}
+             "mass": {"sampler_type": "constant", "sampler_parameters": {"value": 2.0}},
+             "wind": {"sampler_type": "uniform", "sampler_parameters": {"min_value": 1, "max_value": 2}}}
     params = EnvParameters.from_args(_args(["x.yaml"])[1], {"environment_parameters": block}, "f")
+    # a sampler is drawn each episode, by any environment (tests/test_env_parameter_samplers.py)
+    assert params.per_episode["wind"].kind == "uniform" and params.per_episode["wind"].parameters["max_value"] == 2
     (curriculum,) = params.meta_curriculum.curricula.values()
     assert curriculum.behavior_name == "Wall" and curriculum.measure == "progress"
     assert curriculum.thresholds == [0.5, 0.5] and not curriculum.smoothing
@@ -331,8 +334,6 @@ def test_environment_parameters_become_lessons_and_fixed_parameters():
 
 @pytest.mark.parametrize("block, words", [
     ({"a": _lessons([1, 2]), "b": _lessons([1, 2], {**WALL, "threshold": 0.7})}, ["a and b", "different criteria"]),
-    ({"a": {"sampler_type": "uniform", "sampler_parameters": {"min_value": 1, "max_value": 2}}},
-     ["environment parameter a", "uniform sampler", "--sampler"]),
     ({"a": {"sampler_type": "uniform", "sampler_parameters": {"min_value": 3, "max_value": 2}}}, ["min_value 3"]),
     ({"a": {"curriculum": [{"name": "L0", "value": 1}, {"name": "L1", "value": 2}]}}, ["lesson L0 needs completion"]),
     ({"a": _lessons([1, 2], {"behavior": "W", "measure": "steps"})}, ["measure must be one of"]),

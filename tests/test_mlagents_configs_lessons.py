@@ -1,6 +1,8 @@
 """A curriculum lesson whose value is a sampler (ML-Agents' ``environment_parameters`` allow it, as
 its WallJump curriculum does): read, sent to a Unity scene as that sampler from the start of its
-lesson on (the scene draws it each episode), and refused in one line for other environments."""
+lesson on (the scene draws it each episode), sent so to Gymnasium envs too (which draw it per
+episode: tests/test_env_parameter_samplers.py), and refused in one line by an environment that
+has no such parameter."""
 import os
 import pickle
 
@@ -8,8 +10,8 @@ import pytest
 
 from kerasrl.cli import build_parser
 from kerasrl.cli.env_parameters import EnvParameters, LessonSamplers
+from kerasrl.envs import EnvironmentException, Simple1DEnvironment
 from kerasrl.envs.unity import UnityEnvironment
-from kerasrl.exception import TrainerError
 from kerasrl.settings import load_trainer_config
 from kerasrl.settings.environment_parameters import SampledValue
 from tests.process_tools import free_ports
@@ -66,10 +68,14 @@ def test_a_sampled_value_crosses_a_worker_pipe_with_its_sampler():
     assert isinstance(again, SampledValue) and again.sampler == value.sampler and again == value
 
 
-def test_a_lessons_sampler_is_one_line_for_other_environments():
-    with pytest.raises(TrainerError, match=r"environment parameter goal of c.yaml \(lesson Near\): its uniform "
-                                           r"sampler is drawn anew each episode") as e:
-        _parameters("CartPole-v1", without=("wind",))
+def test_a_lessons_sampler_goes_to_other_environments_too_and_one_without_the_parameter_refuses_it():
+    args, params = _parameters("CartPole-v1")
+    kwargs = params.controller_kwargs(args, "/nonexistent", seed=100)
+    first = kwargs["meta_curriculum"].get_config()
+    assert first["goal"].sampler == ("uniform", (0.0, 4.0), 101) and first["goal"].offset == 0
+    assert kwargs["sampler_manager"].sample_all()["wind"].sampler == ("gaussian", (0.0, 0.1), 100)
+    with pytest.raises(EnvironmentException, match=r"'goal' is not a parameter of the built-in environment") as e:
+        Simple1DEnvironment(use_discrete=True).reset(first)
     assert "\n" not in str(e.value)
 
 

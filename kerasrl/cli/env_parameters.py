@@ -4,9 +4,11 @@ ML-Agents layout), read and checked before TensorFlow loads and before the run f
 ``environment_parameters`` become kerasrl's lessons and fixed parameters: a constant is set at
 every reset; a behavior's curricula become one curriculum of that behavior, whose lessons advance
 every parameter together (so its parameters' lessons must end on the same criteria). A sampler,
-which ML-Agents draws anew each episode, goes to a Unity scene, which does that draw (a lesson's
-sampler from the start of its lesson on); other environments do not draw per episode, so one is
-refused there (a ``--sampler`` file draws every ``resampling-interval`` steps)."""
+which ML-Agents draws anew each episode (a lesson's from the start of its lesson on), is sent as
+one (a :class:`SampledValue`): a Unity scene draws it; a Gymnasium env draws it for each episode
+of each copy (:mod:`kerasrl.envs.parameters`), from the run's seed (or the sampler's own) and,
+on ``--resume``, the step the run resumes at. (A ``--sampler`` file draws every
+``resampling-interval`` steps.)"""
 from __future__ import annotations
 
 import argparse
@@ -36,8 +38,10 @@ class EnvParameters:
     meta_curriculum: Any = None
     sampler_config: Optional[dict[str, Any]] = None
     resampling_interval: Optional[int] = None
-    #: Parameters a Unity scene draws anew each episode (a config's non-constant samplers).
+    #: Parameters drawn anew each episode (a config's non-constant samplers).
     per_episode: Optional[dict[str, Sampler]] = None
+    #: Whether the environment is a Unity scene, which is given ``per_episode`` when it starts.
+    unity: bool = False
 
     def episode_samplers(self, seed: int) -> tuple[tuple[str, str, tuple[float, ...], int], ...]:
         """``(key, kind, values, seed)`` for the scene; a sampler without a seed gets the run's + its index."""
@@ -98,8 +102,7 @@ class EnvParameters:
     @classmethod
     def from_config(cls, parameters: Mapping[str, EnvironmentParameter], source: str,
                     unity: bool = False) -> "EnvParameters":
-        """Lessons, fixed parameters and (for a Unity scene) per-episode samplers from a config's
-        ``environment_parameters``."""
+        """Lessons, fixed parameters and per-episode samplers from a config's ``environment_parameters``."""
         fixed: dict[str, Any] = {}
         per_episode: dict[str, Sampler] = {}
         by_behavior: dict[str, list[EnvironmentParameter]] = {}
@@ -107,12 +110,13 @@ class EnvParameters:
             lesson = parameter.lessons[0]
             if lesson.completion_criteria is not None:
                 by_behavior.setdefault(lesson.completion_criteria.behavior, []).append(parameter)
-            elif unity and lesson.value.constant is None:
+            elif lesson.value.constant is None:
                 per_episode[parameter.name] = lesson.value
             else:
-                fixed[parameter.name] = {"sampler-type": "constant", "value": _constant(parameter, lesson, source)}
-        curricula = {behavior: _curriculum(behavior, group, source, unity) for behavior, group in by_behavior.items()}
-        return cls(MetaCurriculum.of(curricula) if curricula else None, fixed or None, None, per_episode or None)
+                fixed[parameter.name] = {"sampler-type": "constant", "value": lesson.value.constant}
+        curricula = {behavior: _curriculum(behavior, group, source) for behavior, group in by_behavior.items()}
+        return cls(MetaCurriculum.of(curricula) if curricula else None, fixed or None, None, per_episode or None,
+                   unity)
 
     def reward_buff_caps(self) -> dict[str, int]:
         """Each curriculum's behavior keeps the returns of its last ``min_lesson_length`` episodes."""
@@ -124,20 +128,41 @@ class EnvParameters:
         """The controller's curriculum and sampler arguments; the lessons start at ``--lesson``,
         else (with ``--resume``) where the checkpoint the trainers restored (at ``steps``) left them."""
         meta = self.meta_curriculum
+        offset = sum((steps or {}).values()) if args.load else 0  # a resumed run's draws go on from there
         if meta is not None:
-            offset = seed + len(self.per_episode or {})  # a lesson's sampler without a seed: the run's + its index
+            first = seed + len(self.per_episode or {})  # a lesson's sampler without a seed: the run's + its index
             for curriculum in meta.curricula.values():
                 if isinstance(curriculum, LessonSamplers):
-                    curriculum.seed, offset = offset, offset + len(curriculum.samplers)
+                    curriculum.seed, curriculum.offset, first = first, offset, first + len(curriculum.samplers)
             if args.lesson is not None:
                 meta.set_all_curriculums_to_lesson_num(args.lesson)
             elif args.load and load_lessons(meta, model_path, steps):
                 print(f"Resumed the curricula at lessons {meta.lesson_nums}.", flush=True)
         sampler = SamplerManager(self.sampler_config, seed) if self.sampler_config is not None else None
+        if self.per_episode and not self.unity:  # the env draws them; they go with every reset
+            sampler = EpisodeSamplerManager(self.sampler_config, seed, self.per_episode, offset)
         if sampler is not None and args.load and resume_draws(sampler, model_path, steps or {}):
             print(f"Resumed the samplers: their next draw is number {sampler.draws + 1}.", flush=True)
         return {"meta_curriculum": meta, "sampler_manager": sampler,
                 "resampling_interval": self.resampling_interval if sampler is not None else None}
+
+
+class EpisodeSamplerManager(SamplerManager):
+    """The fixed parameters of ``reset_param_dict`` and, with each of them, the ``per_episode``
+    samplers as :class:`SampledValue` s, which the environment draws each episode (sampler ``i``
+    seeded ``seed + i`` unless it has its own seed; ``offset``: the step a resumed run starts at)."""
+
+    def __init__(self, reset_param_dict: Optional[Mapping[str, Any]], seed: int, per_episode: Mapping[str, Sampler],
+                 offset: int = 0) -> None:
+        super().__init__(reset_param_dict, seed)
+        self.per_episode = {name: SampledValue(sampler, seed + i, offset)
+                            for i, (name, sampler) in enumerate(per_episode.items())}
+
+    def is_empty(self) -> bool:
+        return super().is_empty() and not self.per_episode
+
+    def sample_all(self) -> dict[str, float]:
+        return {**super().sample_all(), **self.per_episode}
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
@@ -148,14 +173,16 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
 
 class LessonSamplers(Curriculum):
     """A curriculum whose lessons' values may be samplers (``samplers``: parameter → each lesson's
-    sampler or None): such a lesson's value is a :class:`SampledValue`, which a Unity scene draws
-    each episode, seeded by ``seed`` + the parameter's index unless the sampler has its own seed."""
+    sampler or None): such a lesson's value is a :class:`SampledValue`, which the environment draws
+    each episode, seeded by ``seed`` + the parameter's index unless the sampler has its own seed
+    (``offset``: the step a resumed run starts at)."""
 
     def __init__(self, location: str, data: Mapping[str, Any], behavior_name: str,
                  samplers: Mapping[str, list[Optional[Sampler]]]) -> None:
         super().__init__(location, data=data, behavior_name=behavior_name)
         self.samplers = dict(samplers)
         self.seed = 0
+        self.offset = 0
 
     def get_config(self, lesson: Optional[int] = None) -> dict[str, float]:
         config = super().get_config(lesson)
@@ -163,28 +190,17 @@ class LessonSamplers(Curriculum):
         for i, (name, per_lesson) in enumerate(self.samplers.items()):
             sampler = per_lesson[lesson]
             if sampler is not None:
-                config[name] = SampledValue(sampler, self.seed + i)
+                config[name] = SampledValue(sampler, self.seed + i, self.offset)
         return config
 
 
-def _constant(parameter: EnvironmentParameter, lesson: Any, source: str) -> float:
-    value = lesson.value.constant
-    if value is None:
-        where = "" if len(parameter.lessons) == 1 else f" (lesson {lesson.name})"
-        raise TrainerError(f"environment parameter {parameter.name} of {source}{where}: its {lesson.value.kind} sampler "
-                           "is drawn anew each episode, which a Unity scene does and kerasrl does not do for other "
-                           "environments; give it as a constant, or in a --sampler file (drawn every "
-                           "resampling-interval steps).")
+def _lesson_value(lesson: Any) -> float:
+    """A lesson's constant, or its sampler (whose middle is its value in logs)."""
+    value: float = SampledValue(lesson.value, 0) if lesson.value.constant is None else lesson.value.constant
     return value
 
 
-def _lesson_value(parameter: EnvironmentParameter, lesson: Any, source: str, unity: bool) -> float:
-    """A lesson's constant; for a Unity scene, a sampler's middle (its draws come from the scene)."""
-    return SampledValue(lesson.value, 0) if unity and lesson.value.constant is None \
-        else _constant(parameter, lesson, source)
-
-
-def _curriculum(behavior: str, parameters: list[EnvironmentParameter], source: str, unity: bool = False) -> Curriculum:
+def _curriculum(behavior: str, parameters: list[EnvironmentParameter], source: str) -> Curriculum:
     """One curriculum of ``behavior`` whose lessons set every parameter of ``parameters``."""
     first = parameters[0]
     criteria = [lesson.completion_criteria for lesson in first.lessons[:-1]]
@@ -199,7 +215,7 @@ def _curriculum(behavior: str, parameters: list[EnvironmentParameter], source: s
         raise TrainerError(f"{where}: the lessons of {first.name} change measure, min_lesson_length or "
                            "signal_smoothing from lesson to lesson, which kerasrl's curricula keep for all lessons.")
     (measure, length, smoothing), = kinds
-    values = {p.name: [_lesson_value(p, lesson, source, unity) for lesson in p.lessons] for p in parameters}
+    values = {p.name: [_lesson_value(lesson) for lesson in p.lessons] for p in parameters}
     data = {"measure": measure, "thresholds": [c.threshold for c in criteria if c is not None],
             "min_lesson_length": length, "signal_smoothing": smoothing, "parameters": values}
     samplers = {p.name: [lesson.value if lesson.value.constant is None else None for lesson in p.lessons]

@@ -28,9 +28,17 @@ affinely onto ``[low, high]`` for dimensions with both bounds finite, passed thr
 (and clipped to the one finite bound, if any). A ``Tuple`` or ``Dict`` of one ``Box`` and one
 ``Discrete`` or ``MultiDiscrete`` → hybrid actions (the Box's dimensions, mapped as above, then
 the branches), given back to the env as a tuple or dict in the space's own order.
+
+Sampled parameters (a config's ``environment_parameters`` samplers; ``kerasrl.envs.parameters``)
+are drawn for each copy at every reset and again whenever that copy's episode ends, before its
+next episode starts (with SAME_STEP autoreset the copy has already reset, so its new values
+apply from the new episode's first step on). A native vector env's copies (CartPole's) share
+one set of parameters: there the values are drawn anew at each episode end of copy 0, for all
+copies (a one-time warning says so).
 """
 from __future__ import annotations
 
+import logging
 from typing import Any, Mapping, Optional, Union
 
 import gymnasium
@@ -39,10 +47,18 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from kerasrl.envs.base import BehaviorSpec, Environment, EnvironmentException, StepResult
-from kerasrl.envs.parameters import apply_gymnasium_parameters
+from kerasrl.envs.parameters import (
+    EpisodeDraws,
+    check_gymnasium_parameters,
+    is_sampled,
+    parameter_targets,
+    set_parameters,
+)
 from kerasrl.envs.spaces import SpaceCodec
 
 __all__ = ["GymnasiumEnv"]
+
+logger = logging.getLogger("kerasrl")
 
 def _make_env(env_id_or_env: Any, num_envs: int, vectorization_mode: Optional[str],
               make_kwargs: dict[str, Any]) -> tuple[Union[gymnasium.Env, VectorEnv], str]:
@@ -113,6 +129,9 @@ class GymnasiumEnv(Environment):
         self._prev_done = np.zeros(self.num_envs, bool)
         self._any_prev_done = False
         self.last_info: dict[str, Any] = {}
+        self._draws = EpisodeDraws(self.num_envs, seed)
+        self._drawing = False  # whether a parameter is a sampler, drawn per episode
+        self._told_shared = False
 
     def _read_spaces(self, num_envs: int) -> tuple[spaces.Space, spaces.Space]:
         """The (single-env) observation and action spaces; sets ``num_envs`` and the autoreset mode."""
@@ -171,14 +190,47 @@ class GymnasiumEnv(Environment):
         return {self.behavior_name: StepResult(self._agent_ids, obs, rewards, terminated, truncated)}
 
     def set_reset_parameters(self, params: Mapping[str, float]) -> None:
-        """Apply reset parameters to the Gymnasium env(s) (rule: ``kerasrl.envs.parameters``)."""
-        apply_gymnasium_parameters(self.env, params, self._label)
+        """Apply reset parameters to the Gymnasium env(s) (rule: ``kerasrl.envs.parameters``); a
+        sampled one is drawn for each copy now and again for each of its episodes."""
+        check_gymnasium_parameters(self.env, list(params), self._label)
+        self._draws.configure(params)
+        self._drawing = self._draws.active
+        values = {name: value for name, value in params.items() if not is_sampled(value)}
+        for target in parameter_targets(self.env):
+            set_parameters(target, values)
+        shared = len(parameter_targets(self.env)) != self.num_envs
+        if self._drawing and shared and not self._told_shared:
+            self._told_shared = True
+            logger.warning("%s: its copies share their parameters, so a sampled parameter is drawn anew at each "
+                           "episode end of copy 0, for all copies.", self._label)
+        self._draw_all()
+
+    def _draw_all(self) -> None:
+        """Fresh values of the sampled parameters for every copy (all of them start an episode)."""
+        if not self._drawing:
+            return
+        targets = parameter_targets(self.env)
+        for copy, target in enumerate(targets):
+            set_parameters(target, self._draws.draw(copy))
+
+    def _draw_for_ended(self, done: np.ndarray) -> None:
+        """New values for each copy whose episode ended (its next episode has them); copies that
+        share their parameters draw when copy 0's episode ends."""
+        targets = parameter_targets(self.env)
+        if len(targets) == self.num_envs:
+            for copy in np.flatnonzero(done):
+                set_parameters(targets[copy], self._draws.draw(int(copy)))
+        elif done[0]:
+            set_parameters(targets[0], self._draws.draw(0))
 
     def reset(self, config: Optional[Mapping[str, float]] = None) -> dict[str, StepResult]:
         """Reset every sub-env; the first reset passes the seed. ``config`` (reset parameters)
-        is applied first, by the rule of ``kerasrl.envs.parameters``."""
+        is applied first, by the rule of ``kerasrl.envs.parameters``; without it, sampled
+        parameters are drawn anew."""
         if config:
             self.set_reset_parameters(config)
+        else:
+            self._draw_all()
         if self._seed_pending:
             raw, info = self.env.reset(seed=self.seed)
             self._seed_pending = False
@@ -209,6 +261,8 @@ class GymnasiumEnv(Environment):
         any_done = int(np.count_nonzero(done)) > 0
         if any_done and self._same_step_mode:
             self._insert_final_obs(obs, done, info)
+        if any_done and self._drawing:
+            self._draw_for_ended(done)
         self._prev_done = done
         self._any_prev_done = any_done
         return self._result(obs, rewards, terminated, truncated)
@@ -224,6 +278,8 @@ class GymnasiumEnv(Environment):
 
     def _step_single(self, env_action: Any) -> dict[str, StepResult]:
         if self._any_prev_done:
+            if self._drawing:
+                set_parameters(self.env, self._draws.draw(0))
             raw, info = self.env.reset()
             self.last_info = info
             self._any_prev_done = False

@@ -45,26 +45,31 @@ def sampler_values(sampler: Sampler) -> tuple[float, ...]:
 
 
 class SampledValue(float):
-    """A curriculum lesson's value that is a sampler: a float (the sampler's middle, for logs) that
-    carries ``sampler = (kind, values, seed)``; a Unity scene given it draws the parameter each
-    episode (:meth:`kerasrl.envs.unity.UnityEnvironment.reset`)."""
+    """An environment parameter that is a sampler: a float (the sampler's middle, for logs) that
+    carries ``sampler = (kind, values, seed)``. A Unity scene given it draws the parameter each
+    episode (:meth:`kerasrl.envs.unity.UnityEnvironment.reset`); a Gymnasium env draws it for each
+    episode of each copy (:mod:`kerasrl.envs.parameters`), from streams seeded also by ``offset``
+    (the step a resumed run starts at, so that it draws on rather than repeating its first draws)."""
 
     sampler: tuple[str, tuple[float, ...], int]
+    offset: int
 
-    def __new__(cls, sampler: Sampler, seed: int) -> "SampledValue":
+    def __new__(cls, sampler: Sampler, seed: int, offset: int = 0) -> "SampledValue":
         values = sampler_values(sampler)
         middle = values[0] if sampler.kind == "gaussian" else sum(values) / len(values)
         value = super().__new__(cls, middle)
         value.sampler = (sampler.kind, values, seed if sampler.seed is None else sampler.seed)
+        value.offset = int(offset)
         return value
 
     def __reduce__(self) -> Any:  # through a worker process's pipe with its sampler
-        return _sampled_value, (float(self), self.sampler)
+        return _sampled_value, (float(self), self.sampler, self.offset)
 
 
-def _sampled_value(value: float, sampler: tuple[str, tuple[float, ...], int]) -> SampledValue:
+def _sampled_value(value: float, sampler: tuple[str, tuple[float, ...], int], offset: int = 0) -> SampledValue:
     out = float.__new__(SampledValue, value)
     out.sampler = sampler
+    out.offset = offset
     return out
 
 
