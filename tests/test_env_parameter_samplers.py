@@ -6,11 +6,13 @@ import shutil
 
 import gymnasium
 import numpy as np
+import pytest
 import yaml
 
 from kerasrl.cli import build_parser, main
 from kerasrl.cli.env_parameters import EnvParameters
-from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
+from kerasrl.envs import EnvironmentException, GymnasiumEnv, SimpleEnvManager
+from kerasrl.envs.parameters import apply_gymnasium_parameters
 from kerasrl.envs.subprocess_env_manager import SubprocessEnvManager
 from kerasrl.settings import load_trainer_config
 from kerasrl.settings.environment_parameters import SampledValue, Sampler
@@ -80,6 +82,13 @@ def test_a_reset_without_parameters_draws_anew_and_a_constant_replaces_the_sampl
     assert (env.reset({"size": 4.0})[RAMP].observations[0][:, 0] == 4.0).all()
     for _ in range(8):
         assert (env.step({RAMP: np.zeros((2, 1), np.int64)})[RAMP].observations[0][:, 0] == 4.0).all()
+
+
+def test_an_env_that_draws_no_per_episode_values_refuses_a_sampler_in_one_line():
+    with pytest.raises(EnvironmentException, match=r"'length' is a sampler, drawn anew each episode, which the "
+                                                   r"PettingZoo env does not do: give it as a constant") as e:
+        apply_gymnasium_parameters(gymnasium.make("CartPole-v1"), {"length": _sampled()}, "the PettingZoo env")
+    assert "\n" not in str(e.value)
 
 
 def test_copies_that_share_their_parameters_draw_at_each_episode_end_of_copy_0(caplog):

@@ -142,7 +142,8 @@ class EnvParameters:
         if self.per_episode and not self.unity:  # the env draws them; they go with every reset
             sampler = EpisodeSamplerManager(self.sampler_config, seed, self.per_episode, offset)
         if sampler is not None and args.load and resume_draws(sampler, model_path, steps or {}):
-            print(f"Resumed the samplers: their next draw is number {sampler.draws + 1}.", flush=True)
+            print(f"Resumed the samplers: the environment's draws go on from step {offset}." if self.per_episode
+                  else f"Resumed the samplers: their next draw is number {sampler.draws + 1}.", flush=True)
         return {"meta_curriculum": meta, "sampler_manager": sampler,
                 "resampling_interval": self.resampling_interval if sampler is not None else None}
 
