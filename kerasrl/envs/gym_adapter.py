@@ -196,7 +196,7 @@ class GymnasiumEnv(Environment):
         self._draws.configure(params)
         self._drawing = self._draws.active
         values = {name: value for name, value in params.items() if not is_sampled(value)}
-        for target in parameter_targets(self.env):
+        for target in parameter_targets(self.env) if values else ():
             set_parameters(target, values)
         shared = len(parameter_targets(self.env)) != self.num_envs
         if self._drawing and shared and not self._told_shared:
