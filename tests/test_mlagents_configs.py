@@ -125,8 +125,8 @@ def test_upgrade_config_writes_0_17s_blocks_as_environment_parameters(tmp_path):
     old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
     old.write_text(yaml.safe_dump(TRANSITIONAL))
     assert tools.upgrade_config(str(old), str(new)).endswith(
-        "The samplers' resampling-interval 500 has no place there: a Unity scene draws them each episode (for other "
-        "environments give them in a --sampler file).")
+        "The samplers' resampling-interval 500 has no place there: they are drawn each episode (by a Unity scene, or "
+        "by each copy of a Gymnasium env); to draw every so many steps, keep the --sampler file.")
     written = yaml.safe_load(new.read_text())
     assert "curriculum" not in written and "parameter_randomization" not in written
     parameters = written["environment_parameters"]

@@ -92,9 +92,9 @@ def upgrade_config(old: str, new: str, force: bool = False, curriculum: Optional
             os.remove(tmp)
         raise TrainerError(f"{new} could not be written: {e.strerror or e}.") from e
     interval = dropped_interval(config.run_options)
-    note = "" if interval is None else (f" The samplers' resampling-interval {interval} has no place there: a Unity "
-                                        "scene draws them each episode (for other environments give them in a "
-                                        "--sampler file).")
+    note = "" if interval is None else (f" The samplers' resampling-interval {interval} has no place there: they are "
+                                        "drawn each episode (by a Unity scene, or by each copy of a Gymnasium env); "
+                                        "to draw every so many steps, keep the --sampler file.")
     return f"Wrote {new} ({len(config.behavior_sections)} behavior sections, {config.layout} → today's layout).{note}"
 
 
