@@ -152,3 +152,16 @@ def test_savedmodel_export_gives_the_keras_actions_values_and_memory(tmp_path, s
     np.testing.assert_allclose(det["action"].numpy(), expected, atol=1e-6)
     np.testing.assert_allclose(det["value_estimate"].numpy(), out["values"]["extrinsic"].numpy(), atol=1e-5)
     np.testing.assert_allclose(det["recurrent_out"].numpy(), out[Field.MEMORY_OUT].numpy(), atol=1e-5)
+
+
+def test_a_bc_trainer_with_critic_memory_false_builds_its_one_stream_policy():
+    """BC has no critic: its one-stream model takes the key as given (it once raised the error of
+    ``separate_value_network: false``, a key the user never set)."""
+    from kerasrl.bc.trainer import bc_model
+
+    spec = SPECS["discrete"]
+    config = {"default": {"trainer": "offline_bc", "demo_path": "unused.demo", "batches_per_epoch": 1, "use_recurrent": True,
+                          "memory_size": 24, "sequence_length": 4, "critic_memory": False}}
+    settings = load_trainer_config(config).settings_for("B")
+    model, _ = bc_model("B", spec, settings, seed=0)
+    assert model.value_body is None and model.memory_size == 24

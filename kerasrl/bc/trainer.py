@@ -62,7 +62,7 @@ class BCPolicy(ActorCriticPolicy):
 def bc_model(behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, seed: int) -> tuple[ActorCritic, BCLearner]:
     """The policy's model (one stream, built in the learners' strategy) and its learner, as a BC
     trainer makes them; ``kerasrl export`` rebuilds them the same way from a behavior's record."""
-    network = dataclasses.replace(settings.network, separate_value_network=False)
+    network = dataclasses.replace(settings.network, separate_value_network=False, critic_memory=True)  # BC has no critic
     tf.random.set_seed(seed)
     try:
         with learner_strategy().scope():  # only the learner enters the strategy; acting stays on one device
