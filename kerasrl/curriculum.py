@@ -21,7 +21,7 @@ import json
 import logging
 import math
 import os
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import yaml
 
@@ -78,13 +78,7 @@ class Curriculum:
 
     @staticmethod
     def _read(location: str) -> dict[str, Any]:
-        try:
-            with open(location, encoding="utf-8") as f:
-                data = json.load(f)
-        except OSError as e:
-            raise CurriculumError(f"The file {location} could not be opened: {e.strerror or e}.") from e
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise CurriculumError(f"There was an error decoding {location}: {e}.") from e
+        data = _load_file(location, json.load, json.JSONDecodeError)
         if not isinstance(data, dict):
             raise CurriculumError(f"{location} must hold a JSON object, got {type(data).__name__}.")
         return data
@@ -163,15 +157,20 @@ def _folder_curricula(folder: str, defaults: Optional[Mapping[str, float]]) -> l
     return [Curriculum(os.path.join(folder, name), defaults) for name in files]
 
 
+def _load_file(location: str, load: Callable[[Any], Any], decode_error: type[Exception]) -> Any:
+    """``load`` of the file ``location`` (JSON or YAML), its failures as one-line curriculum errors."""
+    try:
+        with open(location, encoding="utf-8") as f:
+            return load(f)
+    except OSError as e:
+        raise CurriculumError(f"The file {location} could not be opened: {e.strerror or e}.") from e
+    except (UnicodeDecodeError, decode_error) as e:
+        raise CurriculumError(f"There was an error decoding {location}: {' '.join(str(e).split())}") from e
+
+
 def _yaml_curricula(path: str, defaults: Optional[Mapping[str, float]]) -> list[Curriculum]:
     """The curricula of one YAML file of behavior → curriculum (ML-Agents 0.14–0.16's ``--curriculum``)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except OSError as e:
-        raise CurriculumError(f"The file {path} could not be opened: {e.strerror or e}.") from e
-    except (UnicodeDecodeError, yaml.YAMLError) as e:
-        raise CurriculumError(f"There was an error decoding {path}: {' '.join(str(e).split())}") from e
+    data = _load_file(path, yaml.safe_load, yaml.YAMLError)
     if not isinstance(data, dict) or not data:
         raise MetaCurriculumError(f"The curriculum file {path} must hold a mapping of behavior -> curriculum.")
     out = []

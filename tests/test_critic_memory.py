@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from test_export import keras_deterministic
-from test_numpy_policy import SPECS, trained_like
+from test_numpy_policy import SPECS, assert_acts_alike, trained_like
 
 from kerasrl.envs import SimpleEnvManager
 from kerasrl.envs.simple import MultiBranchMaskedEnvironment
@@ -99,15 +99,7 @@ def test_numpy_mirror_equals_the_keras_model(case):
         inputs = inputs_for(spec, model, n, rng, memory)
         noise = (np.maximum(rng.random((n, spec.action_size), dtype=np.float32), 1e-7) if spec.is_discrete
                  else rng.standard_normal((n, spec.action_size), dtype=np.float32))
-        tf_out = {k: v.numpy() for k, v in model.act({k: tf.constant(v) for k, v in inputs.items()},
-                                                     tf.constant(noise)).items()}
-        np_out = mirror.act(inputs, noise)
-        assert set(np_out) == set(tf_out)
-        for key, value in tf_out.items():
-            if key == "actions" and spec.is_discrete:
-                assert (np_out[key] == value).mean() > 0.95  # a draw at a CDF boundary may round differently
-                continue
-            np.testing.assert_allclose(np_out[key], value, rtol=1e-4, atol=1e-5, err_msg=key)
+        tf_out, np_out = assert_acts_alike(model, mirror, spec, inputs, noise)
         np.testing.assert_allclose(mirror.values(inputs)["gail_value_estimates"], tf_out["gail_value_estimates"],
                                    rtol=1e-4, atol=1e-5)
         memory = np_out[Field.MEMORY_OUT]

@@ -210,6 +210,21 @@ def lstm_model(kind, seed=0):
                         separate_value_network=separate, recurrent_style=style, **wide), SPECS[spec_kind]
 
 
+def assert_acts_alike(model, mirror, spec, inputs, noise):
+    """The mirror's ``act`` equals the Keras model's on ``inputs`` and ``noise`` to float round-off
+    (discrete actions: all but a draw at a CDF boundary); returns both outputs."""
+    tf_out = {k: v.numpy() for k, v in model.act({k: tf.constant(v) for k, v in inputs.items()},
+                                                 tf.constant(noise)).items()}
+    np_out = mirror.act(inputs, noise)
+    assert set(np_out) == set(tf_out)
+    for key, value in tf_out.items():
+        if key == "actions" and spec.is_discrete:
+            assert (np_out[key] == value).mean() > 0.95  # a draw at a CDF boundary may round differently
+            continue
+        np.testing.assert_allclose(np_out[key], value, rtol=1e-4, atol=1e-5, err_msg=key)
+    return tf_out, np_out
+
+
 @pytest.mark.parametrize("kind", list(LSTM_CASES))
 def test_numpy_lstm_step_equals_tf(kind):
     """Two recurrent steps (the first step's memory fed back): actions, log-probs, entropy,
@@ -230,15 +245,7 @@ def test_numpy_lstm_step_equals_tf(kind):
             noise = np.maximum(rng.random((n, spec.action_size), dtype=np.float32), 1e-7)
         else:
             noise = rng.standard_normal((n, spec.action_size), dtype=np.float32)
-        tf_out = {k: v.numpy() for k, v in model.act({k: tf.constant(v) for k, v in inputs.items()},
-                                                     tf.constant(noise)).items()}
-        np_out = mirror.act(inputs, noise)
-        assert set(np_out) == set(tf_out)
-        for key, value in tf_out.items():
-            if key == "actions" and spec.is_discrete:
-                assert (np_out[key] == value).mean() > 0.95  # a draw at a CDF boundary may round differently
-                continue
-            np.testing.assert_allclose(np_out[key], value, rtol=1e-4, atol=1e-5, err_msg=key)
+        tf_out, np_out = assert_acts_alike(model, mirror, spec, inputs, noise)
         values = mirror.values(inputs)
         np.testing.assert_allclose(values["memory_out"], tf_out["memory_out"], rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(values["gail_value_estimates"], tf_out["gail_value_estimates"], rtol=1e-4, atol=1e-5)
