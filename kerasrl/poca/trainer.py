@@ -20,20 +20,20 @@ from typing import Any, Optional
 import numpy as np
 
 from kerasrl.bc.module import BCModule
-from kerasrl.buffer import AgentBuffer
-from kerasrl.common.gae import gae_and_returns
+from kerasrl.common.gae import gae_and_returns, segmented_gae_and_returns
 from kerasrl.common.policy import ActorCriticPolicy
 from kerasrl.exception import UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
 from kerasrl.poca.learner import POCALearner
 from kerasrl.poca.numpy_critic import NumpyCritic
+from kerasrl.rewards import RewardSignal
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec, concat_vector_observations
 from kerasrl.timers import hierarchical_timer
 from kerasrl.trainers.checkpoint import INITIALIZE_FIX, CheckpointSaver, initialize_from_advice
 from kerasrl.trainers.groupmates import groupmate_keys, widen_groupmates
-from kerasrl.trainers.rl_trainer import RLTrainer
+from kerasrl.trainers.rl_trainer import RLTrainer, concatenated, set_split, trajectory_ends
 from kerasrl.trainers.trajectory import Trajectory
 
 logger = logging.getLogger("kerasrl.trainers")
@@ -143,62 +143,92 @@ class POCATrainer(RLTrainer):
 
     # -- trajectories ------------------------------------------------------------------
     def process_trajectory(self, trajectory: Trajectory) -> None:
-        """Rewards, the critic's estimates, λ-returns and advantages, then into the update buffer."""
-        steps = trajectory.steps
-        self._fit_groupmates(steps)
-        self._rewards(trajectory)
-        values, baselines, value_next = self.estimates(trajectory)
+        """One closed trajectory: ``process_trajectory_batch`` of it alone."""
+        self.process_trajectory_batch([trajectory])
+
+    def process_trajectory_batch(self, trajectories: list[Trajectory]) -> None:
+        """Rewards, the critic's estimates (one call for all the trajectories), λ-returns and
+        advantages (one segmented call per signal), then each, in order, into the update buffer."""
+        if not trajectories:
+            return
+        ends = trajectory_ends(trajectories)
+        self._fit_groupmates(trajectories)
+        self._rewards(trajectories, ends)
+        values, baselines, value_next = self._batch_estimates(trajectories)
         advantages, returns = [], []
         for name, signal in self.reward_signals.items():
-            v_next = 0.0 if (trajectory.group_done and signal.use_terminal_states) else value_next[name]
-            ret, adv = lambda_returns_and_advantages(steps[Field.rewards(name)].get_batch(), values[name],
-                                                     baselines[name], v_next, signal.gamma, self.hyperparameters.lambd)
-            steps[Field.value_estimates(name)].set(values[name])
-            steps[Field.baseline_estimates(name)].set(baselines[name])
-            steps[Field.returns(name)].set(ret)
-            steps[Field.advantage(name)].set(adv)
+            v_next = [0.0 if (t.group_done and signal.use_terminal_states) else v
+                      for t, v in zip(trajectories, value_next[name].tolist())]
+            _, ret = segmented_gae_and_returns(concatenated(trajectories, Field.rewards(name)), values[name], ends,
+                                               v_next, signal.gamma, self.hyperparameters.lambd)
+            adv = (ret - baselines[name]).astype(np.float32)
+            for key, rows in ((Field.value_estimates(name), values[name]), (Field.returns(name), ret),
+                              (Field.baseline_estimates(name), baselines[name]), (Field.advantage(name), adv)):
+                set_split(trajectories, key, rows, ends)
             advantages.append(adv)
             returns.append(ret)
-            self.stats[signal.value_name].append(float(np.mean(values[name])))
-            self.stats[f"Policy/{signal.short_name} Baseline Estimate"].append(float(np.mean(baselines[name])))
-        steps[Field.ADVANTAGES].set(np.mean(advantages, axis=0).astype(np.float32))
-        steps[Field.DISCOUNTED_RETURNS].set(np.mean(returns, axis=0).astype(np.float32))
+            self._estimate_stats(signal, values[name], baselines[name], ends)
+        set_split(trajectories, Field.ADVANTAGES, np.mean(advantages, axis=0).astype(np.float32), ends)
+        set_split(trajectories, Field.DISCOUNTED_RETURNS, np.mean(returns, axis=0).astype(np.float32), ends)
+        self._append(trajectories)
+
+    def _estimate_stats(self, signal: RewardSignal, values: np.ndarray, baselines: np.ndarray, ends: list[int]) -> None:
+        """Each trajectory's mean value and baseline estimate, to the statistics."""
+        for part_v, part_b in zip(np.split(values, ends[:-1]), np.split(baselines, ends[:-1])):
+            self.stats[signal.value_name].append(float(np.mean(part_v)))
+            self.stats[f"Policy/{signal.short_name} Baseline Estimate"].append(float(np.mean(part_b)))
+
+    def _append(self, trajectories: list[Trajectory]) -> None:
+        """The trajectories' observations into the normalizer (one merge each, as they came) and
+        their steps into the update buffer; the first time, the update starts compiling."""
         if self.learner.actor.normalizer is not None:
-            self.learner.update_normalization(steps[Field.VECTOR_OBS].get_batch())
+            for t in trajectories:
+                self.learner.update_normalization(t.steps[Field.VECTOR_OBS].get_batch())
             self._policy.refresh_normalizer()
-        self.training_buffer.append_agent_buffer(steps, training_length=1, agent_id=trajectory.agent_id)
+        for t in trajectories:
+            self.training_buffer.append_agent_buffer(t.steps, training_length=1, agent_id=t.agent_id)
         if self.update_count == 0 and self.learner.wants_warm_up:  # compile the update while acting
             update = self.training_buffer.update_buffer
             self.learner.start_warm_up({k: update[k].get_batch()[:1] for k in self.learner.batch_fields},
                                        self.hyperparameters.buffer_size + 1)
 
-    def _fit_groupmates(self, steps: AgentBuffer) -> None:
-        """The trajectory's groupmate fields as wide as the update buffer's (widening that one
-        when the trajectory is wider); zero groupmates where the environment reports no groups."""
-        n = len(steps[Field.MASKS])
-        if Field.GROUPMATE_MASK not in steps:
-            steps[Field.GROUPMATE_MASK].set(np.zeros((n, 0), np.float32))
-            steps[Field.GROUPMATE_VECTOR_OBS].set(np.zeros((n, 0, self.spec.vector_observation_size), np.float32))
-            actions = steps[Field.ACTIONS].get_batch()
-            steps[Field.GROUPMATE_ACTIONS].set(np.zeros((n, 0, *actions.shape[1:]), actions.dtype))
-        width = np.asarray(steps[Field.GROUPMATE_MASK].get_batch()).shape[1]
+    def _fit_groupmates(self, trajectories: list[Trajectory]) -> None:
+        """The trajectories' groupmate fields as wide as the update buffer's (widening that one
+        when a trajectory is wider); zero groupmates where the environment reports no groups."""
+        for steps in (t.steps for t in trajectories):
+            if Field.GROUPMATE_MASK not in steps:
+                n = len(steps[Field.MASKS])
+                steps[Field.GROUPMATE_MASK].set(np.zeros((n, 0), np.float32))
+                steps[Field.GROUPMATE_VECTOR_OBS].set(np.zeros((n, 0, self.spec.vector_observation_size), np.float32))
+                actions = steps[Field.ACTIONS].get_batch()
+                steps[Field.GROUPMATE_ACTIONS].set(np.zeros((n, 0, *actions.shape[1:]), actions.dtype))
+        width = max(np.asarray(t.steps[Field.GROUPMATE_MASK].get_batch()).shape[1] for t in trajectories)
         if width > self.groupmate_width:
             widen_groupmates(self.training_buffer.update_buffer, self._keys, width)
             self.groupmate_width = width
             self.learner.critic.note_group_size(width + 1)
-        widen_groupmates(steps, self._keys, self.groupmate_width)
+        for t in trajectories:
+            widen_groupmates(t.steps, self._keys, self.groupmate_width)
 
-    def _rewards(self, trajectory: Trajectory) -> None:
+    def _rewards(self, trajectories: list[Trajectory], ends: list[int]) -> None:
         """The group reward added to the extrinsic rewards (times its strength); the deferred
-        signals' (curiosity, GAIL, RND) rewards of the trajectory; their episode statistics."""
+        signals' (curiosity, GAIL, RND) rewards of the trajectories (one call per signal for all
+        of them); their episode statistics."""
+        for name, signal in self.reward_signals.items():
+            if not signal.per_step:
+                batch = {k: np.asarray(concatenated(trajectories, k)) for k in signal.batch_fields}
+                set_split(trajectories, Field.rewards(name),
+                          np.asarray(signal.evaluate_batch(batch).scaled_reward, np.float32), ends)
+        for trajectory in trajectories:
+            self._group_rewards(trajectory)
+
+    def _group_rewards(self, trajectory: Trajectory) -> None:
+        """One trajectory's group reward into its extrinsic rewards, and its episode statistics."""
         steps, returns = trajectory.steps, self._episode_returns[trajectory.agent_id]
         group_reward = steps[Field.GROUP_REWARD].get_batch() if Field.GROUP_REWARD in steps else None
         for name, signal in self.reward_signals.items():
             if not signal.per_step:
-                batch = {k: np.asarray(steps[k].get_batch()) for k in signal.batch_fields}
-                rewards = np.asarray(signal.evaluate_batch(batch).scaled_reward, np.float32)
-                steps[Field.rewards(name)].set(rewards)
-                returns[signal.stat_name] += float(rewards.sum())
+                returns[signal.stat_name] += float(steps[Field.rewards(name)].get_batch().sum())
             elif name == "extrinsic" and group_reward is not None:
                 extrinsic = steps[Field.rewards(name)].get_batch() + np.float32(signal.strength) * group_reward
                 steps[Field.rewards(name)].set(extrinsic.astype(np.float32))
@@ -211,25 +241,34 @@ class POCATrainer(RLTrainer):
     def estimates(self, trajectory: Trajectory) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, float]]:
         """Per reward signal: the group value of every step, the agent's baseline of every step and
         the bootstrap value (the group value of the next observations: its own and its groupmates'),
-        in one call of the critic; the bootstrap row rides as one more row."""
-        steps = trajectory.steps
-        own = np.asarray(steps[Field.VECTOR_OBS].get_batch(), np.float32)
-        mates = np.asarray(steps[Field.GROUPMATE_VECTOR_OBS].get_batch(), np.float32)
-        actions = np.asarray(steps[Field.GROUPMATE_ACTIONS].get_batch(),
+        in one call of the critic."""
+        values, baselines, value_next = self._batch_estimates([trajectory])
+        return values, baselines, {name: float(v[0]) for name, v in value_next.items()}
+
+    def _batch_estimates(self, trajectories: list[Trajectory]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray],
+                                                                          dict[str, np.ndarray]]:
+        """Per reward signal: the group values and baselines of every step of the trajectories (one
+        after the other) and each trajectory's bootstrap value, in one call of the critic: the
+        bootstrap rows (one per trajectory) ride after the steps."""
+        own = np.asarray(concatenated(trajectories, Field.VECTOR_OBS), np.float32)
+        mates = np.asarray(concatenated(trajectories, Field.GROUPMATE_VECTOR_OBS), np.float32)
+        actions = np.asarray(concatenated(trajectories, Field.GROUPMATE_ACTIONS),
                              np.int32 if self.spec.is_discrete else np.float32)
-        mask = np.asarray(steps[Field.GROUPMATE_MASK].get_batch(), np.float32)
-        next_own, next_mates, next_mask = self._next_group(trajectory, own[-1], mates.shape[1])
+        mask = np.asarray(concatenated(trajectories, Field.GROUPMATE_MASK), np.float32)
+        ends = trajectory_ends(trajectories)
+        nxt = [self._next_group(t, own[end - 1], mates.shape[1]) for t, end in zip(trajectories, ends)]
         with hierarchical_timer("poca.estimates"):
             values, baselines = self._estimates(
-                np.concatenate([own, next_own[None]]), np.concatenate([mates, next_mates[None]]),
-                np.concatenate([actions, np.zeros_like(actions[:1])]), np.concatenate([mask, next_mask[None]]))
+                np.concatenate([own, np.stack([g[0] for g in nxt])]), np.concatenate([mates, np.stack([g[1] for g in nxt])]),
+                np.concatenate([actions, np.zeros((len(nxt), *actions.shape[1:]), actions.dtype)]),
+                np.concatenate([mask, np.stack([g[2] for g in nxt])]))
         n = len(own)
         out_v = {name: np.asarray(v, np.float32).reshape(-1) for name, v in values.items()}
         out_b = {name: np.asarray(b, np.float32).reshape(-1)[:n] for name, b in baselines.items()}
-        value_next = {name: float(v[n]) for name, v in out_v.items()}
-        if trajectory.next_observations is None:  # cut short without next observations: bootstrap from its last step
-            value_next = {name: float(v[n - 1]) for name, v in out_v.items()}
-        return {name: v[:n] for name, v in out_v.items()}, out_b, value_next
+        # cut short without next observations: bootstrap from its last step
+        rows = np.array([n + k if t.next_observations is not None else end - 1
+                         for k, (t, end) in enumerate(zip(trajectories, ends))])
+        return {name: v[:n] for name, v in out_v.items()}, out_b, {name: v[rows] for name, v in out_v.items()}
 
     def _next_group(self, trajectory: Trajectory, last: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The entities of the bootstrap value: the agent's next vector observations, its

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple, Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -12,12 +11,20 @@ import tensorflow as tf
 from kerasrl.bc.module import BCModule
 from kerasrl.buffer import AgentBuffer, Buffer
 from kerasrl.common.fast_path import numpy_mirror
-from kerasrl.common.gae import gae_and_returns, segmented_gae_and_returns
+from kerasrl.common.gae import segmented_gae_and_returns
 from kerasrl.common.policy import ActorCriticPolicy
 from kerasrl.distribute import learner_strategy
 from kerasrl.exception import TrainerConfigError, TrainerError, UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
+from kerasrl.ppo.batches import (
+    StagedSegment,
+    ThreadedData,
+    append_trajectories,
+    normalized_advantages,
+    set_batch_advantages,
+    vector_observations,
+)
 from kerasrl.ppo.learner import PPOLearner
 from kerasrl.ppo.multi_host import PPOMultiHostHooks
 from kerasrl.settings import RunContext, TrainerSettings
@@ -30,48 +37,6 @@ from kerasrl.trainers.rl_trainer import RLTrainer
 from kerasrl.trainers.trajectory import Trajectory
 
 logger = logging.getLogger("kerasrl.trainers")
-
-
-class StagedSegment(NamedTuple):
-    """A trajectory staged for a threaded update: its rows ``[start, end)`` of the update buffer,
-    the acting policy's bootstrap values, whether it terminated, and the observations those
-    values were estimated from (None: cut short without them)."""
-
-    start: int
-    end: int
-    bootstrap: dict[str, float]
-    terminated: bool
-    next_observations: Optional[list[np.ndarray]]
-
-
-@dataclass
-class ThreadedData:
-    """A threaded update's data, gathered in the acting thread until its hand-over: the
-    trajectories (the update thread processes them) or, ``staged`` (without deferred reward
-    signals), the update buffer built from them, their vector observations (for the normalizer,
-    which only the update thread changes) and segments; each one's policy version, and the rows."""
-
-    staged: Optional[Buffer] = None
-    trajectories: list[Trajectory] = field(default_factory=list)
-    observations: list[np.ndarray] = field(default_factory=list)
-    segments: list[StagedSegment] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)
-    rows: int = 0
-
-
-def normalized_advantages(advantages: np.ndarray, masks: np.ndarray) -> np.ndarray:
-    """Advantages shifted and scaled to mean 0, std 1 over the real rows (``masks`` 1); the
-    padding rows of recurrent sequences stay 0 and are left out of the statistics, so that the
-    real rows' advantages are centred whatever share of the batch the padding is (counting its
-    zeros gave the real rows a mean of up to 1 and a std of ~1.3 on the ``lstm`` bench task)."""
-    adv = np.asarray(advantages, np.float32)
-    real = np.asarray(masks) > 0
-    if real.all():
-        return (adv - adv.mean()) / (adv.std() + 1e-10)
-    if not real.any():
-        return np.zeros_like(adv)
-    kept = adv[real]
-    return np.where(real, (adv - kept.mean()) / (kept.std() + 1e-10), 0.0).astype(np.float32)
 
 
 class PPOTrainer(PPOMultiHostHooks, RLTrainer):
@@ -173,11 +138,9 @@ class PPOTrainer(PPOMultiHostHooks, RLTrainer):
                    stats: defaultdict[str, list[float]]) -> tuple[Any, dict[str, float]]:
         """One update from ``data``; the new weights (and the normalizer's statistics) as numpy."""
         if data.staged is not None:
-            for vector_obs in data.observations:
-                self._update_normalizer(vector_obs)
+            self._update_normalizer(data.observations)
             self.training_buffer.update_buffer = data.staged.update_buffer
-        for trajectory in data.trajectories:
-            self.process_trajectory(trajectory)
+        self.process_trajectory_batch(data.trajectories)
         if self.learner.replicas == 1:
             refresh = data.staged is not None and self.sequence_length == 1
             self._rebase_on_learner(data.segments if refresh else None)
@@ -356,68 +319,53 @@ class PPOTrainer(PPOMultiHostHooks, RLTrainer):
         super().add_step(previous, current, outputs)
 
     def process_trajectory(self, trajectory: Trajectory) -> None:
-        """GAE of the ``per_step`` signals now; the others' (curiosity, GAIL) at the update
-        (``processor.deferred``), all their rewards in one call. Then into the update buffer."""
+        """One closed trajectory: ``process_trajectory_batch`` of it alone."""
+        self.process_trajectory_batch([trajectory])
+
+    def process_trajectory_batch(self, trajectories: list[Trajectory]) -> None:
+        """GAE of the ``per_step`` signals now (one call per signal for all the trajectories);
+        the others' (curiosity, GAIL) at the update (``processor.deferred``), all their rewards
+        in one call. Then each, in order, into the update buffer: the same rows as one by one."""
+        if not trajectories:
+            return
         deferred = self.processor.deferred
-        start = self._update_buffer_rows()
-        steps = self._advantages_into(trajectory, self.training_buffer)
-        if self.learner.actor_critic.normalizer is not None and Field.VECTOR_OBS in steps:
-            self._update_normalizer(steps[Field.VECTOR_OBS].get_batch())
+        spans = self._advantages_into(trajectories, self.training_buffer)
+        if self.learner.actor_critic.normalizer is not None:
+            self._update_normalizer(vector_observations(trajectories))
         if deferred:
-            deferred.add(trajectory.agent_id, start, self._update_buffer_rows(), trajectory.bootstrap,
-                         trajectory.terminated, trajectory.episode_ended)
+            for t, (start, end) in zip(trajectories, spans):
+                deferred.add(t.agent_id, start, end, t.bootstrap, t.terminated, t.episode_ended)
 
     def _stage(self, trajectory: Trajectory, data: ThreadedData) -> None:
         """Threaded: ``trajectory`` into the next update's buffer (in the acting thread); its
         observations are kept for the normalizer, which the update thread feeds."""
         assert data.staged is not None
-        update = data.staged.update_buffer
-        start = len(update[Field.MASKS]) if Field.MASKS in update else 0
-        steps = self._advantages_into(trajectory, data.staged)
-        data.segments.append(StagedSegment(start, len(update[Field.MASKS]), trajectory.bootstrap, trajectory.terminated,
+        [(start, end)] = self._advantages_into([trajectory], data.staged)
+        data.segments.append(StagedSegment(start, end, trajectory.bootstrap, trajectory.terminated,
                                            trajectory.next_observations))
-        if self.learner.actor_critic.normalizer is not None and Field.VECTOR_OBS in steps:
-            data.observations.append(steps[Field.VECTOR_OBS].get_batch())
+        if self.learner.actor_critic.normalizer is not None:
+            data.observations.extend(vector_observations([trajectory]))
 
-    def _advantages_into(self, trajectory: Trajectory, buffer: Buffer) -> AgentBuffer:
-        """The trajectory's advantages and returns (placeholders for the deferred signals), then
-        its steps appended to ``buffer``'s update buffer; returns the steps."""
-        steps = trajectory.steps
-        deferred = self.processor.deferred
-        if self.reward_normalizer is not None:
+    def _advantages_into(self, trajectories: list[Trajectory], buffer: Buffer) -> list[tuple[int, int]]:
+        """The trajectories' advantages and returns (placeholders for the deferred signals), then
+        their steps appended to ``buffer``'s update buffer, in order; returns their rows there."""
+        if self.reward_normalizer is not None:  # (in order: its statistics move with each trajectory)
             key = Field.rewards("extrinsic")
-            steps[key].set(self.reward_normalizer(trajectory.agent_id, steps[key].get_batch(), trajectory.episode_ended))
-        advantages, returns = [], []
-        for name, signal in self.reward_signals.items():
-            if name in deferred.signals:
-                continue
-            v_next = 0.0 if (trajectory.terminated and signal.use_terminal_states) else trajectory.bootstrap[name]
-            adv, ret = gae_and_returns(steps[Field.rewards(name)].get_batch(), steps[Field.value_estimates(name)].get_batch(),
-                                       value_next=v_next, gamma=signal.gamma, lambd=self.hyperparameters.lambd)
-            steps[Field.advantage(name)].set(adv)
-            steps[Field.returns(name)].set(ret)
-            advantages.append(adv)
-            returns.append(ret)
-        if deferred:
-            deferred.placeholders(steps)
-        else:
-            several = len(advantages) > 1
-            steps[Field.ADVANTAGES].set(np.mean(advantages, axis=0).astype(np.float32) if several else advantages[0])
-            steps[Field.DISCOUNTED_RETURNS].set(np.mean(returns, axis=0).astype(np.float32) if several else returns[0])
-        # Sequences are padded at their end (as later ML-Agents; 0.9 prepended the padding): each
-        # then starts at a real row, whose stored memory is the state the policy acted from.
-        buffer.append_agent_buffer(steps, training_length=self.sequence_length, pad_end=True,
-                                   agent_id=trajectory.agent_id)
-        return steps
+            for t in trajectories:
+                t.steps[key].set(self.reward_normalizer(t.agent_id, t.steps[key].get_batch(), t.episode_ended))
+        set_batch_advantages(trajectories, self.reward_signals, self.processor.deferred, self.hyperparameters.lambd)
+        return append_trajectories(buffer, trajectories, self.sequence_length)
 
-    def _update_normalizer(self, vector_obs: np.ndarray) -> None:
-        """Feed a closed trajectory's observations to the normalizer (on several hosts: keep them
-        for the update, where every host's are gathered)."""
-        if self.multi_host is not None:
-            self.pending_observations.append(np.asarray(vector_obs, np.float32))
-        else:
-            self.learner.update_normalization(vector_obs)
-        if not self.threaded and self.multi_host is None:  # threaded: the policy takes the statistics with the weights
+    def _update_normalizer(self, observations: list[np.ndarray]) -> None:
+        """Feed closed trajectories' observations to the normalizer, one merge per trajectory as
+        they came (on several hosts: keep them for the update, where every host's are gathered);
+        the acting policy then takes the statistics once."""
+        for vector_obs in observations:
+            if self.multi_host is not None:
+                self.pending_observations.append(np.asarray(vector_obs, np.float32))
+            else:
+                self.learner.update_normalization(vector_obs)
+        if observations and not self.threaded and self.multi_host is None:  # threaded: with the weights
             self._policy.refresh_normalizer()
 
     def end_episode(self) -> None:

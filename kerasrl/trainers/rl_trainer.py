@@ -6,10 +6,13 @@ import threading
 from collections import defaultdict, deque
 from typing import Any, ContextManager, Mapping, Optional
 
+import numpy as np
+
 from kerasrl.buffer import Buffer
 from kerasrl.common.fast_path import signal_jit_compile
 from kerasrl.distribute import check_batch_size, learner_strategy, replicas
 from kerasrl.exception import TrainerConfigError, UnityTrainerException
+from kerasrl.fields import Field
 from kerasrl.rewards import RewardSignal, create_reward_signal
 from kerasrl.settings import Hyperparameters, RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec, StepResult
@@ -19,6 +22,25 @@ from kerasrl.trainers.reward_normalization import RewardNormalizer
 from kerasrl.trainers.threaded import ThreadedUpdates
 from kerasrl.trainers.trainer import Trainer
 from kerasrl.trainers.trajectory import Trajectory, TrajectoryQueue
+
+
+def trajectory_ends(trajectories: list[Trajectory]) -> list[int]:
+    """Where each trajectory's steps end in their concatenation (cumulative step counts), for
+    the batched calls of ``process_trajectory_batch``."""
+    return np.cumsum([len(t.steps[Field.MASKS]) for t in trajectories]).tolist()
+
+
+def concatenated(trajectories: list[Trajectory], key: str) -> np.ndarray:
+    """Field ``key`` of every trajectory's steps, one after the other."""
+    if len(trajectories) == 1:
+        return np.asarray(trajectories[0].steps[key].get_batch())
+    return np.concatenate([t.steps[key].get_batch() for t in trajectories])
+
+
+def set_split(trajectories: list[Trajectory], key: str, rows: np.ndarray, ends: list[int]) -> None:
+    """Field ``key`` of each trajectory's steps set to its part of ``rows`` (split at ``ends``)."""
+    for trajectory, part in zip(trajectories, np.split(rows, ends[:-1])):
+        trajectory.steps[key].set(part)
 
 
 class RLTrainer(Trainer):
@@ -178,11 +200,22 @@ class RLTrainer(Trainer):
         self.processor.add_step(previous.get(self.behavior_name), current.get(self.behavior_name), outputs)
 
     def process_trajectories(self) -> None:
-        """Each queued trajectory into ``process_trajectory``; threaded, into ``take_for_update``
-        (kept for the next hand-over: the update thread processes it)."""
-        take = self.take_for_update if self.threaded else self.process_trajectory
-        for trajectory in self.trajectory_queue.take_all():
-            take(trajectory)
+        """The queued trajectories, all together, into ``process_trajectory_batch``; threaded,
+        into ``take_for_update_batch`` (kept for the next hand-over: the update thread processes them)."""
+        trajectories = self.trajectory_queue.take_all()
+        if not trajectories:
+            return
+        if self.threaded:
+            self.take_for_update_batch(trajectories)
+        else:
+            self.process_trajectory_batch(trajectories)
+
+    def process_trajectory_batch(self, trajectories: list[Trajectory]) -> None:
+        """Take the trajectories that closed together, in order. The default takes each in
+        ``process_trajectory``; a trainer overrides it to batch its per-trajectory model calls
+        (many agents often end their trajectories in the same step)."""
+        for trajectory in trajectories:
+            self.process_trajectory(trajectory)
 
     def process_trajectory(self, trajectory: Trajectory) -> None:
         """Take one closed trajectory (the default keeps none of its steps)."""
@@ -199,6 +232,11 @@ class RLTrainer(Trainer):
 
     def take_for_update(self, trajectory: Trajectory) -> None:
         raise NotImplementedError
+
+    def take_for_update_batch(self, trajectories: list[Trajectory]) -> None:
+        """Threaded: the trajectories that closed together, each into ``take_for_update``."""
+        for trajectory in trajectories:
+            self.take_for_update(trajectory)
 
     def threaded_update_due(self) -> bool:
         raise NotImplementedError

@@ -43,6 +43,9 @@ class ThreadedTrainer(Protocol):
     def take_for_update(self, trajectory: Trajectory) -> None:
         """Acting thread: keep a closed trajectory for the next hand-over."""
 
+    def take_for_update_batch(self, trajectories: list[Trajectory]) -> None:
+        """Acting thread: keep the trajectories that closed together (``RLTrainer``'s: each into ``take_for_update``)."""
+
     def threaded_update_due(self) -> bool:
         """Acting thread: an unthreaded trainer's update condition, on what was taken since the last hand-over."""
 
