@@ -7,6 +7,7 @@ import tensorflow as tf
 from test_export import keras_deterministic
 from test_numpy_policy import SPECS, assert_acts_alike, trained_like
 
+from kerasrl.bc.trainer import bc_model
 from kerasrl.envs import SimpleEnvManager
 from kerasrl.envs.simple import MultiBranchMaskedEnvironment
 from kerasrl.exception import TrainerConfigError
@@ -149,8 +150,6 @@ def test_savedmodel_export_gives_the_keras_actions_values_and_memory(tmp_path, s
 def test_a_bc_trainer_with_critic_memory_false_builds_its_one_stream_policy():
     """BC has no critic: its one-stream model takes the key as given (it once raised the error of
     ``separate_value_network: false``, a key the user never set)."""
-    from kerasrl.bc.trainer import bc_model
-
     spec = SPECS["discrete"]
     config = {"default": {"trainer": "offline_bc", "demo_path": "unused.demo", "batches_per_epoch": 1, "use_recurrent": True,
                           "memory_size": 24, "sequence_length": 4, "critic_memory": False}}

@@ -376,14 +376,18 @@ def test_ml_agents_convolutions_are_where_the_cnn_updates_differ():
     assert diff > 1e-4
 
 
-def test_recurrent_update_matches_sb3_contrib_recurrent_ppo(tmp_path):
+@pytest.mark.parametrize("critic_lstm", [True, False], ids=["critic-lstm", "critic-mlp"])
+def test_recurrent_update_matches_sb3_contrib_recurrent_ppo(tmp_path, critic_lstm):
     """``recurrent_style: sb3`` with the ``lstm`` bench task's keys computes sb3-contrib's
     RecurrentPPO update (``MlpLstmPolicy``: separate actor and critic LSTMs of 64 units on the
     observations, then 64 tanh units): same weights, same rollout of 8 envs × 32 steps with an
     episode starting inside one env's chunk, 20 epochs of one mini-batch of every step. SB3
     splits that chunk in two sequences and zeroes the LSTM state at the episode start; kerasrl
     gets the two as padded sequences, the second from a zero memory. PyTorch's LSTM has two
-    biases: the hidden one is frozen at 0 (Keras has one); so is the action layer's bias."""
+    biases: the hidden one is frozen at 0 (Keras has one); so is the action layer's bias.
+    ``critic-mlp``: ``critic_memory: false`` against ``enable_critic_lstm=False``, whose critic
+    puts one more linear layer before its hidden layer: that layer is frozen at ``[I; 0]``, so
+    the hidden layer's first columns are kerasrl's kernel and the rest never move."""
     pytest.importorskip("sb3_contrib", reason="sb3-contrib is not installed")
     import tensorflow as tf
     from sb3_contrib import RecurrentPPO
@@ -394,8 +398,8 @@ def test_recurrent_update_matches_sb3_contrib_recurrent_ppo(tmp_path):
 
     torch.set_num_threads(1)
     n_envs, n_steps, units, seq = 8, 32, 64, 32
-    keys = {"use_recurrent": True, "memory_size": 4 * units, "sequence_length": seq, "num_layers": 1,
-            "recurrent_style": "sb3", "normalize_advantages": "minibatch"}
+    keys = {"use_recurrent": True, "memory_size": (4 if critic_lstm else 2) * units, "sequence_length": seq,
+            "num_layers": 1, "recurrent_style": "sb3", "normalize_advantages": "minibatch", "critic_memory": critic_lstm}
     config = {"default": {**read_yaml(config_path("cartpole_zoo"))["default"], **keys}}
     manager = SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=n_envs, seed=0))
     trainer = next(iter(initialize_trainers(config, manager.behavior_specs, str(tmp_path), "p", str(tmp_path),
@@ -407,7 +411,7 @@ def test_recurrent_update_matches_sb3_contrib_recurrent_ppo(tmp_path):
     model = RecurrentPPO("MlpLstmPolicy", make_vec_env("CartPole-v1", n_envs=n_envs, seed=0), n_steps=n_steps,
                          batch_size=n_envs * n_steps, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
                          learning_rate=1e-3, clip_range=0.2, seed=0, device="cpu",
-                         policy_kwargs={"lstm_hidden_size": units, "enable_critic_lstm": True,
+                         policy_kwargs={"lstm_hidden_size": units, "enable_critic_lstm": critic_lstm,
                                         "net_arch": {"pi": [units], "vf": [units]}, "activation_fn": torch.nn.Tanh})
     model.set_logger(configure(None, []))
     policy = model.policy
@@ -415,9 +419,23 @@ def test_recurrent_update_matches_sb3_contrib_recurrent_ppo(tmp_path):
     pairs = [(extractor.policy_net[0], "main_graph_0/vector/hidden_0"),
              (extractor.value_net[0], "main_graph_1/vector/hidden_0"),
              (policy.action_net, "branch_0"), (policy.value_net, "extrinsic_value")]
-    lstms = [(policy.lstm_actor, "main_graph_0/lstm/lstm_cell"), (policy.lstm_critic, "main_graph_1/lstm/lstm_cell")]
+    lstms = [(policy.lstm_actor, "main_graph_0/lstm/lstm_cell")]
+    if critic_lstm:
+        lstms.append((policy.lstm_critic, "main_graph_1/lstm/lstm_cell"))
     before = {k: v.numpy().copy() for k, v in weights.items()}
+    obs_size = 4
+    if not critic_lstm:
+        pairs.remove((extractor.value_net[0], "main_graph_1/vector/hidden_0"))
     copy_into_sb3(pairs, weights)
+    if not critic_lstm:
+        with torch.no_grad():
+            policy.critic.weight.copy_(torch.eye(units, obs_size))
+            policy.critic.bias.zero_()
+            extractor.value_net[0].weight.zero_()
+            extractor.value_net[0].weight[:, :obs_size] = torch.tensor(weights["main_graph_1/vector/hidden_0/kernel"].numpy().T)
+            extractor.value_net[0].bias.copy_(torch.tensor(weights["main_graph_1/vector/hidden_0/bias"].numpy()))
+        policy.critic.weight.requires_grad_(False)
+        policy.critic.bias.requires_grad_(False)
     with torch.no_grad():  # both gate orders are input, forget, cell, output
         for lstm, name in lstms:
             lstm.weight_ih_l0.copy_(torch.tensor(weights[f"{name}/kernel"].numpy().T))
@@ -442,11 +460,11 @@ def test_recurrent_update_matches_sb3_contrib_recurrent_ppo(tmp_path):
     pieces[start_env:start_env] = [(start_env, 0, start_t), (start_env, start_t, n_steps)]
     rows = len(pieces) * seq
     src = np.full(rows, -1)
-    memory = np.zeros((rows, 4 * units), np.float32)
+    memory = np.zeros((rows, (4 if critic_lstm else 2) * units), np.float32)
     for i, (e, lo, hi) in enumerate(pieces):
         src[i * seq : i * seq + hi - lo] = np.arange(lo, hi) * n_envs + e  # index into [t, e] flattened
         if lo == 0:
-            memory[i * seq] = np.concatenate([states[1, e], states[0, e], states[3, e], states[2, e]])
+            memory[i * seq] = np.concatenate([states[1, e], states[0, e], states[3, e], states[2, e]][: 4 if critic_lstm else 2])
     real = src >= 0
 
     def ours(a: np.ndarray, pad: float = 0.0) -> np.ndarray:
@@ -505,6 +523,11 @@ def test_recurrent_update_matches_sb3_contrib_recurrent_ppo(tmp_path):
         theirs[f"{name}/kernel"] = lstm.weight_ih_l0.detach().numpy().T
         theirs[f"{name}/recurrent_kernel"] = lstm.weight_hh_l0.detach().numpy().T
         theirs[f"{name}/bias"] = lstm.bias_ih_l0.detach().numpy()
+    if not critic_lstm:
+        hidden = extractor.value_net[0]
+        theirs["main_graph_1/vector/hidden_0/kernel"] = hidden.weight.detach().numpy()[:, :obs_size].T
+        theirs["main_graph_1/vector/hidden_0/bias"] = hidden.bias.detach().numpy()
+        assert not hidden.weight.detach().numpy()[:, obs_size:].any()
     assert set(theirs) == set(weights)
     moved = worst = 0.0
     for name, value in theirs.items():
