@@ -162,9 +162,14 @@ def pick_behavior(specs: Mapping[str, BehaviorSpec], behavior: Optional[str],
     return behavior
 
 
-def _as_1d(x: Any, dtype: type) -> np.ndarray:
+#: The dtypes of a step result's columns, as the (singleton) dtype objects its hot path compares by identity.
+_INT64, _INT32, _FLOAT32, _BOOL = np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.float32), np.dtype(np.bool_)
+_NDARRAY = np.ndarray
+
+
+def _as_1d(x: Any, dtype: np.dtype) -> np.ndarray:
     """``x`` as a 1-D array of ``dtype``; an array that already is one is returned as is (hot path)."""
-    if type(x) is np.ndarray and x.dtype == dtype and x.ndim == 1:
+    if type(x) is _NDARRAY and x.dtype is dtype and x.ndim == 1:
         return x
     return np.asarray(x, dtype=dtype).reshape(-1)
 
@@ -196,12 +201,20 @@ class StepResult:
     _index: Optional[dict[int, int]] = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self.agent_ids = _as_1d(self.agent_ids, np.int64)
-        n = self.agent_ids.shape[0]
-        self.rewards = _as_1d(self.rewards, np.float32)
-        self.terminated = _as_1d(self.terminated, np.bool_)
-        self.truncated = _as_1d(self.truncated, np.bool_)
-        if not (self.rewards.shape[0] == self.terminated.shape[0] == self.truncated.shape[0] == n):
+        # Every step of every environment builds one: arrays that already have their dtype and
+        # rank (what the adapters pass) are kept as they are, checked with a few comparisons.
+        ids = self.agent_ids
+        if type(ids) is not _NDARRAY or ids.dtype is not _INT64 or ids.ndim != 1:
+            ids = self.agent_ids = _as_1d(ids, _INT64)
+        n = len(ids)
+        rewards, terminated, truncated = self.rewards, self.terminated, self.truncated
+        if type(rewards) is not _NDARRAY or rewards.dtype is not _FLOAT32 or rewards.ndim != 1:
+            rewards = self.rewards = _as_1d(rewards, _FLOAT32)
+        if type(terminated) is not _NDARRAY or terminated.dtype is not _BOOL or terminated.ndim != 1:
+            terminated = self.terminated = _as_1d(terminated, _BOOL)
+        if type(truncated) is not _NDARRAY or truncated.dtype is not _BOOL or truncated.ndim != 1:
+            truncated = self.truncated = _as_1d(truncated, _BOOL)
+        if not (len(rewards) == len(terminated) == len(truncated) == n):
             for name in ("rewards", "terminated", "truncated"):
                 if getattr(self, name).shape[0] != n:
                     raise EnvironmentException(
@@ -209,7 +222,7 @@ class StepResult:
                     )
         observations = self.observations = list(self.observations)
         for i, o in enumerate(observations):
-            if type(o) is not np.ndarray or o.dtype != np.float32:
+            if type(o) is not _NDARRAY or o.dtype is not _FLOAT32:
                 o = observations[i] = np.asarray(o, dtype=np.float32)
             if o.ndim == 0 or o.shape[0] != n:
                 raise EnvironmentException(f"StepResult.observations[{i}] has shape {o.shape} for {n} agents.")
@@ -224,15 +237,15 @@ class StepResult:
 
     def _check_groups(self, n: int) -> None:
         """Both group fields as 1-D arrays of ``n`` rows (a missing one: zeros)."""
-        self.group_id = _as_1d(np.zeros(n, np.int32) if self.group_id is None else self.group_id, np.int32)
+        self.group_id = _as_1d(np.zeros(n, np.int32) if self.group_id is None else self.group_id, _INT32)
         reward = np.zeros(n, np.float32) if self.group_reward is None else self.group_reward
-        self.group_reward = _as_1d(reward, np.float32)
+        self.group_reward = _as_1d(reward, _FLOAT32)
         for name in ("group_id", "group_reward"):
             if getattr(self, name).shape[0] != n:
                 raise EnvironmentException(f"StepResult.{name} has {getattr(self, name).shape[0]} rows for {n} agents.")
 
     def __len__(self) -> int:
-        return int(self.agent_ids.shape[0])
+        return len(self.agent_ids)  # a 1-D array (``__post_init__``): its rows
 
     @property
     def done(self) -> np.ndarray:

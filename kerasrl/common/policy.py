@@ -55,6 +55,8 @@ class ActorCriticPolicy:
         self.deterministic = deterministic
         self.use_recurrent = model.use_recurrent
         self.stream_names = list(model.stream_names)
+        #: Each reward signal's name and the key of its value estimates in the policy's outputs.
+        self._value_keys = [(name, Field.value_estimates(name)) for name in self.stream_names]
         self._memories = AgentTable(model.memory_size, np.float32)
         self._prev_actions = AgentTable(spec.action_size, np.int32)
         self._act_fn = TimedFirstCall(model.act_function(deterministic), self)
@@ -106,7 +108,7 @@ class ActorCriticPolicy:
         observations it acted on come back too (``Field.VECTOR_OBS``), so that the agent
         processor stores them without concatenating them again."""
         inputs = self.model_inputs(result)
-        noise = self.draw_noise(len(result))
+        noise = self.draw_noise(len(result.agent_ids))
         with hierarchical_timer("policy.act"):
             if self.numpy_model is not None:
                 outputs = self.numpy_model.act(inputs, noise, self.deterministic)
@@ -136,12 +138,12 @@ class ActorCriticPolicy:
             self._prev_actions.set(ids, np.where(done[:, None], 0, actions).astype(np.int32) if ended else actions)
 
     def get_action(self, result: StepResult) -> ActionInfo:
-        if len(result) == 0:
+        if not len(result.agent_ids):
             return ActionInfo(np.zeros((0, self.spec.action_size), np.int32 if self.spec.is_discrete else np.float32),
                               None, None, None)
         out = self.evaluate(result)
-        value = {name: out[Field.value_estimates(name)] for name in self.stream_names}
-        return ActionInfo(action=out[Field.ACTIONS], memory=out.get(Field.MEMORY_OUT), value=value, outputs=out)
+        value = {name: out[key] for name, key in self._value_keys}
+        return ActionInfo(out[Field.ACTIONS], out.get(Field.MEMORY_OUT), value, out)
 
     def get_value_estimates(self, result: StepResult, rows: np.ndarray) -> dict[str, np.ndarray]:
         """Value of every head at ``rows`` of ``result`` (the agents' current memories are used)."""

@@ -17,7 +17,7 @@ from kerasrl.interrupts import raise_if_stopping, sigint_deferred, stops_at_safe
 from kerasrl.samplers import SAMPLER_FILE, save_draws
 from kerasrl.timers import hierarchical_timer, timed, write_timer_tree
 from kerasrl.trainers.checkpoint import WRITE_ERRORS, CheckpointWriteError, write_failure
-from kerasrl.trainers.trainer import Trainer
+from kerasrl.trainers.trainer import Trainer, own_behavior_only
 
 logger = logging.getLogger("kerasrl")
 
@@ -255,24 +255,30 @@ class TrainerController:
         with hierarchical_timer("env_step"):
             new_step_infos = env.step()
         self._last_step_infos = new_step_infos
+        trainers = self.trainers.values()
         with hierarchical_timer("process_step"):
             for step_info in new_step_infos:
                 previous, current = step_info.previous or {}, step_info.current
                 infos = step_info.action_infos or {}
-                for trainer in self.trainers.values():
-                    for behavior in trainer.behaviors:
+                for trainer in trainers:
+                    own = own_behavior_only(type(trainer))  # then add_step as add_behavior_step's default calls it
+                    for behavior in (trainer.behavior_name,) if own else trainer.behaviors:
                         action_info = infos.get(behavior)
-                        trainer.add_behavior_step(behavior, previous, current,
-                                                  action_info.outputs if action_info is not None else None)
+                        outputs = action_info.outputs if action_info is not None else None
+                        (trainer.add_step(previous, current, outputs) if own
+                         else trainer.add_behavior_step(behavior, previous, current, outputs))
                     trainer.process_trajectories()
             # What the scene itself recorded (a Unity StatsRecorder) goes to every behavior's summary.
             recorded: dict[str, list[float]] = getattr(env, "environment_stats", dict)()
             for key, values in recorded.items():
-                for trainer in self.trainers.values():
+                for trainer in trainers:
                     trainer.stats[key].extend(values)
-        for trainer in self.trainers.values():
-            if self.train_model and trainer.get_step <= trainer.get_max_steps:
-                trainer.increment_behavior_steps({b: self._agent_steps(new_step_infos, b) for b in trainer.behaviors})
+        for trainer in trainers if self.train_model else ():
+            if trainer.get_step <= trainer.get_max_steps:
+                if own_behavior_only(type(trainer)):  # increment_behavior_steps' default, without the dict
+                    trainer.increment_step(self._agent_steps(new_step_infos, trainer.behavior_name))
+                else:
+                    trainer.increment_behavior_steps({b: self._agent_steps(new_step_infos, b) for b in trainer.behaviors})
                 updated = trainer.is_ready_update()
                 if updated:
                     self.before_update(trainer)

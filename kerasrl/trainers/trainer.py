@@ -197,3 +197,18 @@ class Trainer:
         else:
             logger.info(" %s: %s: Step: %d. No episode was completed since last summary. %s",
                         self.run_id, self.behavior_name, step, status)
+
+
+#: Per trainer class: whether it acts for its own behavior only, through Trainer's default hooks.
+_OWN_BEHAVIOR_ONLY: dict[type, bool] = {}
+
+
+def own_behavior_only(cls: type) -> bool:
+    """Whether trainers of ``cls`` keep :class:`Trainer`'s ``behaviors``, ``add_behavior_step``
+    and ``increment_behavior_steps``: then the controller calls ``add_step`` and
+    ``increment_step`` itself, as those defaults do (the same calls, without theirs, every step)."""
+    own = _OWN_BEHAVIOR_ONLY.get(cls)
+    if own is None:
+        hooks = ("behaviors", "add_behavior_step", "increment_behavior_steps")
+        own = _OWN_BEHAVIOR_ONLY[cls] = all(getattr(cls, name, None) is getattr(Trainer, name) for name in hooks)
+    return own
