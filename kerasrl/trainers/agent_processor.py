@@ -189,11 +189,15 @@ class AgentProcessor:
         """The observations of ``rows``; ``vector``: their vector observations as the policy
         already concatenated them to act (else concatenated here)."""
         spec = self.spec
+        visual = spec.visual_observation_indices
+        if vector is not None and not visual:  # the policy's vector observations are all there is (hot path)
+            fields[Field.NEXT_VECTOR_OBS if nxt else Field.VECTOR_OBS] = vector
+            return
         obs = [o[rows] for o in result.observations]
         if spec.vector_observation_size:
             key = Field.NEXT_VECTOR_OBS if nxt else Field.VECTOR_OBS
             fields[key] = concat_vector_observations(spec, obs) if vector is None else vector
-        for j, i in enumerate(spec.visual_observation_indices):
+        for j, i in enumerate(visual):
             fields[Field.next_visual_obs(j) if nxt else Field.visual_obs(j)] = obs[i]
 
     def transition_fields(self, curr: StepResult, rows: Any, outputs: dict[str, Any], nxt: StepResult,
