@@ -47,14 +47,18 @@ class Stream(keras.layers.Layer):
     optionally followed by an LSTM over sequences; with ``lstm_first`` (vector observations
     only) the LSTM runs on the observations and the encoder's hidden layers on its outputs.
     ``unroll``: the LSTM's steps are unrolled in the graph rather than looped (short sequences
-    of known length)."""
+    of known length). ``projection_units``: a linear layer (no activation, torch's ``Linear``
+    initialisation) maps the vector observations to that many units before the hidden layers,
+    where sb3-contrib's memoryless critic has one in place of its LSTM."""
 
     def __init__(self, spec: BehaviorSpec, hidden_units: int, num_layers: int, vis_encode_type: str,
                  lstm_units: int, seed: int | None, activation: str, initializer: str,
                  conv_style: str = NetworkSettings.conv_style, lstm_first: bool = False, unroll: bool = False,
-                 **kwargs: Any) -> None:
+                 projection_units: int = 0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.lstm_first = lstm_first and bool(lstm_units)
+        projection_seed = None if seed is None else seed + 4099
+        self.projection = _projection(projection_units, spec.vector_observation_size, projection_seed)
         self.visual = [
             VisualEncoder(vis_encode_type, hidden_units, num_layers,
                           seed=None if seed is None else seed + 7919 * (j + 1), activation=activation,
@@ -88,7 +92,7 @@ class Stream(keras.layers.Layer):
             return self.vector(out), mem_out
         parts = [enc(v) for enc, v in zip(self.visual, visual)]
         if self.vector is not None and vector is not None:
-            parts.append(self.vector(vector))
+            parts.append(self.vector(vector if self.projection is None else self.projection(vector)))
         if extra is not None:
             parts.append(extra)
         hidden = parts[0] if len(parts) == 1 else tf.concat(parts, axis=-1)
@@ -108,6 +112,17 @@ class Stream(keras.layers.Layer):
         else:
             out, h, c = self.lstm(seq, initial_state=[h0, c0], mask=mask)
         return tf.reshape(out, [-1, self.lstm_units]), tf.concat([c, h], axis=-1)
+
+
+def _projection(units: int, fan_in: int, seed: int | None) -> keras.layers.Dense | None:
+    """A linear layer of ``units`` initialised as torch's ``Linear`` (kernel and bias uniform
+    within ±1/√fan_in), or None for 0 units."""
+    if not units:
+        return None
+    bound = 1.0 / max(fan_in, 1) ** 0.5
+    return keras.layers.Dense(units, kernel_initializer=kernel_initializer("torch", "hidden", seed),
+                              bias_initializer=keras.initializers.RandomUniform(-bound, bound, seed=seed),
+                              name="projection")
 
 
 def _check_network(spec: BehaviorSpec, stream_names: Sequence[str], network: NetworkSettings) -> None:
@@ -208,14 +223,16 @@ class ActorCritic(keras.Model):
         shared_memory = self.separate_value_network and self.critic_memory
         lstm_units = self.memory_size // 4 if shared_memory else self.memory_size // 2
 
-        def stream(k: int, units: int) -> Stream:
+        def stream(k: int, units: int, projection: int = 0) -> Stream:
             return Stream(spec, self.hidden_units, self.num_layers, self.vis_encode_type, units, self._seed(k + 1),
                           self.activation, init, self.network.conv_style, lstm_first=self.lstm_first,
-                          name=f"main_graph_{k}")
+                          projection_units=projection, name=f"main_graph_{k}")
 
         self.body = stream(0, lstm_units)
         value_units = lstm_units if self.critic_memory else 0
-        self.value_body = stream(1, value_units) if self.separate_value_network else None
+        # sb3-contrib's memoryless critic (LSTM first, enable_critic_lstm=False) has a linear layer where its LSTM would be.
+        projection = lstm_units if self.lstm_first and not self.critic_memory else 0
+        self.value_body = stream(1, value_units, projection) if self.separate_value_network else None
         if self.branches:
             self.branch_logits = [
                 keras.layers.Dense(b, use_bias=False, kernel_initializer=kernel_initializer(init, "action", self._seed(10 + k)),

@@ -197,6 +197,9 @@ class NumpyActorCritic:
             value_vector = m.value_body.vector
             assert value_vector is not None  # the value stream encodes the same observations
             value_body = [dense(layer) for layer in value_vector.dense]
+            if m.value_body.projection is not None:  # linear, so folded into the first hidden layer
+                (p_kernel, p_bias), (kernel, bias) = dense(m.value_body.projection), value_body[0]
+                value_body[0] = (p_kernel @ kernel, p_bias @ kernel + bias)
         self._fuse(body, value_body, (action_kernel, action_bias), (value_kernel, value_bias))
         #: The policy stream's width after its hidden layers (where a memoryless critic's columns start).
         self._policy_width = body[-1][0].shape[1]
