@@ -12,6 +12,7 @@ from kerasrl.common.gae import gae_and_returns
 from kerasrl.envs import SimpleEnvManager
 from kerasrl.envs.groups import GroupSimple1DEnvironment
 from kerasrl.fields import Field
+from kerasrl.poca import numpy_critic
 from kerasrl.settings import RunContext, load_trainer_config
 from kerasrl.trainers import TrainerController, create_trainers
 
@@ -130,3 +131,23 @@ def test_poca_batches_give_the_update_buffer_and_statistics_of_one_by_one(tmp_pa
     assert stats.keys() == {k for k, v in alone.stats.items() if v} and stats
     for key, values in stats.items():
         np.testing.assert_allclose(values, alone.stats[key], rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+@pytest.mark.parametrize("inference", ["auto", "tf"])
+def test_poca_estimates_in_chunks_of_rows_are_those_of_one_call(tmp_path, monkeypatch, inference):
+    """Many rows go through the critic in chunks (their attention scores stay small): the same
+    estimates, to float32 round-off, as one call of them all."""
+    trainer, _, _ = _trainer(tmp_path, "chunks", True, trainer="poca", inference=inference)
+    rng = np.random.default_rng(0)
+    rows, width = 50, 5
+    trainer.learner.critic.note_group_size(width + 1)
+    args = (rng.normal(size=(rows, 2)).astype(np.float32), rng.normal(size=(rows, width, 2)).astype(np.float32),
+            rng.integers(0, 2, size=(rows, width, 1)).astype(np.int32), (rng.random((rows, width)) > 0.3).astype(np.float32))
+    whole = trainer._estimates(*args)
+    monkeypatch.setattr(numpy_critic, "CHUNK_SCORES", 7 * 4 * (width + 1) ** 2)  # chunks of 7 rows
+    chunked = trainer._estimates(*args)
+    for a, b in zip(whole, chunked):
+        assert set(a) == set(b)
+        for key in a:
+            assert len(b[key]) == rows
+            np.testing.assert_allclose(np.asarray(b[key]), np.asarray(a[key]), rtol=1e-5, atol=1e-6)

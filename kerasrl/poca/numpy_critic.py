@@ -1,18 +1,18 @@
-"""The centralised critic's estimates in numpy, for the trainer's per-trajectory estimates.
+"""The centralised critic's estimates in numpy, for the trainer's estimates of closed trajectories.
 
-The trainer asks the critic for the group values, the baselines and the bootstrap value of each
-trajectory as it arrives: a few dozen rows, where a ``tf.function`` call of the critic (some 300
-graph ops: normaliser, embeddings, attention, body, heads) costs milliseconds whatever the rows and
-the same forward pass in numpy a fraction of that (figures in ``docs/benchmarks/multi-agent.md``).
-This mirror computes exactly what :meth:`kerasrl.poca.networks.POCACritic.estimates` computes (to
-float32 round-off). It copies the critic's weights at ``refresh`` (the trainer calls it after each
-update and each checkpoint restore) and reads the normaliser's statistics and the member-count
-scale at each call (they move between updates). Its products are 2-D (one BLAS call each, on one
-thread: ``single_threaded_blas``).
+The trainer asks the critic for the group values, the baselines and the bootstrap values of the
+trajectories that close together, in one call: a few dozen rows to a few thousand, where a
+``tf.function`` call of the critic (some 300 graph ops: normaliser, embeddings, attention, body,
+heads) costs milliseconds whatever the rows and the same forward pass in numpy a fraction of that
+(figures in ``docs/benchmarks/multi-agent.md``). This mirror computes exactly what
+:meth:`kerasrl.poca.networks.POCACritic.estimates` computes (to float32 round-off). It copies the
+critic's weights at ``refresh`` (the trainer calls it after each update and each checkpoint
+restore) and reads the normaliser's statistics and the member-count scale at each call (they move
+between updates). Its products are 2-D (one BLAS call each, on one thread: ``single_threaded_blas``).
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
@@ -20,6 +20,10 @@ from kerasrl.models.numpy_policy import _ACTIVATIONS, single_threaded_blas
 from kerasrl.poca.networks import POCACritic
 
 Estimates = dict[str, np.ndarray]
+#: Attention scores (rows × heads × entities²) per call of the forward pass: about 8 MB of float32.
+CHUNK_SCORES = 1 << 21
+#: ``(own, mates, actions, mask) -> (values, baselines)``: the mirror's forward pass or the critic's compiled one.
+EstimateFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], tuple[Mapping[str, Any], Mapping[str, Any]]]
 
 
 def _matmul(x: np.ndarray, kernel: np.ndarray) -> np.ndarray:
@@ -38,6 +42,22 @@ def _layer_norm(weights: tuple[np.ndarray, ...], x: np.ndarray) -> np.ndarray:
 def _softmax(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max(-1, keepdims=True))
     return e / e.sum(-1, keepdims=True)
+
+
+def chunked_estimates(estimates: EstimateFn, heads: int, own: np.ndarray, mates: np.ndarray, actions: np.ndarray,
+                      mask: np.ndarray) -> tuple[Estimates, Estimates]:
+    """``estimates`` of many rows in chunks whose attention scores (rows × ``heads`` × entities²)
+    stay near ``CHUNK_SCORES``: the many trajectories of a large group that close together would
+    otherwise make arrays of gigabytes, slower per row than the chunks (3x on 64 agents)."""
+    step = max(1, CHUNK_SCORES // (heads * (np.shape(mates)[1] + 1) ** 2))
+    rows = len(own)
+    if rows <= step:
+        values, baselines = estimates(own, mates, actions, mask)
+        return {k: np.asarray(v) for k, v in values.items()}, {k: np.asarray(b) for k, b in baselines.items()}
+    parts = [estimates(own[i:i + step], mates[i:i + step], actions[i:i + step], mask[i:i + step])
+             for i in range(0, rows, step)]
+    return ({k: np.concatenate([np.asarray(p[0][k]) for p in parts]) for k in parts[0][0]},
+            {k: np.concatenate([np.asarray(p[1][k]) for p in parts]) for k in parts[0][1]})
 
 
 class NumpyCritic:
@@ -127,7 +147,14 @@ class NumpyCritic:
     def estimates(self, own: np.ndarray, mates: np.ndarray, actions: np.ndarray,
                   mask: np.ndarray) -> tuple[Estimates, Estimates]:
         """The group values and the counterfactual baselines of ``own`` ``[B, V]`` with ``mates``
-        ``[B, M, V]``, their ``actions`` ``[B, M, ...]`` and ``mask`` ``[B, M]``, one ``[B]`` per head."""
+        ``[B, M, V]``, their ``actions`` ``[B, M, ...]`` and ``mask`` ``[B, M]``, one ``[B]`` per head
+        (in chunks of rows: ``chunked_estimates``)."""
+        heads = self.critic.self_attention.attention.num_heads
+        return chunked_estimates(self._estimates, heads, own, mates, actions, mask)
+
+    def _estimates(self, own: np.ndarray, mates: np.ndarray, actions: np.ndarray,
+                   mask: np.ndarray) -> tuple[Estimates, Estimates]:
+        """``estimates`` of one chunk of rows, in one pass."""
         own = np.asarray(own, np.float32)
         rows, width = mates.shape[:2]
         own_entity = self._dense("obs", self._normalized(own)[:, None, :])

@@ -1,9 +1,10 @@
 """POCATrainer: trajectories with their groupmate status → λ-returns and counterfactual advantages
 per reward signal → MA-POCA updates (ML-Agents' ``poca/trainer.py``).
 
-Per trajectory, in one call of the centralised critic: the group value ``V`` of every step (the
-agent's and its groupmates' observations), the agent's baseline ``B`` (its observations, its
-groupmates' observations and actions) and the bootstrap value: ``V`` of the agent's next
+For the trajectories that close together (``process_trajectory_batch``), in one call of the
+centralised critic: the group value ``V`` of every step (the agent's and its groupmates'
+observations), the agent's baseline ``B`` (its observations, its groupmates' observations and
+actions) and each trajectory's bootstrap value: ``V`` of the agent's next
 observations with its groupmates' next ones. The extrinsic rewards are the individual rewards plus
 the group reward (times the signal's strength). Returns are TD(λ) returns over ``V``; the advantage
 is ``G^λ − B``. A trajectory cut by ``time_horizon`` is bootstrapped from that group value; one whose
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from functools import partial
 from typing import Any, Optional
 
 import numpy as np
@@ -26,7 +28,7 @@ from kerasrl.exception import UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
 from kerasrl.poca.learner import POCALearner
-from kerasrl.poca.numpy_critic import NumpyCritic
+from kerasrl.poca.numpy_critic import NumpyCritic, chunked_estimates
 from kerasrl.rewards import RewardSignal
 from kerasrl.settings import RunContext, TrainerSettings
 from kerasrl.spec import BehaviorSpec, concat_vector_observations
@@ -82,7 +84,9 @@ class POCATrainer(RLTrainer):
         #: The critic's per-trajectory estimates: its numpy mirror, unless ``inference: tf``.
         self._numpy_critic = (None if settings.inference == "tf"
                               else NumpyCritic(self.learner.critic, settings.network.activation))
-        self._estimates = self.learner.estimate_fn() if self._numpy_critic is None else self._numpy_critic.estimates
+        self._estimates = (self._numpy_critic.estimates if self._numpy_critic is not None
+                           else partial(chunked_estimates, self.learner.estimate_fn(),
+                                        self.learner.critic.self_attention.attention.num_heads))
         self._keys = groupmate_keys(spec)
         #: Groupmates per row of the update buffer (the widest trajectory's).
         self.groupmate_width = 0
@@ -148,7 +152,11 @@ class POCATrainer(RLTrainer):
 
     def process_trajectory_batch(self, trajectories: list[Trajectory]) -> None:
         """Rewards, the critic's estimates (one call for all the trajectories), λ-returns and
-        advantages (one segmented call per signal), then each, in order, into the update buffer."""
+        advantages (one segmented call per signal), then each, in order, into the update buffer.
+        The same as one by one (the estimates to float32 round-off), except that with
+        ``normalize: true`` every trajectory is estimated and rewarded with the normalizer's
+        statistics of before the batch (one by one, each saw the earlier ones' observations), and
+        the critic's member-count scale is the batch's widest group from the first of them on."""
         if not trajectories:
             return
         ends = trajectory_ends(trajectories)
