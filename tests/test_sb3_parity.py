@@ -381,7 +381,8 @@ def test_recurrent_update_matches_sb3_contrib_recurrent_ppo(tmp_path, critic_lst
     """``recurrent_style: sb3`` with the ``lstm`` bench task's keys computes sb3-contrib's
     RecurrentPPO update (``MlpLstmPolicy``: separate actor and critic LSTMs of 64 units on the
     observations, then 64 tanh units): same weights, same rollout of 8 envs × 32 steps with an
-    episode starting inside one env's chunk, 20 epochs of one mini-batch of every step. SB3
+    episode starting inside one env's chunk, 20 epochs of one mini-batch of every step (kerasrl:
+    ``sequence_batches: sb3``, its 256 steps in 9 sequences, padded to 16 with masked ones). SB3
     splits that chunk in two sequences and zeroes the LSTM state at the episode start; kerasrl
     gets the two as padded sequences, the second from a zero memory. PyTorch's LSTM has two
     biases: the hidden one is frozen at 0 (Keras has one); so is the action layer's bias.
@@ -398,7 +399,8 @@ def test_recurrent_update_matches_sb3_contrib_recurrent_ppo(tmp_path, critic_lst
     torch.set_num_threads(1)
     n_envs, n_steps, units, seq = 8, 32, 64, 32
     keys = {"use_recurrent": True, "memory_size": (4 if critic_lstm else 2) * units, "sequence_length": seq,
-            "num_layers": 1, "recurrent_style": "sb3", "normalize_advantages": "minibatch", "critic_memory": critic_lstm}
+            "num_layers": 1, "recurrent_style": "sb3", "normalize_advantages": "minibatch", "critic_memory": critic_lstm,
+            "sequence_batches": "sb3"}
     config = {"default": {**read_yaml(config_path("cartpole_zoo"))["default"], **keys}}
     manager = SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=n_envs, seed=0))
     trainer = next(iter(initialize_trainers(config, manager.behavior_specs, str(tmp_path), "p", str(tmp_path),
@@ -501,7 +503,7 @@ def test_recurrent_update_matches_sb3_contrib_recurrent_ppo(tmp_path, critic_lst
         "action_log_probs": ours(old_log_probs)[:, None], "advantages": ours(advantages),
         "masks": real.astype(np.float32), "extrinsic_returns": ours(returns),
         "extrinsic_value_estimates": ours(old_values),
-    }, num_epoch=20, batch_size=rows, seed=0)
+    }, num_epoch=20, batch_size=n_envs * n_steps, seed=0)  # 9 sequences: one mini-batch of every step, as SB3's
 
     theirs = {}
     for linear, name in pairs:

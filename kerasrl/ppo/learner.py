@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from kerasrl import xla_cache
 from kerasrl.common.fast_path import choose_jit_compile, join_warm_up
-from kerasrl.common.minibatches import minibatch_plan
+from kerasrl.common.minibatches import minibatch_plan, step_counted_plan
 from kerasrl.common.reductions import global_count
 from kerasrl.common.schedules import decayed_hyperparameters
 from kerasrl.common.update_loop import replica_inputs, sum_minibatch_steps
@@ -312,10 +312,20 @@ class PPOLearner(keras.Model):
         # No autograph: converting every Keras layer's code only adds tracing time.
         return tf.function(fused, jit_compile=self.use_xla and self.replicas == 1, autograph=False)
 
-    def _plan_rows(self, n_rows: int, num_epoch: int, batch_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    def _counts_steps(self) -> bool:
+        """Recurrent mini-batches of ``batch_size`` agent steps (``sequence_batches: sb3``)."""
+        return self.sequence_length > 1 and self.hyperparameters.sequence_batches == "sb3"
+
+    def _plan_rows(self, arrays: Mapping[str, np.ndarray], num_epoch: int, batch_size: int,
+                   seed: int) -> tuple[np.ndarray, np.ndarray]:
         """Row indices ``[E·B, spb·L]`` and sequence starts ``[E·B, spb]`` of every mini-batch."""
         seq_len = self.sequence_length
-        plan = minibatch_plan(n_rows // seq_len, max(int(batch_size) // seq_len, 1), num_epoch, seed)
+        n_seq = len(arrays[Field.ADVANTAGES]) // seq_len
+        if self._counts_steps():  # the last sequence is _arrays' masked one
+            steps = int(np.count_nonzero(arrays[Field.MASKS]))
+            plan = step_counted_plan(n_seq - 1, steps, batch_size, seq_len, num_epoch, seed)
+        else:
+            plan = minibatch_plan(n_seq, max(int(batch_size) // seq_len, 1), num_epoch, seed)
         starts = plan.reshape(-1, plan.shape[-1]) * seq_len
         rows = (starts[:, :, None] + np.arange(seq_len)[None, None, :]).reshape(starts.shape[0], -1)
         return rows, starts
@@ -334,6 +344,8 @@ class PPOLearner(keras.Model):
         if n == 0:
             raise ValueError("The learning batch is empty.")
         target = max(int(batch_size) // self.sequence_length, 1) * self.sequence_length
+        if self._counts_steps():  # one masked sequence for the step-counted plan's padding
+            target = n + self.sequence_length
         if n < target:
             arrays = {k: np.concatenate([v, np.full((target - n, *v.shape[1:]), 1 if k == Field.ACTION_MASK else 0, v.dtype)])
                       for k, v in arrays.items()}
@@ -348,7 +360,7 @@ class PPOLearner(keras.Model):
         the most seen (or warmed up) so far, so that buffers of a few rows more or fewer, whose
         last mini-batch comes and goes, reuse one compiled update instead of compiling another.
         """
-        rows, starts = self._plan_rows(len(arrays[Field.ADVANTAGES]), num_epoch, batch_size, seed)
+        rows, starts = self._plan_rows(arrays, num_epoch, batch_size, seed)
         total = rows.shape[0]
         row_bytes = sum(v[:1].nbytes for k, v in arrays.items() if k != Field.MEMORY) * rows.shape[1]
         per_call = max(1, min(total, MAX_STACKED_BYTES // max(row_bytes, 1)))
@@ -475,7 +487,7 @@ class PPOLearner(keras.Model):
         """The same update as ``fused_update``, one compiled call per mini-batch."""
         self.latest_weights = None
         arrays = self._arrays(buffer, batch_size)
-        rows, starts = self._plan_rows(len(arrays[Field.ADVANTAGES]), num_epoch, batch_size, seed)
+        rows, starts = self._plan_rows(arrays, num_epoch, batch_size, seed)
         totals = {k: 0.0 for k in METRIC_NAMES}
         for r, st in zip(rows, starts):
             metrics = self.train_minibatch({k: (v[st] if k == Field.MEMORY else v[r]) for k, v in arrays.items()})

@@ -10,6 +10,7 @@ from kerasrl.settings.sac import LEARNING_RATE_SCHEDULES
 
 ADAM_EPSILON_STYLES = ("keras", "torch")
 ADVANTAGE_NORMALIZATIONS = ("buffer", "minibatch")
+SEQUENCE_BATCHES = ("mlagents", "sb3")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,6 +42,11 @@ class PPOSettings(_Checked):
     normalize_advantages: str = setting(
         "buffer", one_of(*ADVANTAGE_NORMALIZATIONS),
         "advantages normalised over the update buffer (ML-Agents) or also per mini-batch (SB3)")
+    sequence_batches: str = setting(
+        "mlagents", one_of(*SEQUENCE_BATCHES),
+        "recurrent mini-batches. mlagents: batch_size / sequence_length whole sequences, padding counted, the "
+        "trailing partial mini-batch dropped; sb3: batch_size counts agent steps and every epoch visits every "
+        "sequence, in ceil(steps / batch_size) mini-batches (sb3-contrib's RecurrentPPO)")
     normalize_rewards: bool = setting(
         False, doc="divide the extrinsic rewards by the running std of their discounted return, clipped to ±10 "
                    "(SB3's VecNormalize norm_reward, the RL-Zoo's for MuJoCo)")

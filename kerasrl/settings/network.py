@@ -37,8 +37,9 @@ class NetworkSettings(_Checked):
         "(sb3-contrib RecurrentPPO's MlpLstmPolicy; vector observations only)")
     critic_memory: bool = setting(
         True, doc="recurrent: the value stream has an LSTM of its own. false: the critic is an MLP on the current "
-        "observation and the policy's LSTM holds the whole memory (sb3-contrib's enable_critic_lstm=False; needs "
-        "use_recurrent and separate streams, implies separate_value_network)")
+        "observation and the policy's LSTM holds the whole memory (sb3-contrib's enable_critic_lstm=False; with "
+        "recurrent_style: sb3, as there, a linear layer of the LSTM's width comes first; needs use_recurrent and "
+        "separate streams, implies separate_value_network)")
     activation: str = setting("swish", one_of(*ACTIVATIONS), "hidden units' activation")
     initializer: str = setting(
         "variance_scaling", one_of(*INITIALIZERS),
