@@ -7,7 +7,9 @@ kerasrl's layout (``--layout``):
 
 * ``mlagents`` (the default): a user's ML-Agents config, the Zoo CartPole keys of
   ``cartpole_zoo.yaml`` with ``use_recurrent: true``, ``memory_size: 128``, ``sequence_length: 32``;
-* ``sb3``: ``lstm_sb3.yaml`` (RecurrentPPO's network in ML-Agents keys).
+* ``sb3``: ``lstm_sb3.yaml`` (RecurrentPPO's network in ML-Agents keys);
+* ``mlp-critic``: ``lstm_mlp_critic.yaml`` (the same with a critic without memory and
+  RecurrentPPO's mini-batches: ``--peer mlp-critic``'s network and training).
 
 ``--set KEY=VALUE`` overrides a trainer key of the layout (YAML value), e.g. ``--set
 memory_size=256``. RecurrentPPO (``--peer``) runs the Zoo CartPole hyper-parameters with one of three networks:
@@ -49,6 +51,8 @@ def kerasrl_task(layout: str, overrides: dict[str, Any]) -> Any:
     task = TASKS["lstm"]
     if layout == "mlagents":
         return dataclasses.replace(task, config="cartpole_zoo", overrides={**MLAGENTS_LAYOUT, **overrides})
+    if layout == "mlp-critic":
+        return dataclasses.replace(task, config="lstm_mlp_critic", overrides=dict(overrides))
     return dataclasses.replace(task, overrides=dict(overrides))
 
 
@@ -72,7 +76,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", default="600-609", help="a range (600-609) or a list (1,5,9)")
     parser.add_argument("--steps", type=int, default=60_000)
-    parser.add_argument("--layout", choices=("mlagents", "sb3"), default="mlagents")
+    parser.add_argument("--layout", choices=("mlagents", "sb3", "mlp-critic"), default="mlagents")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a trainer key of the layout, e.g. --set memory_size=256")
     parser.add_argument("--json", default="lstm_kerasrl.json", help="kerasrl's {seed: return}")

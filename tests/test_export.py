@@ -20,6 +20,9 @@ CASES = {
     "lstm_sb3": (BehaviorSpec(((3,),), "discrete", (3,)),
                  NetworkSettings(hidden_units=16, use_recurrent=True, memory_size=16, sequence_length=4,
                                  separate_value_network=True, recurrent_style="sb3", normalize=True)),
+    "lstm_mlp_critic": (BehaviorSpec(((3,),), "discrete", (3,)),
+                        NetworkSettings(hidden_units=16, use_recurrent=True, memory_size=16, sequence_length=4,
+                                        recurrent_style="sb3", critic_memory=False, normalize=True)),
 }
 
 

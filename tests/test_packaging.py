@@ -17,7 +17,8 @@ from kerasrl.exception import TrainerConfigError
 from kerasrl.settings import TrainerConfig, load_trainer_config
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED_CONFIGS = ["acrobot", "cartpole_zoo", "halfcheetah_ppo", "hopper_ppo", "lstm_sb3", "lunarlander",
+SHIPPED_CONFIGS = ["acrobot", "cartpole_zoo", "halfcheetah_ppo", "hopper_ppo", "lstm_mlp_critic", "lstm_sb3",
+                   "lunarlander",
                    "offline_bc", "pendulum", "pendulum_sb3", "sac_cartpole", "sac_halfcheetah", "sac_pendulum",
                    "trainer_config", "visual_sb3"]
 
