@@ -828,6 +828,21 @@ cdef class AgentBufferField:
         memcpy(cnp.PyArray_DATA(out), self.st.ptr + a * self.st.rb, (b - a) * self.st.rb)
         return out
 
+    def take_rows(self) -> "AgentBufferField":
+        """A new field holding this one's rows (copied), padding value and name; this one is
+        then emptied (its storage kept for reuse). ``from_array(copy_rows(...))`` in one call."""
+        cdef AgentBufferField f = AgentBufferField.__new__(AgentBufferField)
+        cdef cnp.ndarray rows
+        _set_pv(&f.st, <object>self.st.pv)
+        f.name = self.name
+        if self.st.sig != 0 and self.st.n > 0:
+            f._init(self._dtype, self._row_shape)
+            rows = self._alloc(self.st.n)
+            memcpy(cnp.PyArray_DATA(rows), self.st.ptr, self.st.n * self.st.rb)
+            f._replace(rows, self.st.n)
+        self._reset()
+        return f
+
     def keep_last(self, max_length: int) -> None:
         """Keep only the newest ``max_length`` rows (no-op if there are not more)."""
         cdef Py_ssize_t m = max_length

@@ -177,9 +177,8 @@ class AgentBuffer(_VersionedDict):
         """A new buffer holding this one's rows (copied), which is then emptied. Its fields stay
         (with their storage), so batched appends to it go on without a new lookup."""
         out = AgentBuffer()
-        for key, field in self.items():
-            out[key] = AgentBufferField.from_array(field.copy_rows(0, len(field)), padding_value=field.padding_value)
-            field.reset_field()
+        dict.update(out, {key: field.take_rows() for key, field in self.items()})  # named by key already
+        out._changed()
         return out
 
     def check_length(self, key_list: Sequence[Any]) -> bool:

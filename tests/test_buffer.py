@@ -740,3 +740,6 @@ def test_take_moves_the_rows_out_and_keeps_the_fields():
     assert taken["b"].padding_value == 1 and len(agent["a"]) == len(agent["b"]) == 0 and agent["a"] is field
     agent["a"].extend(np.zeros((1, 2), np.float32))
     assert len(taken["a"]) == 3  # the taken rows are a copy
+    assert [f.name for f in taken.values()] == ["a", "b"] and taken["a"].row_shape == (2,)
+    agent["empty"]  # a field without rows is taken as an empty field
+    assert len(agent.take()["empty"]) == 0 and agent.take()["a"].get_batch().shape == (0,)

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 from test_distribute import run_script
 
-from kerasrl.common.update_loop import replica_inputs, stack_size, sum_minibatch_steps, sum_steps
+from kerasrl.common.update_loop import TracedCalls, replica_inputs, stack_size, sum_minibatch_steps, sum_steps
 
 K, ROWS = 6, 4
 
@@ -81,6 +81,26 @@ def test_eager_and_compiled_runs_agree(how):
     compiled = tf.function(run, jit_compile=how == "xla", autograph=False)(data, tf.constant(5))
     np.testing.assert_allclose(compiled.numpy(), eager.numpy(), rtol=1e-6)
     np.testing.assert_allclose(eager.numpy(), expected(data, 5), rtol=1e-6)
+
+
+def test_traced_calls_run_the_functions_trace_for_each_shape():
+    traces = []
+
+    def scaled(batch, scale):
+        traces.append(1)
+        return {"sum": tf.reduce_sum(batch["x"]) * scale, "rows": tf.shape(batch["x"])[0]}
+
+    function = tf.function(scaled, autograph=False)
+    calls = TracedCalls()
+    small, large = {"x": np.ones((2, 3), np.float32)}, {"x": np.ones((4, 3), np.float32)}
+    function(small, np.float32(2.0))  # the first call of a shape traces it
+    out = calls(function, "small", (small, np.float32(3.0)))
+    assert out["sum"].numpy() == 18.0 and out["rows"].numpy() == 2 and len(traces) == 1
+    assert calls(function, "large", (large, np.float32(1.0)))["sum"].numpy() == 12.0 and len(traces) == 2
+    assert calls(function, "small", ({"x": np.full((2, 3), 2, np.float32)}, np.float32(1.0)))["sum"].numpy() == 12.0
+    assert len(traces) == 2  # no retrace for new values of a known shape
+    calls.clear()
+    assert calls(function, "small", (small, np.float32(1.0)))["sum"].numpy() == 6.0 and len(traces) == 2
 
 
 def test_one_device_inputs_are_the_stack_itself():

@@ -107,3 +107,41 @@ def replica_inputs(strategy: tf.distribute.Strategy, stacked: Mapping[str, np.nd
     if dtypes is None:
         dtypes = {k: tf.as_dtype(np.asarray(v).dtype) for k, v in stacked.items()}
     return distribute_minibatches(strategy, stacked, dtypes)
+
+
+class TracedCalls:
+    """Calls of a ``tf.function`` through the concrete function traced for each input shape.
+
+    A ``tf.function`` called with numpy arrays converts them through its input specs and looks
+    its trace up from the arguments' types at every call: for an update of a small network
+    that costs about as much as the compiled update itself. Once a shape has been traced (the
+    first call, through the ``tf.function``, compiles it), later calls of that shape convert
+    their arguments with ``tf.convert_to_tensor`` and call the cached concrete function: the
+    same graph and the same compiled kernels, without the look-up. Arguments are nests of
+    arrays and scalars (no ``tf.distribute`` values), converted by ``tf.constant`` (as
+    ``tf.nest.map_structure(tf.convert_to_tensor, ...)`` but without its dispatch layers).
+    """
+
+    def __init__(self) -> None:
+        self._concrete: dict[Any, Any] = {}
+
+    def __call__(self, function: Any, key: Any, args: tuple[Any, ...]) -> Any:
+        """``function(*args)``, for arguments of the shape ``key`` stands for."""
+        tensors = _constants(args)
+        concrete = self._concrete.get(key)
+        if concrete is None:
+            concrete = self._concrete[key] = function.get_concrete_function(*tensors)
+        return concrete(*tensors)
+
+    def clear(self) -> None:
+        """Forget the concrete functions (the ``tf.function`` was rebuilt)."""
+        self._concrete.clear()
+
+
+def _constants(value: Any) -> Any:
+    """``value`` (dicts, tuples and lists of arrays and scalars) with tensors for its leaves."""
+    if isinstance(value, dict):
+        return {key: _constants(item) for key, item in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(_constants(item) for item in value)
+    return tf.constant(value)

@@ -33,7 +33,7 @@ from kerasrl.common.fast_path import choose_jit_compile, join_warm_up
 from kerasrl.common.minibatches import minibatch_plan, step_counted_plan
 from kerasrl.common.reductions import global_count
 from kerasrl.common.schedules import decayed_hyperparameters
-from kerasrl.common.update_loop import replica_inputs, sum_minibatch_steps
+from kerasrl.common.update_loop import TracedCalls, replica_inputs, sum_minibatch_steps
 from kerasrl.distribute import check_batch_size
 from kerasrl.exception import one_line
 from kerasrl.fields import Field
@@ -97,6 +97,7 @@ class PPOLearner(keras.Model):
                                     epsilon_style=hp.adam_epsilon_style), jit_compile=self.use_xla)
         self.optimizer.build(self.actor_critic.trainable_variables)
         self._fused: Optional[tf.types.experimental.GenericFunction] = None
+        self._traced_calls = TracedCalls()  # ``_fused`` without its per-call dispatch (one device)
         #: The schedule values of the next update, by name (float32 scalars, as the compiled update takes them).
         self.schedule = self._scalars({"learning_rate": hp.learning_rate, "epsilon": hp.epsilon, "beta": hp.beta})
         #: True once something else set the optimizer's learning rate (a ``fit`` callback such as
@@ -113,6 +114,7 @@ class PPOLearner(keras.Model):
         #: with the numpy mirror needs no separate read.
         self.latest_weights: Optional[list[np.ndarray]] = None
         self._weight_shapes: Optional[list[tuple[int, ...]]] = None
+        self._weight_ends: list[int] = []
         self._warm_up: Optional[threading.Thread] = None
         #: Mini-batches a one-call fused update is padded to (see ``_stacked_calls``).
         self._stack_size = 0
@@ -397,10 +399,13 @@ class PPOLearner(keras.Model):
             inputs = self._distribute(stacked)
             # (a plain dict: Keras wraps the attribute's in its tracking dict)
             args = (inputs, dict(self.schedule), self._keep_learning_rate(), np.array(count, np.int32))
-            out, flat = self._compile_call(*args) if first else self._fused(*args)
+            if first:
+                out, flat = self._compile_call(*args)
+            else:
+                out, flat = self._traced_calls(self._fused, shape, args) if self.replicas == 1 else self._fused(*args)
             for k, v in zip(METRIC_NAMES, out.numpy().tolist()):
                 totals[k] += v
-            self.latest_weights = self._split_weights(flat.numpy())
+            object.__setattr__(self, "latest_weights", self._split_weights(flat.numpy()))  # untracked by Keras
             if first:
                 self._traced_shapes.add(shape)
                 self.trace_seconds += time.perf_counter() - start
@@ -419,6 +424,7 @@ class PPOLearner(keras.Model):
                 if not (self.use_xla and self.replicas == 1 and xla_cache.discard_loaded()):
                     raise
             self._fused = self._build_fused()
+            self._traced_calls.clear()
             return self._fused(*args)
 
     def start_warm_up(self, rows: int, num_epoch: Optional[int] = None, batch_size: Optional[int] = None) -> bool:
@@ -476,12 +482,9 @@ class PPOLearner(keras.Model):
     def _split_weights(self, flat: np.ndarray) -> list[np.ndarray]:
         if self._weight_shapes is None:  # ``trainable_variables`` walks every layer: do it once
             self._weight_shapes = [tuple(v.shape) for v in self.actor_critic.trainable_variables]
-        out, start = [], 0
-        for shape in self._weight_shapes:
-            size = int(np.prod(shape))
-            out.append(flat[start : start + size].reshape(shape))
-            start += size
-        return out
+            self._weight_ends = np.cumsum([int(np.prod(s)) for s in self._weight_shapes]).tolist()
+        starts = [0, *self._weight_ends[:-1]]
+        return [flat[a:b].reshape(s) for a, b, s in zip(starts, self._weight_ends, self._weight_shapes)]
 
     def minibatch_update(self, buffer: Mapping[str, np.ndarray], num_epoch: int, batch_size: int, seed: int) -> dict[str, float]:
         """The same update as ``fused_update``, one compiled call per mini-batch."""

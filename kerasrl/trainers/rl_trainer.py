@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import defaultdict, deque
+from itertools import accumulate
 from typing import Any, ContextManager, Mapping, Optional
 
 import numpy as np
@@ -27,7 +28,7 @@ from kerasrl.trainers.trajectory import Trajectory, TrajectoryQueue
 def trajectory_ends(trajectories: list[Trajectory]) -> list[int]:
     """Where each trajectory's steps end in their concatenation (cumulative step counts), for
     the batched calls of ``process_trajectory_batch``."""
-    return np.cumsum([len(t.steps[Field.MASKS]) for t in trajectories]).tolist()
+    return list(accumulate(len(t.steps[Field.MASKS]) for t in trajectories))
 
 
 def concatenated(trajectories: list[Trajectory], key: str) -> np.ndarray:
@@ -39,8 +40,8 @@ def concatenated(trajectories: list[Trajectory], key: str) -> np.ndarray:
 
 def set_split(trajectories: list[Trajectory], key: str, rows: np.ndarray, ends: list[int]) -> None:
     """Field ``key`` of each trajectory's steps set to its part of ``rows`` (split at ``ends``)."""
-    for trajectory, part in zip(trajectories, np.split(rows, ends[:-1])):
-        trajectory.steps[key].set(part)
+    for trajectory, start, end in zip(trajectories, [0, *ends[:-1]], ends):
+        trajectory.steps[key].set(rows[start:end])
 
 
 class RLTrainer(Trainer):
