@@ -90,7 +90,7 @@ class BCTrainer(RLTrainer):
 
     def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
-        if settings.threaded:
+        if settings.threaded is True:  # (auto: unthreaded)
             raise TrainerConfigError(f"Behavior {behavior_name}: threaded: true is for the ppo trainer (the "
                                      f"{settings.trainer} trainer's updates are short); set threaded: false.")
         super().__init__(behavior_name, spec, settings, context, reward_buff_cap)

@@ -163,7 +163,9 @@ def _setup(args: argparse.Namespace, default_config: Optional[str],
                                          unity=unity_options(args, env_params, seed) if hasattr(args, "base_port") else None)
     context = RunContext.in_results_dir(args.results_dir, args.run_id, keep_checkpoints=args.keep_checkpoints,
                                         train_model=not args.inference, load_model=args.load or args.inference,
-                                        seed=seed, max_steps=args.steps, initialize_from=init)
+                                        seed=seed, max_steps=args.steps, initialize_from=init,
+                                        environment_in_other_processes=workers > 1 or env_manager == "ray"
+                                        or is_unity_env(args.env))
     env_params = env_params or EnvParameters()
     try:
         if env_params.meta_curriculum is not None:

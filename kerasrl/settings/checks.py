@@ -98,7 +98,16 @@ def _as_str(where: str, key: str, value: Any) -> str:
     return value
 
 
-_CONVERTERS: dict[Any, Callable[[str, str, Any], Any]] = {int: _as_int, float: _as_float, bool: _as_bool, str: _as_str}
+def _as_bool_or_auto(where: str, key: str, value: Any) -> Union[bool, str]:
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    if not isinstance(value, bool):
+        raise _fail(where, key, value, "must be true, false or auto")
+    return value
+
+
+_CONVERTERS: dict[Any, Callable[[str, str, Any], Any]] = {int: _as_int, float: _as_float, bool: _as_bool, str: _as_str,
+                                                          Union[bool, str]: _as_bool_or_auto}
 
 
 def _convert(where: str, f: dataclasses.Field, hint: Any, value: Any) -> Any:

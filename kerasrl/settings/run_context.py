@@ -44,6 +44,9 @@ class RunContext:
     #: Another run's models folder to start from (its newest checkpoint: weights, normalizer,
     #: optimizer), with the step counted from 0 (``--initialize-from``).
     initialize_from: Optional[str] = None
+    #: Whether the environment steps in processes of its own (environment workers, Ray actors, a
+    #: Unity player), which is where ``threaded: auto`` updates in a thread.
+    environment_in_other_processes: bool = False
 
     def initial_model_path(self, behavior: str, settings: TrainerSettings) -> Optional[str]:
         """The checkpoint folder a new run of ``behavior`` starts from: its section's ``init_path``,

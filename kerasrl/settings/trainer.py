@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Protocol
+from typing import Any, Mapping, Optional, Protocol, Union
 
 from kerasrl.exception import TrainerConfigError
 from kerasrl.settings.behavioral_cloning import BCTrainerSettings, BehavioralCloningSettings
@@ -56,7 +56,8 @@ class TrainerSettings(_Checked):
     time_horizon: int = setting(64, at_least(1), "steps after which a trajectory is cut and bootstrapped")
     summary_freq: int = setting(1000, at_least(1), "steps (every agent's) between summaries")
     inference: str = setting("auto", one_of(*INFERENCE_MODES), "act in numpy (vector policies, MLP or LSTM) or tf")
-    threaded: bool = setting(False, doc="update in a thread of its own while acting goes on (data one update old)")
+    threaded: Union[bool, str] = setting(False, doc="update in a thread of its own while acting goes on (data one "
+                                                    "update old); auto: where the environment steps in other processes")
     keep_checkpoints: Optional[int] = setting(None, at_least(1), "checkpoints kept (default: the run's "
                                                                   "--keep-checkpoints, 5)")
     checkpoint_interval: Optional[int] = setting(None, at_least(1), "steps between checkpoints (default: the run's "

@@ -94,7 +94,7 @@ def create_on_hosts(trainer_cls: type, behavior: str, spec: BehaviorSpec, settin
         raise TrainerConfigError(f"Behavior {behavior}: trainer: {settings.trainer} cannot train on several hosts "
                                  f"(--worker-hosts); only {', '.join(able) or 'none'} can.")
     settings = trainer_cls.multi_host_settings(behavior, settings)  # type: ignore[attr-defined]
-    if settings.threaded and context.train_model:  # an update is a collective step of every host
+    if settings.threaded is True and context.train_model:  # an update is a collective step of every host
         raise TrainerConfigError(f"Behavior {behavior}: threaded: true is not available when training on several "
                                  "hosts; set threaded: false.")
     trainer = trainer_cls(behavior, spec, settings, context, reward_buff_cap)

@@ -99,8 +99,13 @@ class RLTrainer(Trainer):
 
     def init_threading(self) -> None:
         """``threaded: true`` while training: update in a thread from now on (one that this
-        trainer cannot run raises ``TrainerConfigError``, from ``prepare_threaded``)."""
-        if self.settings.threaded and self.context.train_model:
+        trainer cannot run raises ``TrainerConfigError``, from ``prepare_threaded``); ``threaded:
+        auto``: the same where the environment steps in other processes and this trainer can."""
+        if not (self.settings.threaded and self.context.train_model):
+            return
+        if self.settings.threaded == "auto":
+            self.threaded_updates.start_auto(self.context.environment_in_other_processes)
+        else:
             self.threaded_updates.start()
 
     @property

@@ -16,13 +16,17 @@ trainer itself (its learner, policy, statistics and settings), so nothing needs 
 """
 from __future__ import annotations
 
+import logging
 import threading
 from collections import defaultdict
 from typing import Any, Optional, Protocol
 
+from kerasrl.exception import TrainerConfigError, one_line
 from kerasrl.timers import get_timer_root, get_timer_stack, merge_worker_tree, set_gauge
 from kerasrl.trainers.trajectory import Trajectory
 from kerasrl.trainers.update_thread import UpdateResult, UpdateThread, UpdateWork
+
+logger = logging.getLogger("kerasrl")
 
 
 class ThreadedTrainer(Protocol):
@@ -85,6 +89,25 @@ class ThreadedUpdates:
         self.active = True
         self.trainer.prepare_threaded()
         self.trainer.processor.policy_version = self.trainer.update_count
+
+    def start_auto(self, environment_in_other_processes: bool) -> bool:
+        """``threaded: auto``: ``start`` where the environment steps in other processes (the acting
+        thread then mostly waits for them, which leaves the update room) and the trainer can update
+        in a thread; else stay unthreaded. Logs the choice; returns whether it started."""
+        name = self.trainer.behavior_name
+        if not environment_in_other_processes:
+            logger.info("Behavior %s: threaded: auto updates in the acting thread (the environment steps in this "
+                        "process, where an update thread gains nothing).", name)
+            return False
+        try:
+            self.start()
+        except TrainerConfigError as e:
+            self.active = False
+            logger.info("Behavior %s: threaded: auto updates in the acting thread (%s)", name, one_line(e))
+            return False
+        logger.info("Behavior %s: threaded: auto updates in a thread of its own (the environment steps in other "
+                    "processes).", name)
+        return True
 
     @property
     def updates_applied(self) -> int:
