@@ -151,3 +151,18 @@ def test_poca_estimates_in_chunks_of_rows_are_those_of_one_call(tmp_path, monkey
         for key in a:
             assert len(b[key]) == rows
             np.testing.assert_allclose(np.asarray(b[key]), np.asarray(a[key]), rtol=1e-5, atol=1e-6)
+
+
+def test_a_larger_group_reaches_the_numpy_mirror_of_the_poca_critic(tmp_path):
+    """The member count is scaled by the largest group seen: when the first trajectories bring a
+    larger group, the numpy mirror's estimates use the new scale, as the compiled critic's do."""
+    batch = _closed_batches(tmp_path, True, trainer="poca")[0]
+    baselines = {}
+    for inference in ("auto", "tf"):
+        trainer, _, _ = _trainer(tmp_path, f"scale_{inference}", True, trainer="poca", inference=inference)
+        trainer.process_trajectory_batch(copy.deepcopy(batch))
+        baselines[inference] = trainer.training_buffer.update_buffer[Field.baseline_estimates("extrinsic")].get_batch()
+        assert float(trainer.learner.critic.max_entities.numpy()) == 6.0  # six agents in the group
+        if inference == "auto":
+            assert trainer._numpy_critic.count_scale == 6.0
+    np.testing.assert_allclose(baselines["auto"], baselines["tf"], rtol=1e-5, atol=1e-6)

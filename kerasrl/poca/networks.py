@@ -79,10 +79,13 @@ class POCACritic(keras.Model):
                    else tf.zeros([batch, width, self.spec.action_size]))
         return tf.zeros([batch, size]), tf.zeros([batch, width, size]), actions, tf.zeros([batch, width])
 
-    def note_group_size(self, members: int) -> None:
-        """Scale the member count by at least ``members`` from now on (the largest group seen)."""
+    def note_group_size(self, members: int) -> bool:
+        """Scale the member count by at least ``members`` from now on (the largest group seen);
+        whether the scale grew."""
         if members > float(self.max_entities.numpy()):
             self.max_entities.assign(float(members))
+            return True
+        return False
 
     def _normalized(self, obs: tf.Tensor) -> tf.Tensor:
         return obs if self.normalizer is None else self.normalizer(obs)

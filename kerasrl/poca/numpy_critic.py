@@ -93,6 +93,8 @@ class NumpyCritic:
         w.update({f"body{i}": dense(layer) for i, layer in enumerate(c.body.dense)})
         w.update({f"head:{name}": dense(head) for name, head in c.value_heads.items()})
         self.weights = w
+        #: The member count's scale (``max_entities``, read here rather than at every estimate).
+        self.count_scale = max(float(c.max_entities.numpy()), 1.0)
 
     def _dense(self, name: str, x: np.ndarray, activate: bool = True) -> np.ndarray:
         kernel, bias = self.weights[name]
@@ -140,7 +142,7 @@ class NumpyCritic:
         x = self._pooled(entities, mask)
         for i in range(len(critic.body.dense)):
             x = self._dense(f"body{i}", x)
-        count = mask.sum(1, keepdims=True) * np.float32(2.0) / max(float(critic.max_entities.numpy()), 1.0) - 1.0
+        count = mask.sum(1, keepdims=True) * np.float32(2.0) / self.count_scale - 1.0
         features = np.concatenate([x, count.astype(np.float32)], -1)
         return {name: self._dense(f"head:{name}", features, False)[:, 0] for name in critic.value_heads}
 

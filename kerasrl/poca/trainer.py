@@ -214,7 +214,8 @@ class POCATrainer(RLTrainer):
         if width > self.groupmate_width:
             widen_groupmates(self.training_buffer.update_buffer, self._keys, width)
             self.groupmate_width = width
-            self.learner.critic.note_group_size(width + 1)
+            if self.learner.critic.note_group_size(width + 1) and self._numpy_critic is not None:
+                self._numpy_critic.refresh()
         for t in trajectories:
             widen_groupmates(t.steps, self._keys, self.groupmate_width)
 

@@ -51,9 +51,11 @@ def groupmate_index(group_ids: np.ndarray, width: int = 0) -> tuple[np.ndarray, 
     return index, out_mask
 
 
-def _gather(values: np.ndarray, index: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """``values[index]`` with the padding rows zero."""
+def _gather(values: np.ndarray, index: np.ndarray, mask: np.ndarray, full: bool = False) -> np.ndarray:
+    """``values[index]`` with the padding rows zero (``full``: ``mask`` is all ones, nothing to zero)."""
     out = np.asarray(values)[index]
+    if full:
+        return out
     return np.where(mask.reshape(mask.shape + (1,) * (out.ndim - 2)), out, np.zeros((), out.dtype))
 
 
@@ -110,12 +112,13 @@ class GroupmateStatus:
         index, mask = self._groupmate_index(nxt.group_id[next_rows])
         if index.shape[1] > self.width:
             self._widen(buffer, index.shape[1])
+        full = bool(mask.all())
         if Field.VECTOR_OBS in fields:
-            fields[Field.GROUPMATE_VECTOR_OBS] = _gather(fields[Field.VECTOR_OBS], index, mask).astype(np.float32)
+            fields[Field.GROUPMATE_VECTOR_OBS] = _gather(fields[Field.VECTOR_OBS], index, mask, full).astype(np.float32)
         for j in range(len(self.spec.visual_observation_indices)):
-            fields[Field.groupmate_visual_obs(j)] = _gather(fields[Field.visual_obs(j)], index, mask)
+            fields[Field.groupmate_visual_obs(j)] = _gather(fields[Field.visual_obs(j)], index, mask, full)
         if Field.ACTIONS in fields:
-            fields[Field.GROUPMATE_ACTIONS] = _gather(fields[Field.ACTIONS], index, mask)
+            fields[Field.GROUPMATE_ACTIONS] = _gather(fields[Field.ACTIONS], index, mask, full)
         fields[Field.GROUPMATE_MASK] = mask.astype(np.float32)
         terminated = nxt.terminated[next_rows]
         fields[Field.GROUP_DONE] = (terminated & np.all(terminated[index] | ~mask, axis=1)).astype(np.float32)
