@@ -357,4 +357,9 @@ def test_a_trainer_type_without_the_multi_host_hooks_and_threaded_updates_are_re
     with pytest.raises(TrainerConfigError, match=f"^Behavior {name}: threaded: true is not available when training on "
                                                  "several hosts; set threaded: false.$"):
         create_on_hosts(PPOTrainer, name, spec, threaded, context, cluster=_mirror_hosts(chief=True))
+    auto = load_trainer_config({"default": {"threaded": "auto"}}).settings_for(name)  # lockstep: stays in the acting thread
+    in_workers = RunContext.in_results_dir(str(tmp_path), "a", seed=3, environment_in_other_processes=True)
+    trainer = create_on_hosts(PPOTrainer, name, spec, auto, in_workers, cluster=_mirror_hosts(chief=True))
+    assert not trainer.threaded and trainer.settings.threaded is False
+    trainer.close()
     manager.close()

@@ -114,12 +114,11 @@ class TracedCalls:
 
     A ``tf.function`` called with numpy arrays converts them through its input specs and looks
     its trace up from the arguments' types at every call: for an update of a small network
-    that costs about as much as the compiled update itself. Once a shape has been traced (the
-    first call, through the ``tf.function``, compiles it), later calls of that shape convert
-    their arguments with ``tf.convert_to_tensor`` and call the cached concrete function: the
-    same graph and the same compiled kernels, without the look-up. Arguments are nests of
-    arrays and scalars (no ``tf.distribute`` values), converted by ``tf.constant`` (as
-    ``tf.nest.map_structure(tf.convert_to_tensor, ...)`` but without its dispatch layers).
+    that is a large share of the whole call. Once a shape has been traced (the first call,
+    through the ``tf.function``, compiles it), later calls of that shape convert their
+    arguments with ``tf.constant`` (``tf.convert_to_tensor`` without its dispatch layers) and
+    call the cached concrete function: the same graph and the same compiled kernels, without
+    the look-up. Arguments are nests of arrays and scalars (no ``tf.distribute`` values).
     """
 
     def __init__(self) -> None:

@@ -97,6 +97,8 @@ def create_on_hosts(trainer_cls: type, behavior: str, spec: BehaviorSpec, settin
     if settings.threaded is True and context.train_model:  # an update is a collective step of every host
         raise TrainerConfigError(f"Behavior {behavior}: threaded: true is not available when training on several "
                                  "hosts; set threaded: false.")
+    if settings.threaded == "auto":  # several hosts update in lockstep, in the acting thread
+        settings = dataclasses.replace(settings, threaded=False)
     trainer = trainer_cls(behavior, spec, settings, context, reward_buff_cap)
     trainer.multi_host = MultiHostUpdates(trainer, cluster)
     return trainer
