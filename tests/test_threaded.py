@@ -404,11 +404,12 @@ def test_the_docs_page_python_example_runs(tmp_path, monkeypatch):
     rows = namespace["rows"]
     assert [float(r["Policy/Staleness"]) for r in rows][-1] == 1.0
     assert len(namespace["history"].history["loss"]) == namespace["agent"].trainer.update_count
-    (yaml_block,) = re.findall(r"```yaml\n(.*?)```", page, re.S)
+    on, auto = re.findall(r"```yaml\n(.*?)```", page, re.S)  # threaded: true, then threaded: auto
     import yaml
 
     from kerasrl.settings import load_trainer_config
-    assert load_trainer_config(yaml.safe_load(yaml_block)).default.threaded is True
+    assert load_trainer_config(yaml.safe_load(on)).default.threaded is True
+    assert load_trainer_config(yaml.safe_load(auto)).default.threaded == "auto"
 
 
 @pytest.mark.slow
