@@ -42,9 +42,10 @@ VARIANTS = {"duel": ("ppo", "selfplay"), "group": ("ppo", "poca")}
 BEHAVIOR = {"duel": "Duel1D", "group": "GroupSimple1D"}
 
 
-def config(scene: str, variant: str) -> dict:
+def config(scene: str, variant: str, threaded: str = "false") -> dict:
     section = {"trainer_type": "poca" if variant == "poca" else "ppo", "hyperparameters": HYPER,
-               "network_settings": NETWORK, "summary_freq": 10**9}
+               "network_settings": NETWORK, "summary_freq": 10**9,
+               "threaded": threaded if threaded == "auto" else threaded == "true"}
     if variant == "selfplay":
         section["self_play"] = SELF_PLAY
     return {"behaviors": {BEHAVIOR[scene]: section}}
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace, scene: str, variant: str, folder: str, index: 
     """Seconds per agent step of one run: all of it, and without its tracing and compilation."""
     path = os.path.join(folder, f"{variant}-{index}.yaml")
     with open(path, "w") as f:
-        yaml.safe_dump(config(scene, variant), f)
+        yaml.safe_dump(config(scene, variant, args.threaded), f)
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run(command(args, scene, path, folder, f"{variant}-{index}"), capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=3600)
@@ -84,6 +85,9 @@ def main() -> int:
     parser.add_argument("--agents", type=int, default=32, help="Duel1D arenas / GroupSimple1D agents (unity path)")
     parser.add_argument("--steps", type=int, default=30000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threaded", choices=("false", "true", "auto"), default="false",
+                        help="every variant's threaded key (auto: an update thread where the environment is in another "
+                             "process, as on the unity path)")
     args = parser.parse_args()
     variants = list(VARIANTS[args.scene])
     times: dict[str, list[float]] = {v: [] for v in variants}
@@ -99,7 +103,7 @@ def main() -> int:
     reference, steady_reference = statistics.median(times["ppo"]), statistics.median(steady["ppo"])
     size = args.agents if args.path == "unity" else (16 if args.scene == "duel" else 3)  # the built-ins' own
     print(f"\n{args.scene} ({args.path} path, {size} {'arenas' if args.scene == 'duel' else 'agents'}, "
-          f"{args.steps} steps, {args.repeats} repeats)")
+          f"{args.steps} steps, {args.repeats} repeats, threaded: {args.threaded})")
     print("| variant | us per agent step (median) | ratio to ppo | steady state: us per agent step | ratio to ppo |\n"
           "|---|---|---|---|---|")
     for variant in variants:

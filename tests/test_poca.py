@@ -327,9 +327,7 @@ def test_a_poca_config_in_todays_layout_loads_and_makes_a_poca_trainer(tmp_path)
         load_trainer_config({"default": {"trainer": "poca", "vf_coef": 1.0}})
 
 
-def test_threaded_and_cameras_are_refused_in_one_line(tmp_path):
-    with pytest.raises(TrainerConfigError, match="poca trainer cannot update in a thread"):
-        _trainer(tmp_path, threaded=True)
+def test_cameras_are_refused_in_one_line(tmp_path):
     manager = SimpleEnvManager(kerasrl.VisualSimple1DEnvironment(True, seed=0))
     with pytest.raises(UnityTrainerException, match="vector observations only"):
         create_trainers(load_trainer_config({"default": SMALL}), manager.behavior_specs,

@@ -357,14 +357,15 @@ def test_threaded_sac_with_memory_is_one_clear_error(tmp_path):
     assert not (tmp_path / "m").exists()
 
 
-def test_the_threaded_flag_threads_the_ppo_sections_only():
+def test_the_threaded_flag_threads_the_ppo_and_poca_sections_only():
     from kerasrl.settings import load_trainer_config
 
     config = threaded_sections(load_trainer_config({"default": {"trainer": "ppo"}, "Pendulum": {"trainer": "sac"},
                                                "Copy": {"trainer": "offline_bc", "demo_path": "x.demo",
-                                                        "batches_per_epoch": 2}}))
+                                                        "batches_per_epoch": 2},
+                                               "Group": {"trainer": "poca"}}))
     assert {name: s.threaded for name, s in config.sections.items()} == {"default": True, "Pendulum": False,
-                                                                         "Copy": False}
+                                                                         "Copy": False, "Group": True}
 
 
 def test_threaded_is_off_by_default_and_read_from_the_config():

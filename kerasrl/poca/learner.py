@@ -70,6 +70,7 @@ class POCALearner:
         self.trace_seconds = 0.0
         self._traced_shapes: set[tuple[tuple[int, ...], ...]] = set()
         self._warm_up: Optional[threading.Thread] = None
+        self._log_prob_fn: Optional[Any] = None
 
     @classmethod
     def for_behavior(cls, spec: BehaviorSpec, stream_names: Sequence[str], settings: TrainerSettings, seed: int,
@@ -206,6 +207,23 @@ class POCALearner:
         """Wait for ``start_warm_up``'s compilation (the wait counts as tracing time)."""
         self.trace_seconds += join_warm_up(self._warm_up)
         self._warm_up = None
+
+    def log_probs(self, batch: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The actor's log-probabilities ``[B]`` of ``batch``'s stored actions under the learner's
+        weights now (one compiled call, traced once for any number of rows)."""
+        action_key = Field.ACTIONS if self.actor.is_discrete else Field.ACTIONS_PRE
+        signature = dict(self.actor.input_signature())
+        if self._log_prob_fn is None:
+            size = len(self.actor.spec.discrete_branches) if self.actor.is_discrete else self.actor.spec.action_size
+            action_spec = tf.TensorSpec([None, size], tf.int32 if self.actor.is_discrete else tf.float32)
+
+            def log_prob(inputs: dict[str, tf.Tensor], actions: tf.Tensor) -> tf.Tensor:
+                return self.actor.evaluate_actions(inputs, actions)[0]
+
+            self._log_prob_fn = tf.function(log_prob, input_signature=[signature, action_spec], autograph=False)
+        inputs = {k: tf.convert_to_tensor(np.asarray(batch[k]), spec.dtype) for k, spec in signature.items()}
+        actions = np.asarray(batch[action_key], np.int32 if self.actor.is_discrete else np.float32)
+        return self._log_prob_fn(inputs, tf.convert_to_tensor(actions)).numpy()
 
     def estimate_fn(self) -> Any:
         """``(own, mates, actions, mask) -> (values, baselines)`` of the critic, compiled once for

@@ -22,6 +22,9 @@ from kerasrl.poca.networks import POCACritic
 Estimates = dict[str, np.ndarray]
 #: Attention scores (rows × heads × entities²) per call of the forward pass: about 8 MB of float32.
 CHUNK_SCORES = 1 << 21
+#: Entities (rows × members) per call of the forward pass: past a few hundred rows of a small
+#: group, the intermediate arrays leave the processor's caches and each row costs half again as much.
+CHUNK_ENTITIES = 768
 #: ``(own, mates, actions, mask) -> (values, baselines)``: the mirror's forward pass or the critic's compiled one.
 EstimateFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], tuple[Mapping[str, Any], Mapping[str, Any]]]
 
@@ -47,9 +50,12 @@ def _softmax(x: np.ndarray) -> np.ndarray:
 def chunked_estimates(estimates: EstimateFn, heads: int, own: np.ndarray, mates: np.ndarray, actions: np.ndarray,
                       mask: np.ndarray) -> tuple[Estimates, Estimates]:
     """``estimates`` of many rows in chunks whose attention scores (rows × ``heads`` × entities²)
-    stay near ``CHUNK_SCORES``: the many trajectories of a large group that close together would
-    otherwise make arrays of gigabytes, slower per row than the chunks (3x on 64 agents)."""
-    step = max(1, CHUNK_SCORES // (heads * (np.shape(mates)[1] + 1) ** 2))
+    stay near ``CHUNK_SCORES`` and whose entities stay near ``CHUNK_ENTITIES``: the many
+    trajectories of a large group that close together would otherwise make arrays of gigabytes,
+    slower per row than the chunks (3x on 64 agents), and an update's worth of a small group's
+    (threaded: estimated together) arrays that leave the caches."""
+    entities = np.shape(mates)[1] + 1
+    step = max(1, min(CHUNK_SCORES // (heads * entities ** 2), CHUNK_ENTITIES // entities))
     rows = len(own)
     if rows <= step:
         values, baselines = estimates(own, mates, actions, mask)

@@ -24,7 +24,7 @@ import numpy as np
 from kerasrl.bc.module import BCModule
 from kerasrl.common.gae import gae_and_returns, segmented_gae_and_returns
 from kerasrl.common.policy import ActorCriticPolicy
-from kerasrl.exception import UnityTrainerException
+from kerasrl.exception import TrainerConfigError, UnityTrainerException
 from kerasrl.fields import Field
 from kerasrl.models.actor_critic import ActorCritic, ModelConfigError
 from kerasrl.poca.learner import POCALearner
@@ -36,6 +36,7 @@ from kerasrl.timers import hierarchical_timer
 from kerasrl.trainers.checkpoint import INITIALIZE_FIX, CheckpointSaver, initialize_from_advice
 from kerasrl.trainers.groupmates import groupmate_keys, widen_groupmates
 from kerasrl.trainers.rl_trainer import RLTrainer, concatenated, set_split, trajectory_ends
+from kerasrl.trainers.threaded import TakenTrajectories
 from kerasrl.trainers.trajectory import Trajectory
 
 logger = logging.getLogger("kerasrl.trainers")
@@ -63,8 +64,14 @@ class POCATrainer(RLTrainer):
     """MA-POCA over one behavior's agents: the actor acts per agent (the ordinary batched policy);
     the centralised critic learns the group's value and each agent's counterfactual baseline.
 
-    ``threaded: true`` and several hosts are refused (one clear line each).
+    ``threaded: true`` (:mod:`kerasrl.trainers.threaded`, through the hooks below): acting keeps
+    the closed trajectories; the update thread estimates them with the critic of the update
+    before (one call of the critic for all of them), then updates, with the PPO reference
+    log-probabilities taken from the learner's actor at the update's start. Several hosts are
+    refused (one clear line).
     """
+
+    supports_threaded = True  # ``threaded: true`` is allowed (``--threaded`` sets it)
 
     def __init__(self, behavior_name: str, spec: BehaviorSpec, settings: TrainerSettings, context: RunContext,
                  reward_buff_cap: int = 1) -> None:
@@ -92,6 +99,9 @@ class POCATrainer(RLTrainer):
         self.groupmate_width = 0
         #: Per agent: its episode's group rewards, and the deferred signals' rewards, so far.
         self._episode_returns: defaultdict[int, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
+        #: Where processing trajectories records its statistics (threaded: the update thread's).
+        self._trajectory_stats = self.stats
+        self._next = TakenTrajectories()
         self.bc_module: Optional[BCModule] = None
         if settings.pretraining is not None:
             hp = self.hyperparameters
@@ -135,6 +145,7 @@ class POCATrainer(RLTrainer):
     def load_model(self) -> None:
         self.step, self.update_count = self.saver.restore()
         self._refresh()
+        self.threaded_updates.sync()
         logger.info("Restored %s at step %d", self.behavior_name, self.step)
 
     def initialize_from(self, model_path: str) -> None:
@@ -143,6 +154,7 @@ class POCATrainer(RLTrainer):
                                                                                   INITIALIZE_FIX)
         self.step, self.update_count = 0, 0
         self._refresh()
+        self.threaded_updates.sync()
         logger.info("Initialized %s from %s", self.behavior_name, model_path)
 
     # -- trajectories ------------------------------------------------------------------
@@ -183,8 +195,8 @@ class POCATrainer(RLTrainer):
     def _estimate_stats(self, signal: RewardSignal, values: np.ndarray, baselines: np.ndarray, ends: list[int]) -> None:
         """Each trajectory's mean value and baseline estimate, to the statistics."""
         for part_v, part_b in zip(np.split(values, ends[:-1]), np.split(baselines, ends[:-1])):
-            self.stats[signal.value_name].append(float(np.mean(part_v)))
-            self.stats[f"Policy/{signal.short_name} Baseline Estimate"].append(float(np.mean(part_b)))
+            self._trajectory_stats[signal.value_name].append(float(np.mean(part_v)))
+            self._trajectory_stats[f"Policy/{signal.short_name} Baseline Estimate"].append(float(np.mean(part_b)))
 
     def _append(self, trajectories: list[Trajectory]) -> None:
         """The trajectories' observations into the normalizer (one merge each, as they came) and
@@ -192,7 +204,8 @@ class POCATrainer(RLTrainer):
         if self.learner.actor.normalizer is not None:
             for t in trajectories:
                 self.learner.update_normalization(t.steps[Field.VECTOR_OBS].get_batch())
-            self._policy.refresh_normalizer()
+            if not self.threaded:  # (threaded: acting takes the statistics with the next weights)
+                self._policy.refresh_normalizer()
         for t in trajectories:
             self.training_buffer.append_agent_buffer(t.steps, training_length=1, agent_id=t.agent_id)
         if self.update_count == 0 and self.learner.wants_warm_up:  # compile the update while acting
@@ -245,7 +258,7 @@ class POCATrainer(RLTrainer):
             returns[GROUP_REWARD_STAT] += float(np.sum(group_reward))
         if trajectory.episode_ended:
             for key, value in self._episode_returns.pop(trajectory.agent_id).items():
-                self.stats[key].append(value)
+                self._trajectory_stats[key].append(value)
 
     def estimates(self, trajectory: Trajectory) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, float]]:
         """Per reward signal: the group value of every step, the agent's baseline of every step and
@@ -300,35 +313,106 @@ class POCATrainer(RLTrainer):
         return len(update[Field.ACTIONS]) if Field.ACTIONS in update else 0
 
     def is_ready_update(self) -> bool:
+        if self.threaded:
+            return self.threaded_updates.ready()
         return self._update_buffer_length() > self.hyperparameters.buffer_size
 
     def update_policy(self) -> None:
-        """An MA-POCA update over the update buffer, the reward signals' and BC's updates, then clear it."""
+        """An MA-POCA update over the update buffer, the reward signals' and BC's updates, then
+        clear it. Threaded: hand the update over to the update thread."""
+        if self.threaded:
+            self.threaded_updates.hand_over()
+            return
+        self.last_update_metrics = self._update(self.step, self.stats)
+        self._refresh()
+
+    def _update(self, step: int, stats: defaultdict[str, list[float]]) -> dict[str, float]:
+        """The update at trainer step ``step``, its statistics into ``stats``; its metrics."""
         update = self.training_buffer.update_buffer
         batch = {key: update[key].get_batch() for key in self.learner.batch_fields}
         batch[Field.ADVANTAGES] = normalized(batch[Field.ADVANTAGES])
         if not np.isfinite(batch[Field.ADVANTAGES]).all():
             raise UnityTrainerException(f"Behavior {self.behavior_name}: non-finite advantages in the update buffer.")
         with hierarchical_timer("poca.update"):
-            metrics = self.learner.update(batch, self.step, seed=self.seed * 100003 + self.update_count)
+            metrics = self.learner.update(batch, step, seed=self.seed * 100003 + self.update_count)
         self.update_count += 1
         if not np.isfinite(metrics["loss"]):
             raise UnityTrainerException(f"Behavior {self.behavior_name}: the POCA loss became {metrics['loss']}.")
-        self.last_update_metrics = metrics
         for key, stat in (("value_loss", "Losses/Value Loss"), ("baseline_loss", BASELINE_LOSS_STAT),
                           ("policy_loss", "Losses/Policy Loss"), ("learning_rate", "Policy/Learning Rate"),
                           ("epsilon", "Policy/Epsilon"), ("beta", "Policy/Beta")):
-            self.stats[stat].append(abs(metrics[key]) if key == "policy_loss" else metrics[key])
+            stats[stat].append(abs(metrics[key]) if key == "policy_loss" else metrics[key])
         n_sequences = max(self.hyperparameters.batch_size, 1)
         with hierarchical_timer("reward_signals.update"):
             for signal in self.reward_signals.values():
                 for key, value in signal.update(update, n_sequences).items():
-                    self.stats[key].append(value)
+                    stats[key].append(value)
         if self.bc_module is not None:
             with hierarchical_timer("bc.update"):
-                for key, value in self.bc_module.update(self.step).items():
-                    self.stats[key].append(value)
+                for key, value in self.bc_module.update(step).items():
+                    stats[key].append(value)
         self.training_buffer.reset_update_buffer()
+        return metrics
+
+    # -- threaded updates: the hooks of kerasrl.trainers.threaded ---------------------------
+    def prepare_threaded(self) -> None:
+        """Threaded: act with the numpy mirror of the actor (which takes the weights of each update
+        whole); processing the trajectories (their estimates and statistics) moves to the update thread."""
+        if self._policy.numpy_model is None:
+            raise TrainerConfigError(f"Behavior {self.behavior_name}: threaded: true acts with the numpy mirror of the "
+                                     "policy, which this network or inference: tf rules out; set threaded: false.")
+        self._trajectory_stats = self.threaded_updates.stats
+        self._next = TakenTrajectories()
+
+    def take_for_update(self, trajectory: Trajectory) -> None:
+        if self.update_count == 0 and self.learner.wants_warm_up:
+            self._warm_up_from(trajectory)
+        self._next.take(trajectory)
+
+    def _warm_up_from(self, trajectory: Trajectory) -> None:
+        """Threaded: compile the update while the first rollout is acted, shaped as the update
+        buffer will be from this first trajectory's fields (the estimates' and advantages' one
+        number per row); without groupmate fields (no groups reported yet) the first update compiles it."""
+        steps = trajectory.steps
+        if Field.GROUPMATE_MASK not in steps:
+            return
+        template = {k: (steps[k].get_batch()[:1] if k in steps else np.zeros(1, np.float32))
+                    for k in self.learner.batch_fields}
+        self.learner.start_warm_up(template, self.hyperparameters.buffer_size + 1)
+
+    def threaded_update_due(self) -> bool:
+        return self._next.rows > self.hyperparameters.buffer_size
+
+    def cut_update(self) -> tuple[TakenTrajectories, list[int]]:
+        data, self._next = self._next, TakenTrajectories()
+        return data, data.versions
+
+    def run_update(self, data: TakenTrajectories, step: int,
+                   stats: defaultdict[str, list[float]]) -> tuple[Any, dict[str, float]]:
+        """The handed-over trajectories estimated by the critic now (one batch between each two
+        resets), the reference log-probabilities from the learner's actor, one update; the new
+        weights and the normalizer's statistics as numpy."""
+        for k, trajectories in enumerate(data.between_resets()):
+            if k:
+                self._episode_returns.clear()
+            self.process_trajectory_batch(trajectories)
+        update = self.training_buffer.update_buffer
+        stored = update[Field.ACTION_LOG_PROBS].get_batch()
+        reference = np.zeros(stored.shape, np.float32)
+        reference[:, 0] = self.learner.log_probs({k: update[k].get_batch() for k in self.learner.batch_fields})
+        update[Field.ACTION_LOG_PROBS].set(reference)  # (the loss sums the last axis: one column holds it)
+        metrics = self._update(step, stats)
+        if self._numpy_critic is not None:
+            self._numpy_critic.refresh()
+        actor = self.learner.actor
+        weights = [v.numpy() for v in actor.trainable_variables]
+        norm = None if actor.normalizer is None else (*actor.normalizer.numpy_stats(), actor.normalizer.clip)
+        return (weights, norm), metrics
+
+    def apply_update(self, snapshot: Any) -> None:
+        self._policy.refresh(*snapshot)  # the weights and the normalizer's statistics
+
+    def updates_stopped(self) -> None:
         self._refresh()
 
     def _refresh(self) -> None:
@@ -340,5 +424,8 @@ class POCATrainer(RLTrainer):
     def end_episode(self) -> None:
         """An environment reset: also drop the unfinished episodes' group rewards."""
         super().end_episode()
-        self._episode_returns.clear()
+        if self.threaded:  # (the update thread drops them where it reaches this reset)
+            self._next.mark_reset()
+        else:
+            self._episode_returns.clear()
         self._policy.forget_agents()

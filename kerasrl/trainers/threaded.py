@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
 from kerasrl.exception import TrainerConfigError, one_line
@@ -66,6 +67,37 @@ class ThreadedTrainer(Protocol):
 
     def updates_stopped(self) -> None:
         """Acting thread, the update thread stopped (under ``learner_lock``): act with the learner's weights."""
+
+
+@dataclass
+class TakenTrajectories:
+    """A threaded update's data where the update thread processes the trajectories themselves
+    (gathered in the acting thread until the hand-over): the closed trajectories in order, with
+    ``None`` where the environment was reset between two of them (what the trainer drops at a
+    reset, such as unfinished episodes' statistics, is dropped there), each one's policy version,
+    and the update-buffer rows they make."""
+
+    trajectories: list[Optional[Trajectory]] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    rows: int = 0
+
+    def take(self, trajectory: Trajectory) -> None:
+        self.trajectories.append(trajectory)
+        self.versions.append(trajectory.policy_version)
+        self.rows += len(trajectory)
+
+    def mark_reset(self) -> None:
+        self.trajectories.append(None)
+
+    def between_resets(self) -> list[list[Trajectory]]:
+        """The trajectories in runs cut at each reset (the first run is those before the first reset)."""
+        runs: list[list[Trajectory]] = [[]]
+        for trajectory in self.trajectories:
+            if trajectory is None:
+                runs.append([])
+            else:
+                runs[-1].append(trajectory)
+        return runs
 
 
 class ThreadedUpdates:
