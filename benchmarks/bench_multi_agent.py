@@ -10,7 +10,8 @@ calls of the compiled functions, which ``steps_per_sec`` of the run's last line 
   ``ppo`` trains the two teams as two behaviors (2N agent steps), ``selfplay`` one learning team
   against snapshots (its N steps count the learning team only: 2N agent steps too);
 * ``group``: GroupSimple1D with ``--agents`` agents in one group: ``ppo`` (the group reward unread)
-  against ``poca`` (N agent steps each; ``poca`` only where the trainer type is registered).
+  against ``poca`` (N agent steps each; ``poca`` only where the trainer type is registered); on the
+  unity path ``--groups G`` plays G such groups side by side, as a Unity scene's training areas.
 
 ``--path unity`` plays the scenes through the Unity protocol (the stand-in player of the tests:
 ``--scene duel`` / ``--scene group``), ``--path local`` in this process. Variants alternate within
@@ -55,7 +56,8 @@ def command(args: argparse.Namespace, scene: str, path: str, folder: str, run_id
     base = [sys.executable, "-m", "kerasrl.cli", path, "--steps", str(args.steps), "--seed", "1",
             "--results-dir", folder, "--run-id", run_id]
     if args.path == "unity":
-        return base + ["--env", STANDIN, "--env-args", "--scene", scene, "--agents", str(args.agents)]
+        groups = ["--groups", str(args.groups)] if scene == "group" and args.groups > 1 else []
+        return base + ["--env", STANDIN, "--env-args", "--scene", scene, "--agents", str(args.agents), *groups]
     if scene == "duel":
         return base + ["--env", "Duel1D"]
     return base + ["--env", "GroupSimple1D"]
@@ -83,6 +85,8 @@ def main() -> int:
     parser.add_argument("--scene", choices=sorted(VARIANTS), default="duel")
     parser.add_argument("--path", choices=("local", "unity"), default="local")
     parser.add_argument("--agents", type=int, default=32, help="Duel1D arenas / GroupSimple1D agents (unity path)")
+    parser.add_argument("--groups", type=int, default=1,
+                        help="unity path, group scene: areas side by side, each with --agents agents in a group")
     parser.add_argument("--steps", type=int, default=30000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threaded", choices=("false", "true", "auto"), default="false",
@@ -101,7 +105,7 @@ def main() -> int:
                 print(f"repeat {i} {variant}: {1e6 * whole:.1f} us per agent step ({1e6 * without:.1f} without "
                       "tracing and compilation)", flush=True)
     reference, steady_reference = statistics.median(times["ppo"]), statistics.median(steady["ppo"])
-    size = args.agents if args.path == "unity" else (16 if args.scene == "duel" else 3)  # the built-ins' own
+    size = args.agents * args.groups if args.path == "unity" else (16 if args.scene == "duel" else 3)  # built-ins' own
     print(f"\n{args.scene} ({args.path} path, {size} {'arenas' if args.scene == 'duel' else 'agents'}, "
           f"{args.steps} steps, {args.repeats} repeats, threaded: {args.threaded})")
     print("| variant | us per agent step (median) | ratio to ppo | steady state: us per agent step | ratio to ppo |\n"

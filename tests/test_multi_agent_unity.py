@@ -20,12 +20,14 @@ from tests.test_self_play import LEARNING, _win_rate
 STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "unity_standin", "StandIn")
 
 
-def _learn(tmp_path, config, run_id: str, scene: str = "duel", agents: int = 8, behavior: str = "Duel1D") -> list[dict]:
+def _learn(tmp_path, config, run_id: str, scene: str = "duel", agents: int = 8, behavior: str = "Duel1D",
+           player_args: tuple[str, ...] = ()) -> list[dict]:
     path = tmp_path / f"{run_id}.yaml"
     path.write_text(yaml.safe_dump(config))
     (port,) = free_ports(1)
     assert main([str(path), "--env", STANDIN, "--base-port", str(port), "--results-dir", str(tmp_path),
-                 "--run-id", run_id, "--seed", "1", "--env-args", "--scene", scene, "--agents", str(agents)]) == 0
+                 "--run-id", run_id, "--seed", "1", "--env-args", "--scene", scene, "--agents", str(agents),
+                 *player_args]) == 0
     with open(tmp_path / run_id / f"{behavior}.csv", newline="") as f:
         return list(csv.DictReader(f))
 
@@ -65,3 +67,38 @@ def test_poca_from_todays_layout_trains_a_group_of_a_unity_player(tmp_path, caps
     assert any(row.get("Environment/Group Cumulative Reward") for row in rows)  # the group's episodes reach POCA
     assert (tmp_path / "groups" / "models" / "GroupSimple1D").is_dir()
     capsys.readouterr()
+
+
+def test_threaded_poca_trains_groups_in_several_areas_of_a_unity_player(tmp_path, capsys):
+    """Three areas of two agents (group ids 1-3): ``threaded: auto`` updates in a thread (the
+    player is another process); each agent's groupmates are its own area's."""
+    config = {"behaviors": {"GroupSimple1D": {
+        "trainer_type": "poca", "threaded": "auto", "hyperparameters": {"batch_size": 64, "buffer_size": 256},
+        "network_settings": {"hidden_units": 16, "num_layers": 1}, "max_steps": 1500, "summary_freq": 500}}}
+    rows = _learn(tmp_path, config, "areas", scene="group", agents=2, behavior="GroupSimple1D",
+                  player_args=("--groups", "3"))
+    assert len(rows) == 3 and all("Losses/Baseline Loss" in row for row in rows)
+    assert all(row.get("Policy/Staleness") for row in rows[1:])  # the update thread's statistic
+    assert any(row.get("Environment/Group Cumulative Reward") for row in rows)
+    capsys.readouterr()
+
+
+def test_the_players_group_areas_are_separate_groups_with_their_own_agent_ids():
+    import numpy as np
+
+    from tests.unity_standin.standin_player import GroupAreas
+
+    areas = GroupAreas(groups=3, agents=2, max_steps=40)
+    first = areas.reset()["GroupSimple1D"]
+    assert first.agent_ids.tolist() == [0, 1, 2, 3, 4, 5] and first.group_id.tolist() == [1, 1, 2, 2, 3, 3]
+    # area 0 walks its agents toward their goals, the others away: only area 0's group can earn its reward
+    goals = first.observations[0][:, 0]
+    toward = (goals > 0).astype(np.int32)
+    actions = np.where(np.arange(6) < 2, toward, 1 - toward).reshape(6, 1)
+    rewards = np.zeros(6)
+    for _ in range(12):  # 10 steps of 0.1 reach ±1 (11 with float rounding)
+        result = areas.step({"GroupSimple1D": actions})["GroupSimple1D"]
+        assert len(result.agent_ids) == sum(areas.sizes)
+        rewards[result.agent_ids] += result.group_reward
+        actions = np.where(result.agent_ids < 2, toward[result.agent_ids], 1 - toward[result.agent_ids]).reshape(-1, 1)
+    assert rewards[:2].min() > 0 and rewards[2:].max() == 0

@@ -185,9 +185,47 @@ class Scene:
                 self.echo.append(channel.bytes_le + struct.pack("<i", len(payload)) + payload)
 
 
+class GroupAreas:
+    """``groups`` GroupSimple1D scenes side by side, as a Unity scene's training areas: each area's
+    agents (``agents`` of them) in a group of their own; agent ids and group ids offset per area."""
+
+    def __init__(self, groups: int, agents: int, max_steps) -> None:
+        from kerasrl.envs.groups import GroupSimple1DEnvironment
+
+        self.areas = [GroupSimple1DEnvironment(num_agents=agents, seed=k, max_steps=max_steps) for k in range(groups)]
+        self.behavior_specs = self.areas[0].behavior_specs
+        self.name = next(iter(self.behavior_specs))
+        self.agents = agents
+        self.sizes: list[int] = []
+
+    def _merged(self, results: list) -> dict:
+        from kerasrl.spec import StepResult
+
+        parts = [r[self.name] for r in results]
+        self.sizes = [len(p.agent_ids) for p in parts]
+
+        def joined(values) -> np.ndarray:
+            return np.concatenate(list(values))
+
+        return {self.name: StepResult(
+            agent_ids=joined(p.agent_ids + k * self.agents for k, p in enumerate(parts)),
+            observations=[joined(p.observations[0] for p in parts)], rewards=joined(p.rewards for p in parts),
+            terminated=joined(p.terminated for p in parts), truncated=joined(p.truncated for p in parts),
+            group_id=joined(p.group_id_or_zeros + k for k, p in enumerate(parts)),
+            group_reward=joined(p.group_reward_or_zeros for p in parts))}
+
+    def reset(self) -> dict:
+        return self._merged([area.reset() for area in self.areas])
+
+    def step(self, actions: dict) -> dict:
+        rows = np.split(actions[self.name], np.cumsum(self.sizes)[:-1])
+        return self._merged([area.step({self.name: part}) for area, part in zip(self.areas, rows)])
+
+
 class HostedScene(Scene):
     """A kerasrl built-in environment played as a scene (``--scene duel``: Duel1D's two teams,
-    ``--agents`` arenas; ``--scene group``: GroupSimple1D, ``--agents`` agents in one group), each
+    ``--agents`` arenas; ``--scene group``: GroupSimple1D, ``--agents`` agents in one group, or in
+    each of ``--groups`` areas), each
     of its behaviors a behavior of the player. An agent whose episode ends reports its terminal
     info and asks for its next decision one step later (its next episode's first observation), as
     a Unity agent may; its action in between is ignored by the environment anyway."""
@@ -197,8 +235,12 @@ class HostedScene(Scene):
         from kerasrl.envs.competitive import Duel1DEnvironment
         from kerasrl.envs.groups import GroupSimple1DEnvironment
 
-        self.env = Duel1DEnvironment(num_areas=args.agents, seed=0) if args.scene == "duel" else \
-            GroupSimple1DEnvironment(num_agents=args.agents, seed=0, max_steps=args.max_step)
+        if args.scene == "duel":
+            self.env = Duel1DEnvironment(num_areas=args.agents, seed=0)
+        elif args.groups > 1:
+            self.env = GroupAreas(args.groups, args.agents, args.max_step)
+        else:
+            self.env = GroupSimple1DEnvironment(num_agents=args.agents, seed=0, max_steps=args.max_step)
         self.specs = self.env.behavior_specs
         self.results = self.env.reset()
 
@@ -302,6 +344,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--max-step", type=int, default=100)
     p.add_argument("--communication-version", default="1.5.0")
     p.add_argument("--group", type=int, default=0, help="the agents' group id (0: in no group)")
+    p.add_argument("--groups", type=int, default=1, help="--scene group: areas side by side, --agents agents in each one's group")
     p.add_argument("--never-connect", action="store_true")
     p.add_argument("--crash-after", type=int, default=None)
     p.add_argument("--hang-after", type=int, default=None)
