@@ -291,6 +291,22 @@ def test_a_unity_scene_that_never_connects_leaves_no_run_folder(tmp_path, capsys
         assert files_under(tmp_path) == before
 
 
+def test_a_player_that_exits_without_writing_its_log_names_no_log_file_and_leaves_nothing(tmp_path, capsys):
+    """A player that fails on its arguments before writing its log: the error says so rather than
+    naming a file that is not there, and the unstarted run folder is gone."""
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("default:\n  batch_size: 16\n  buffer_size: 32\n")
+    player = tmp_path / "player.x86_64"
+    player.write_text("#!/bin/sh\nexit 2\n")
+    player.chmod(0o755)
+    (port,) = free_ports(1)
+    assert main([str(cfg), "--env", str(player), "--timeout-wait", "5", "--steps", "50", "--base-port", str(port),
+                 "--results-dir", str(tmp_path / "results"), "--run-id", "r"]) == 2
+    err = one_line_error(capsys)
+    assert "which wrote no log) exited with code 2 before it connected" in err and "Player-0.log" not in err
+    assert not (tmp_path / "results").exists()
+
+
 def test_a_player_that_exits_before_connecting_keeps_its_log_and_the_command_can_run_again(tmp_path, capsys):
     """The error names the player's log, which is there to read; the folder holds no run, so the
     same command (once the player is fixed) starts one there without --force."""

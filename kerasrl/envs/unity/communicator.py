@@ -112,6 +112,10 @@ class PlayerProcess:
         return cls(path, port, log_file, process)
 
     def describe(self) -> str:
+        """As ``describe_player``; a player that exited without writing its log says so instead
+        of naming a file that is not there (a player that fails on its arguments writes none)."""
+        if self.log_file and self.exit_code() is not None and not os.path.exists(self.log_file):
+            return f"the Unity player {self.path} (port {self.port}, which wrote no log)"
         return describe_player(self.path, self.port, self.log_file)
 
     def exit_code(self) -> Optional[int]:
