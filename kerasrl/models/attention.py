@@ -51,12 +51,13 @@ def multi_head_attention(layer: keras.layers.MultiHeadAttention, x: tf.Tensor, m
     heads, size = layer.num_heads, layer.key_dim
     rows, entities = tf.shape(x)[0], tf.shape(x)[1]
 
-    def project(dense: keras.layers.Layer) -> tf.Tensor:  # [B, E, heads, size]
-        kernel = tf.reshape(dense.kernel, [-1, heads * size])
-        return tf.reshape(tf.tensordot(x, kernel, 1) + tf.reshape(dense.bias, [-1]), [rows, entities, heads, size])
-
-    query = project(layer._query_dense) * tf.constant(1.0 / float(size) ** 0.5, x.dtype)
-    key, value = project(layer._key_dense), project(layer._value_dense)
+    # the three projections as one product (one wider matrix multiply instead of three)
+    dense = (layer._query_dense, layer._key_dense, layer._value_dense)
+    kernel = tf.concat([tf.reshape(d.kernel, [-1, heads * size]) for d in dense], axis=1)
+    bias = tf.concat([tf.reshape(d.bias, [-1]) for d in dense], axis=0)
+    projected = tf.reshape(tf.tensordot(x, kernel, 1) + bias, [rows, entities, 3, heads, size])
+    query = projected[:, :, 0] * tf.constant(1.0 / float(size) ** 0.5, x.dtype)
+    key, value = projected[:, :, 1], projected[:, :, 2]
     keys = tf.cast(mask, tf.bool)
     if x.shape[1] is not None and x.shape[1] <= BROADCAST_ENTITIES:
         scores = tf.reduce_sum(query[:, :, None] * key[:, None], -1)  # [B, Q, K, heads]
