@@ -121,6 +121,7 @@ LEARNING = {"trainer": "poca", "hidden_units": 32, "num_layers": 2, "batch_size"
             "threaded": True}
 
 
+@pytest.mark.slow
 def test_threaded_poca_learns_group_simple1d_from_its_group_reward(tmp_path):
     """As the unthreaded test in ``test_poca.py``: two walkers whose only reward is their group's,
     from none at first to nearly every episode by 8,000 steps (seeded)."""
