@@ -13,6 +13,11 @@ exchange: acting (the policy for all agents), encoding the actions, waiting for 
 decoding its message, recording the step (agent processor, trajectories) and updates in the
 acting thread (unthreaded: the update; threaded: waiting for the update thread).
 
+``--modes transport`` adds the floor that no trainer can go below: kerasrl's Unity environment
+alone, answering every exchange with fixed actions (decoding the player's message and encoding
+the answer, no policy, no trainer), so the player's wait is the transport (Python gRPC on both
+sides) and that decoding and encoding.
+
 ``--trainer-tree DIR`` trains with another checkout's kerasrl (the player stays this tree's),
 to compare two versions on the same player. Run it on a quiet machine, under the benchmark lock:
 
@@ -73,6 +78,42 @@ def _timer_totals(node: dict[str, Any], totals: dict[str, float]) -> None:
         _timer_totals(child, totals)
 
 
+#: ``--modes transport``: the Unity environment answering with fixed actions, no trainer.
+TRANSPORT = """
+import sys
+import numpy as np
+from kerasrl.envs.unity import UnityEnvironment
+player, port, steps, extra = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+env = UnityEnvironment(file_name=player, base_port=port, no_graphics=True, additional_args=extra)
+results, done = env.reset(), 0
+fixed = {name: np.zeros((0, len(spec.discrete_branches)), np.int32) for name, spec in env.behavior_specs.items()}
+while done < steps:
+    actions = {name: np.zeros((len(result.agent_ids), fixed[name].shape[1]), np.int32)
+               for name, result in results.items()}
+    results = env.step(actions)
+    done += sum(len(result.agent_ids) for result in results.values())
+env.close()
+print("final steps=%d mean_return=0 steps_per_sec=0" % done)
+"""
+
+
+def run_transport(args: argparse.Namespace, workdir: str) -> dict[str, float]:
+    """The player against kerasrl's Unity environment alone (``TRANSPORT``): its report."""
+    report = os.path.join(workdir, "report.json")
+    command = [sys.executable, "-c", TRANSPORT, STANDIN, str(_free_port()), str(args.steps),
+               "--agents", str(args.agents), "--step-cost-ms", str(args.step_cost_ms), "--step-mode", args.step_mode,
+               "--report", report, "--report-after", str(args.report_after)]
+    env = dict(os.environ, PYTHONPATH=args.trainer_tree, TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900, cwd=workdir)
+    if proc.returncode != 0 or not os.path.exists(report):
+        raise SystemExit(f"the transport run failed: {proc.stderr[-2000:]}")
+    with open(report) as f:
+        out: dict[str, float] = json.load(f)
+    os.remove(report)
+    out["steps/s"] = out["steps"] * args.agents / max(out["wall_s"], 1e-9)
+    return out
+
+
 def run(args: argparse.Namespace, seed: int, threaded: bool, workdir: str) -> dict[str, float]:
     """One training run; the player's report and the trainer's per-exchange breakdown (ms)."""
     report, run_id = os.path.join(workdir, "report.json"), f"busy_{seed}_{int(threaded)}"
@@ -107,7 +148,7 @@ def table(results: dict[str, list[dict[str, float]]]) -> None:
         cells = [statistics.median(r.get(column, 0.0) for r in runs) for runs in results.values()]
         print(f"{column:24s}" + "".join(f"{cell:>14.3f}" for cell in cells))
     speed = [statistics.median(r["steps/s"] for r in runs) for runs in results.values()]
-    if len(speed) == 2:
+    if list(results)[:2] == ["unthreaded", "threaded"]:
         print(f"threaded / unthreaded steps/s: {speed[1] / speed[0]:.2f}x")
 
 
@@ -122,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report-after", type=int, default=500, help="exchanges left out of the player's report")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--first-seed", type=int, default=1)
-    p.add_argument("--modes", nargs="+", choices=("unthreaded", "threaded"), default=["unthreaded", "threaded"])
+    p.add_argument("--modes", nargs="+", choices=("unthreaded", "threaded", "transport"),
+                   default=["unthreaded", "threaded"])
     p.add_argument("--trainer-tree", default=ROOT, help="the checkout whose kerasrl trains (default this one)")
     args = p.parse_args(argv)
     results: dict[str, list[dict[str, float]]] = {mode: [] for mode in args.modes}
@@ -131,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             f.write(CONFIGS[args.config])
         for i, seed in enumerate(range(args.first_seed, args.first_seed + args.seeds)):
             for mode in (args.modes if i % 2 == 0 else args.modes[::-1]):
-                r = run(args, seed, mode == "threaded", workdir)
+                r = run_transport(args, workdir) if mode == "transport" else run(args, seed, mode == "threaded", workdir)
                 results[mode].append(r)
                 print(f"seed {seed} {mode}: {r['steps/s']:.0f} steps/s, busy share {r['busy_share']:.3f} "
                       f"(waiting {r['waiting_ms']:.3f} ms per exchange)", flush=True)
