@@ -453,13 +453,15 @@ def test_the_fit_api_refuses_a_self_play_block_in_one_line(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-def test_poca_trains_by_self_play_as_soccer_twos_configures_it(tmp_path):
+@pytest.mark.parametrize("threaded", [False, True])
+def test_poca_trains_by_self_play_as_soccer_twos_configures_it(tmp_path, threaded):
     """``trainer_type: poca`` with a ``self_play`` block (ML-Agents' SoccerTwos): one self-play trainer
-    wraps a POCA trainer for both teams, trains, rates and saves."""
+    wraps a POCA trainer for both teams, trains, rates and saves (threaded too: the snapshots are
+    read between two updates)."""
     from kerasrl.poca.trainer import POCATrainer
 
     manager = SimpleEnvManager(Duel1DEnvironment(num_areas=4, seed=1))
-    section = {"trainer_type": "poca", "hyperparameters": {"batch_size": 64, "buffer_size": 256},
+    section = {"trainer_type": "poca", "threaded": threaded, "hyperparameters": {"batch_size": 64, "buffer_size": 256},
                "network_settings": {"hidden_units": 16, "num_layers": 1}, "max_steps": 1500, "summary_freq": 500,
                "self_play": {"save_steps": 300, "swap_steps": 100, "team_change": 600, "window": 3}}
     context = _context(tmp_path)
@@ -468,4 +470,5 @@ def test_poca_trains_by_self_play_as_soccer_twos_configures_it(tmp_path):
     assert isinstance(ghost, SelfPlayTrainer) and isinstance(ghost.inner, POCATrainer)
     TrainerController(trainers, str(tmp_path / "m"), str(tmp_path / "s"), "r", save_freq=10**9).start_learning(manager)
     assert ghost.step > 1500 and ghost.inner.update_count >= 3 and ghost.elo != ghost.self_play.initial_elo
+    assert ghost.inner.threaded is threaded and ghost.inner.updates_applied == ghost.inner.update_count
     assert os.path.isfile(tmp_path / "m" / "Duel1D" / SELF_PLAY_FILE)
