@@ -86,10 +86,9 @@ from kerasrl.envs.unity import UnityEnvironment
 player, port, steps, extra = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 env = UnityEnvironment(file_name=player, base_port=port, no_graphics=True, additional_args=extra)
 results, done = env.reset(), 0
-fixed = {name: np.zeros((0, len(spec.discrete_branches)), np.int32) for name, spec in env.behavior_specs.items()}
+branches = {name: len(spec.discrete_branches) for name, spec in env.behavior_specs.items()}
 while done < steps:
-    actions = {name: np.zeros((len(result.agent_ids), fixed[name].shape[1]), np.int32)
-               for name, result in results.items()}
+    actions = {name: np.zeros((len(result.agent_ids), branches[name]), np.int32) for name, result in results.items()}
     results = env.step(actions)
     done += sum(len(result.agent_ids) for result in results.values())
 env.close()

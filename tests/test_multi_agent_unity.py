@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import os
 
+import numpy as np
 import pytest
 import yaml
 
@@ -16,6 +17,7 @@ from kerasrl.settings import RunContext
 from kerasrl.trainers import create_trainers
 from tests.process_tools import free_ports
 from tests.test_self_play import LEARNING, _win_rate
+from tests.unity_standin.standin_player import GroupAreas
 
 STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "unity_standin", "StandIn")
 
@@ -84,10 +86,6 @@ def test_threaded_poca_trains_groups_in_several_areas_of_a_unity_player(tmp_path
 
 
 def test_the_players_group_areas_are_separate_groups_with_their_own_agent_ids():
-    import numpy as np
-
-    from tests.unity_standin.standin_player import GroupAreas
-
     areas = GroupAreas(groups=3, agents=2, max_steps=40)
     first = areas.reset()["GroupSimple1D"]
     assert first.agent_ids.tolist() == [0, 1, 2, 3, 4, 5] and first.group_id.tolist() == [1, 1, 2, 2, 3, 3]

@@ -71,21 +71,28 @@ def test_the_ratio_starts_from_the_learners_weights_not_the_acting_ones(tmp_path
     """Threaded, the stored log-probabilities are those of weights one update older; the update
     clips against the learner's own (taken at its start), as an unthreaded update does."""
     trainer, manager, context = _trainer(tmp_path, max_steps=600)
-    seen = []
-    update = trainer.learner.update
+    seen, acting = [], []
+    update, run_update = trainer.learner.update, trainer.run_update
+
+    def keep_acting(data, step, stats):  # the acting policy's log-probabilities, in the update buffer's order
+        acting.append(np.concatenate([t.steps[Field.ACTION_LOG_PROBS].get_batch().sum(-1)
+                                      for run in data.between_resets() for t in run]))
+        return run_update(data, step, stats)
 
     def spy(batch, step, seed):
-        actions = batch[Field.ACTIONS]
-        own = trainer.learner.log_probs({**batch, Field.ACTIONS: actions})
-        seen.append((batch[Field.ACTION_LOG_PROBS].sum(-1), own))
+        seen.append((batch[Field.ACTION_LOG_PROBS].sum(-1), trainer.learner.log_probs(batch)))
         return update(batch, step, seed)
 
+    monkeypatch.setattr(trainer, "run_update", keep_acting)
     monkeypatch.setattr(trainer.learner, "update", spy)
     _learn(trainer, manager, context)
-    assert len(seen) >= 3
+    assert len(seen) >= 3 and len(acting) == len(seen)
     for stored, own in seen:
         np.testing.assert_allclose(stored, own, rtol=1e-5, atol=1e-5)
-    assert any(np.abs(stored).max() > 0 for stored, _ in seen[1:])
+    # the first update's data was acted by the learner's own weights (equal to float rounding); after
+    # it the acting weights are one update old and their log-probabilities differ beyond rounding
+    assert np.abs(seen[0][0] - acting[0]).max() < 1e-5
+    assert all(np.abs(stored - old).max() > 1e-4 for (stored, _), old in zip(seen[1:], acting[1:]))
 
 
 def test_a_reset_drops_the_unfinished_episodes_group_rewards_where_the_update_thread_reaches_it(tmp_path, monkeypatch):

@@ -36,7 +36,7 @@ from kerasrl.timers import hierarchical_timer
 from kerasrl.trainers.checkpoint import INITIALIZE_FIX, CheckpointSaver, initialize_from_advice
 from kerasrl.trainers.groupmates import groupmate_keys, widen_groupmates
 from kerasrl.trainers.rl_trainer import RLTrainer, concatenated, set_split, trajectory_ends
-from kerasrl.trainers.threaded import TakenTrajectories
+from kerasrl.trainers.threaded import TakenTrajectories, acting_snapshot, rebase_log_probs
 from kerasrl.trainers.trajectory import Trajectory
 
 logger = logging.getLogger("kerasrl.trainers")
@@ -397,17 +397,11 @@ class POCATrainer(RLTrainer):
                 self._episode_returns.clear()
             self.process_trajectory_batch(trajectories)
         update = self.training_buffer.update_buffer
-        stored = update[Field.ACTION_LOG_PROBS].get_batch()
-        reference = np.zeros(stored.shape, np.float32)
-        reference[:, 0] = self.learner.log_probs({k: update[k].get_batch() for k in self.learner.batch_fields})
-        update[Field.ACTION_LOG_PROBS].set(reference)  # (the loss sums the last axis: one column holds it)
+        rebase_log_probs(update, self.learner.log_probs({k: update[k].get_batch() for k in self.learner.batch_fields}))
         metrics = self._update(step, stats)
         if self._numpy_critic is not None:
             self._numpy_critic.refresh()
-        actor = self.learner.actor
-        weights = [v.numpy() for v in actor.trainable_variables]
-        norm = None if actor.normalizer is None else (*actor.normalizer.numpy_stats(), actor.normalizer.clip)
-        return (weights, norm), metrics
+        return acting_snapshot(self.learner.actor), metrics
 
     def apply_update(self, snapshot: Any) -> None:
         self._policy.refresh(*snapshot)  # the weights and the normalizer's statistics

@@ -34,6 +34,7 @@ from kerasrl.trainers.agent_processor import Rollout
 from kerasrl.trainers.checkpoint import INITIALIZE_FIX, CheckpointSaver, initialize_from_advice
 from kerasrl.trainers.reward_normalization import RewardNormalizer
 from kerasrl.trainers.rl_trainer import RLTrainer
+from kerasrl.trainers.threaded import acting_snapshot, rebase_log_probs
 from kerasrl.trainers.trajectory import Trajectory
 
 logger = logging.getLogger("kerasrl.trainers")
@@ -145,11 +146,7 @@ class PPOTrainer(PPOMultiHostHooks, RLTrainer):
             refresh = data.staged is not None and self.sequence_length == 1
             self._rebase_on_learner(data.segments if refresh else None)
         weights, metrics = self._update(step, stats)
-        if weights is None:
-            weights = [v.numpy() for v in self.learner.actor_critic.trainable_variables]
-        normalizer = self.learner.actor_critic.normalizer
-        norm = None if normalizer is None else (*normalizer.numpy_stats(), normalizer.clip)
-        return (weights, norm), metrics
+        return acting_snapshot(self.learner.actor_critic, weights), metrics
 
     def apply_update(self, snapshot: Any) -> None:
         self._policy.refresh(*snapshot)  # the weights and the normalizer's statistics
@@ -167,9 +164,7 @@ class PPOTrainer(PPOMultiHostHooks, RLTrainer):
         update = self.training_buffer.update_buffer
         batch = {k: update[k].get_batch() for k in self.learner.batch_fields}
         log_prob, values = self._learner_outputs(batch)
-        reference = np.zeros(batch[Field.ACTION_LOG_PROBS].shape, np.float32)
-        reference[:, 0] = log_prob  # the loss sums the last axis: one column holds it
-        update[Field.ACTION_LOG_PROBS].set(reference)
+        rebase_log_probs(update, log_prob)
         if segments is not None:
             self._refresh_advantages(update, values, segments)
 

@@ -20,9 +20,13 @@ import logging
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol
+from typing import Any, Optional, Protocol, Sequence
 
+import numpy as np
+
+from kerasrl.buffer import AgentBuffer
 from kerasrl.exception import TrainerConfigError, one_line
+from kerasrl.fields import Field
 from kerasrl.timers import get_timer_root, get_timer_stack, merge_worker_tree, set_gauge
 from kerasrl.trainers.trajectory import Trajectory
 from kerasrl.trainers.update_thread import UpdateResult, UpdateThread, UpdateWork
@@ -67,6 +71,24 @@ class ThreadedTrainer(Protocol):
 
     def updates_stopped(self) -> None:
         """Acting thread, the update thread stopped (under ``learner_lock``): act with the learner's weights."""
+
+
+def acting_snapshot(model: Any, weights: Optional[Sequence[np.ndarray]] = None) -> tuple[Any, Any]:
+    """What acting swaps to after a threaded update (``apply_update``): the model's trainable
+    weights as numpy (``weights`` where the learner has them already) and its normalizer's
+    ``(mean, inv_std, clip)``, or None without one."""
+    weights = [v.numpy() for v in model.trainable_variables] if weights is None else weights
+    normalizer = model.normalizer
+    return weights, None if normalizer is None else (*normalizer.numpy_stats(), normalizer.clip)
+
+
+def rebase_log_probs(update: AgentBuffer, log_prob: np.ndarray) -> None:
+    """Threaded: the update buffer's PPO reference log-probabilities set to ``log_prob`` ``[B]``,
+    the learner's at the update's start (the loss sums the field's last axis: one column holds it)."""
+    field_ = update[Field.ACTION_LOG_PROBS]
+    reference = np.zeros(np.shape(field_.get_batch()), np.float32)
+    reference[:, 0] = log_prob
+    field_.set(reference)
 
 
 @dataclass
