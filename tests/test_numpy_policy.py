@@ -13,9 +13,12 @@ SPECS = {
     "discrete": BehaviorSpec(((3,), (2,)), "discrete", (3, 4, 2)),
     "continuous": BehaviorSpec(((5,),), "continuous", (3,)),
     "continuous_sb3": BehaviorSpec(((5,),), "continuous", (3,)),
+    "discrete_bias": BehaviorSpec(((3,), (2,)), "discrete", (3, 4, 2)),
 }
 #: Stable-Baselines3's Gaussian (log σ, summed entropy) in the units of a Box of half-range 2.
 SB3_GAUSSIAN = {"gaussian_style": "sb3", "log_std_init": -0.5, "action_scale": 2.0}
+#: The network keys of each kind beyond the defaults.
+KIND_NETWORK = {"continuous_sb3": SB3_GAUSSIAN, "discrete_bias": {"action_bias": True}}
 KINDS = list(SPECS)
 
 
@@ -41,7 +44,7 @@ WIDTHS = {"narrow": {}, "wide": {"hidden_units": 160, "num_layers": 3, "separate
 @pytest.mark.parametrize("kind", KINDS)
 def test_numpy_forward_equals_tf(kind, width):
     spec = SPECS[kind]
-    model = trained_like(spec, **WIDTHS[width], **(SB3_GAUSSIAN if kind == "continuous_sb3" else {}))
+    model = trained_like(spec, **WIDTHS[width], **KIND_NETWORK.get(kind, {}))
     mirror = NumpyActorCritic(model)
     if width == "wide":  # the streams' 2nd and 3rd layers as stacked kernels
         assert [k.ndim for k, _ in mirror.layers] == [2, 3, 3]
@@ -96,7 +99,7 @@ def test_policy_chooses_numpy_where_a_mirror_exists_and_tf_otherwise():
 @pytest.mark.parametrize("kind", KINDS)
 def test_numpy_and_tf_policies_give_same_actions_under_same_seed(kind):
     spec = SPECS[kind]
-    model = trained_like(spec, seed=4, **(SB3_GAUSSIAN if kind == "continuous_sb3" else {}))
+    model = trained_like(spec, seed=4, **KIND_NETWORK.get(kind, {}))
     rng = np.random.default_rng(2)
     n = 64
     obs = [rng.normal(size=(n, s[0])).astype(np.float32) for s in spec.observation_shapes]
@@ -200,14 +203,16 @@ def test_bad_gaussian_keys_name_key_and_value(key, value, problem):
 LSTM_CASES = {"discrete-separate": ("discrete", True, "mlagents"), "discrete-shared": ("discrete", False, "mlagents"),
               "continuous": ("continuous", None, "mlagents"),
               "sb3-discrete-separate": ("discrete", True, "sb3"), "sb3-discrete-shared": ("discrete", False, "sb3"),
-              "sb3-continuous": ("continuous", None, "sb3"), "sb3-continuous-wide": ("continuous", True, "sb3")}
+              "sb3-continuous": ("continuous", None, "sb3"), "sb3-continuous-wide": ("continuous", True, "sb3"),
+              "sb3-discrete-bias": ("discrete", True, "sb3")}
 
 
 def lstm_model(kind, seed=0):
     spec_kind, separate, style = LSTM_CASES[kind]
     wide = {"hidden_units": 128} if kind.endswith("-wide") else {}  # stacked kernels after the LSTMs
+    bias = {"action_bias": True} if kind.endswith("-bias") else {}
     return trained_like(SPECS[spec_kind], seed=seed, use_recurrent=True, memory_size=24,
-                        separate_value_network=separate, recurrent_style=style, **wide), SPECS[spec_kind]
+                        separate_value_network=separate, recurrent_style=style, **wide, **bias), SPECS[spec_kind]
 
 
 def assert_acts_alike(model, mirror, spec, inputs, noise):

@@ -11,10 +11,10 @@ from kerasrl.models.numpy_visual import NumpyVisualActorCritic, conv2d_valid
 from kerasrl.settings import NetworkSettings
 
 CASES = {
-    # one camera, discrete, one shared stream, SB3's NatureCNN choices
+    # one camera, discrete, one shared stream, SB3's NatureCNN choices (the action layer's bias included)
     "nature_sb3": (BehaviorSpec(((36, 36, 1),), "discrete", (3,)),
                    dict(vis_encode_type="nature_cnn", conv_style="network", activation="relu",
-                        initializer="orthogonal", separate_value_network=False)),
+                        initializer="orthogonal", separate_value_network=False, action_bias=True)),
     # ML-Agents' ELU convolutions, two cameras + a normalised vector, continuous: two streams
     "simple_mlagents": (BehaviorSpec(((4,), (20, 24, 3), (21, 20, 1)), "continuous", (2,)),
                         dict(vis_encode_type="simple", normalize=True)),

@@ -42,13 +42,24 @@ def copy_into_sb3(pairs: list, weights: dict) -> None:
                 linear.bias.copy_(torch.tensor(weights[f"{name}/bias"].numpy()))
 
 
-def test_update_matches_stable_baselines3(tmp_path):
+def freeze_action_bias_at_zero(policy) -> None:
+    """Without ``action_bias`` kerasrl's discrete policy layer has no bias (ML-Agents 0.9's layout):
+    SB3's is held at zero, so that both compute the same function."""
+    with torch.no_grad():
+        policy.action_net.bias.zero_()
+    policy.action_net.bias.requires_grad_(False)
+
+
+@pytest.mark.parametrize("action_bias", [False, True], ids=["no-action-bias", "action-bias"])
+def test_update_matches_stable_baselines3(tmp_path, action_bias):
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.logger import configure
 
+    from kerasrl.settings import read_yaml
+
     torch.set_num_threads(1)
-    config = config_path("cartpole_zoo")
+    config = {"default": {**read_yaml(config_path("cartpole_zoo"))["default"], "action_bias": action_bias}}
     manager = SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=8, seed=0))
     trainer = next(iter(initialize_trainers(config, manager.behavior_specs, str(tmp_path), "p", str(tmp_path),
                                             1, True, False, 0).values()))
@@ -63,10 +74,9 @@ def test_update_matches_stable_baselines3(tmp_path):
     policy = model.policy
     pairs = linear_pairs(policy, "branch_0")
     copy_into_sb3(pairs, weights)
-    # kerasrl's discrete policy layer has no bias (as ML-Agents): freeze SB3's at zero.
-    with torch.no_grad():
-        policy.action_net.bias.zero_()
-    policy.action_net.bias.requires_grad_(False)
+    if not action_bias:
+        freeze_action_bias_at_zero(policy)
+    assert ("branch_0/bias" in weights) == action_bias
     policy.optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=1e-3, eps=1e-5)
 
     rng = np.random.default_rng(1)
@@ -310,8 +320,7 @@ def cnn_update(**overrides):
     with torch.no_grad():
         for v, p in zip(ours, theirs):
             p.copy_(torch.tensor(torch_layout(v.numpy())))
-        policy.action_net.bias.zero_()  # kerasrl's discrete policy layer has no bias (ML-Agents)
-    policy.action_net.bias.requires_grad_(False)
+    freeze_action_bias_at_zero(policy)
     policy.optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=5e-4, eps=1e-5)
     before = [torch_layout(v.numpy()) for v in ours]
 
@@ -376,8 +385,9 @@ def test_ml_agents_convolutions_are_where_the_cnn_updates_differ():
     assert diff > 1e-4
 
 
-@pytest.mark.parametrize("critic_lstm", [True, False], ids=["critic-lstm", "critic-mlp"])
-def test_recurrent_update_matches_sb3_contrib_recurrent_ppo(tmp_path, critic_lstm):
+@pytest.mark.parametrize("critic_lstm,action_bias", [(True, False), (False, False), (False, True)],
+                         ids=["critic-lstm", "critic-mlp", "critic-mlp-action-bias"])
+def test_recurrent_update_matches_sb3_contrib_recurrent_ppo(tmp_path, critic_lstm, action_bias):
     """``recurrent_style: sb3`` with the ``lstm`` bench task's keys computes sb3-contrib's
     RecurrentPPO update (``MlpLstmPolicy``: separate actor and critic LSTMs of 64 units on the
     observations, then 64 tanh units): same weights, same rollout of 8 envs × 32 steps with an
@@ -385,9 +395,10 @@ def test_recurrent_update_matches_sb3_contrib_recurrent_ppo(tmp_path, critic_lst
     ``sequence_batches: sb3``, its 256 steps in 9 sequences, padded to 16 with masked ones). SB3
     splits that chunk in two sequences and zeroes the LSTM state at the episode start; kerasrl
     gets the two as padded sequences, the second from a zero memory. PyTorch's LSTM has two
-    biases: the hidden one is frozen at 0 (Keras has one); so is the action layer's bias.
-    ``critic-mlp``: ``critic_memory: false`` against ``enable_critic_lstm=False``, whose critic
-    has a linear layer where its LSTM would be (kerasrl's ``projection``)."""
+    biases: the hidden one is frozen at 0 (Keras has one); so is the action layer's bias unless
+    ``action_bias`` gives kerasrl's one too. ``critic-mlp``: ``critic_memory: false`` against
+    ``enable_critic_lstm=False``, whose critic has a linear layer where its LSTM would be
+    (kerasrl's ``projection``)."""
     pytest.importorskip("sb3_contrib", reason="sb3-contrib is not installed")
     import tensorflow as tf
     from sb3_contrib import RecurrentPPO
@@ -400,7 +411,7 @@ def test_recurrent_update_matches_sb3_contrib_recurrent_ppo(tmp_path, critic_lst
     n_envs, n_steps, units, seq = 8, 32, 64, 32
     keys = {"use_recurrent": True, "memory_size": (4 if critic_lstm else 2) * units, "sequence_length": seq,
             "num_layers": 1, "recurrent_style": "sb3", "normalize_advantages": "minibatch", "critic_memory": critic_lstm,
-            "sequence_batches": "sb3"}
+            "sequence_batches": "sb3", "action_bias": action_bias}
     config = {"default": {**read_yaml(config_path("cartpole_zoo"))["default"], **keys}}
     manager = SimpleEnvManager(GymnasiumEnv("CartPole-v1", num_envs=n_envs, seed=0))
     trainer = next(iter(initialize_trainers(config, manager.behavior_specs, str(tmp_path), "p", str(tmp_path),
@@ -434,8 +445,8 @@ def test_recurrent_update_matches_sb3_contrib_recurrent_ppo(tmp_path, critic_lst
             lstm.bias_ih_l0.copy_(torch.tensor(weights[f"{name}/bias"].numpy()))
             lstm.bias_hh_l0.zero_()
             lstm.bias_hh_l0.requires_grad_(False)
-        policy.action_net.bias.zero_()
-    policy.action_net.bias.requires_grad_(False)
+    if not action_bias:
+        freeze_action_bias_at_zero(policy)
     policy.optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=1e-3, eps=1e-5)
 
     rng = np.random.default_rng(4)

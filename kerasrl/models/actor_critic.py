@@ -235,8 +235,8 @@ class ActorCritic(keras.Model):
         self.value_body = stream(1, value_units, projection) if self.separate_value_network else None
         if self.branches:
             self.branch_logits = [
-                keras.layers.Dense(b, use_bias=False, kernel_initializer=kernel_initializer(init, "action", self._seed(10 + k)),
-                                   name=f"branch_{k}")
+                keras.layers.Dense(b, use_bias=self.network.action_bias, name=f"branch_{k}",
+                                   kernel_initializer=kernel_initializer(init, "action", self._seed(10 + k)))
                 for k, b in enumerate(self.branches)
             ]
         if self.continuous_size:

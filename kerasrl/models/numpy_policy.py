@@ -235,8 +235,10 @@ class NumpyActorCritic:
             biases.append(mu_bias)
             self._refresh_gaussian(values)
         if self.branches:
-            kernels += [dense(layer)[0] for layer in m.branch_logits]
-            biases.append(np.zeros(sum(self.branches), np.float32))
+            for layer, size in zip(m.branch_logits, self.branches):
+                weights = dense(layer)  # [kernel] or, with action_bias, [kernel, bias]
+                kernels.append(weights[0])
+                biases.append(weights[1] if len(weights) > 1 else np.zeros(size, np.float32))
         return np.concatenate(kernels, axis=1), np.concatenate(biases)
 
     def _refresh_lstm(self, cells: list[list[np.ndarray]], hidden: int, shared_input: bool = False) -> None:

@@ -76,9 +76,10 @@ class NumpyVisualActorCritic(NumpyActorCritic):
             biases.append(mu_bias)
             self._refresh_gaussian(values)
         if self.branches:
-            kernels += [weights(layer)[0] for layer in m.branch_logits]
-            if biases:
-                biases.append(np.zeros(sum(self.branches), np.float32))
+            branch = [weights(layer) for layer in m.branch_logits]  # [kernel] or, with action_bias, [kernel, bias]
+            kernels += [w[0] for w in branch]
+            if biases or m.network.action_bias:
+                biases += [w[1] if len(w) > 1 else np.zeros(size, np.float32) for w, size in zip(branch, self.branches)]
         self.action_head = (np.concatenate(kernels, axis=1), np.concatenate(biases) if biases else None)
         heads = [weights(m.value_heads[name]) for name in self.stream_names]
         self.value_head = (np.concatenate([k for k, _ in heads], axis=1), np.concatenate([b for _, b in heads]))
