@@ -319,3 +319,20 @@ def test_agent_table_looks_up_stores_and_resets_rows_by_agent_id():
         table[4]
     table.clear()
     assert not table
+
+
+def test_refresh_picks_up_a_new_action_bias():
+    """With ``action_bias`` the mirror's action probabilities follow the bias the update moved."""
+    spec = SPECS["discrete_bias"]
+    model = trained_like(spec, seed=6, action_bias=True)
+    mirror = NumpyActorCritic(model)
+    rng = np.random.default_rng(3)
+    inputs = {"vector_obs": rng.normal(size=(16, 5)).astype(np.float32),
+              "action_mask": np.ones((16, sum(spec.discrete_branches)), np.float32)}
+    noise = rng.random((16, spec.action_size), dtype=np.float32)
+    before = mirror.act(inputs, noise)["action_log_probs"].copy()
+    bias = model.branch_logits[0].bias
+    bias.assign(bias.numpy() + np.array([3.0, 0.0, -3.0], np.float32))
+    mirror.refresh()
+    tf_out, np_out = assert_acts_alike(model, mirror, spec, inputs, noise)
+    assert np.abs(np_out["action_log_probs"] - before).max() > 0.1

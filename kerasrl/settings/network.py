@@ -54,8 +54,8 @@ class NetworkSettings(_Checked):
     log_std_init: float = setting(0.0, lambda v: None if -20.0 <= v <= 5.0 else "must be in [-20, 5]",
                                   "initial log σ of continuous actions (SB3's log_std_init)")
     action_bias: bool = setting(
-        False, doc="discrete actions: each branch's logit layer has a bias, as Stable-Baselines3's (and today's "
-        "ML-Agents'); false: no bias, as ML-Agents 0.9's")
+        False, doc="discrete actions of the PPO, MA-POCA and BC actor-critic: each branch's logit layer has a bias, as "
+        "Stable-Baselines3's (and today's ML-Agents'); false: no bias, as ML-Agents 0.9's. SAC's policy always has one")
     action_scale: Optional[float] = setting(
         None, positive, "continuous actions: the sample is clipped at ±action_scale and divided by it, giving [-1, 1] "
         "(default 3 for mlagents, 1 for sb3; the Box's half-range puts μ and σ in the env's units, as SB3)")
