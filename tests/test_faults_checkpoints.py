@@ -227,6 +227,49 @@ def test_a_checkpoint_of_other_shapes_names_the_variable_and_both_shapes(folder,
     assert "damaged" not in warnings_of(caplog)
 
 
+class Branches(keras.Model):
+    """A model whose action layers sit in a list, as ``ActorCritic``'s branches do: the checkpoint
+    holds their weights only by position, in the optimizer's list of the model's weights."""
+
+    def __init__(self, action_bias: bool, branches: int = 1) -> None:
+        super().__init__(name="actor_critic")
+        self.hidden = keras.layers.Dense(16, name="hidden")
+        self.branch_logits = [keras.layers.Dense(2, use_bias=action_bias, name=f"branch_{k}") for k in range(branches)]
+        self.value = keras.layers.Dense(1, name="value")
+
+    def call(self, x):
+        h = self.hidden(x)
+        return [branch(h) for branch in self.branch_logits], self.value(h)
+
+
+def branches_saver(folder: Path, action_bias: bool, branches: int = 1) -> CheckpointSaver:
+    model = Branches(action_bias, branches)
+    model(np.zeros((1, 4), np.float32))
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(model.trainable_variables)
+    return CheckpointSaver(str(folder), 1, model=model, optimizer=optimizer)
+
+
+@pytest.mark.parametrize("saved_bias, branches, counts, lacking", [
+    (False, 1, "it holds 5 model weights and this configuration 6", "the checkpoint lacks actor_critic/branch_0/bias"),
+    (True, 1, "it holds 6 model weights and this configuration 5",
+     "this configuration lacks the checkpoint's variable of shape [2] after actor_critic/branch_0/kernel"),
+    (False, 2, "it holds 6 model weights and this configuration 8", "the checkpoint lacks actor_critic/branch_0/bias"),
+], ids=["bias_added", "bias_removed", "two_biases_added"])
+def test_a_checkpoint_with_another_number_of_weights_says_so(tmp_path, caplog, saved_bias, branches, counts, lacking):
+    """A weight added or removed (``action_bias``) shifts every later one in the optimizer's list:
+    the error gives both counts and the first weight one side lacks, not a reshape of the
+    variable that happens to sit at that position."""
+    branches_saver(tmp_path, saved_bias, branches).save(10, 1)
+    with pytest.raises(UnityTrainerException) as error:
+        branches_saver(tmp_path, not saved_bias, branches).restore()
+    message = str(error.value)
+    assert f"model-10 does not fit this configuration: {counts} ({lacking}), as when a setting that adds or removes " \
+           "weights (action_bias, " in message
+    assert "there and" not in message and "\n" not in message and "--force" in message
+    assert "damaged" not in warnings_of(caplog)
+
+
 def test_export_weights_creates_the_folder(tmp_path):
     model = new_saver(tmp_path)[1]
     path = tmp_path / "a" / "b" / "Behavior.weights.h5"
