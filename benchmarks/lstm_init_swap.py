@@ -8,6 +8,7 @@ trained by its own loop from another initialisation.
 * ``kerasrl``: the weights of a freshly built kerasrl model of ``lstm_mlp_critic`` copied in
   (the LSTM's second bias and the action layer's bias frozen at 0, as Keras has none; the
   critic's linear layer copied from kerasrl's);
+* ``kerasrl-bias``: the same with the action layer's bias trained (kerasrl's ``action_bias: true``);
 * ``kerasrl-critic``: its own initialisation, but the critic as kerasrl's before it had the linear
   layer: that layer frozen at ``[I; 0]``, so the hidden layer acts on the observation with an
   orthogonal kernel of gain √2;
@@ -35,7 +36,7 @@ import bench_tasks  # noqa: E402  (registers MaskedCartPole-v1)
 from seed_args import parse_seeds  # noqa: E402
 
 UNITS = 64
-INITS = ("own", "kerasrl", "kerasrl-critic", "one-bias")
+INITS = ("own", "kerasrl", "kerasrl-bias", "kerasrl-critic", "one-bias")
 
 
 def kerasrl_weights(seed: int) -> dict[str, Any]:
@@ -69,7 +70,7 @@ def apply_init(model: Any, init: str, seed: int) -> None:
     extractor, lstm = policy.mlp_extractor, policy.lstm_actor
     frozen = []
     with torch.no_grad():
-        if init == "kerasrl":
+        if init in ("kerasrl", "kerasrl-bias"):
             w = kerasrl_weights(seed)
             for linear, name in [(extractor.policy_net[0], "main_graph_0/vector/hidden_0"),
                                  (extractor.value_net[0], "main_graph_1/vector/hidden_0"),
@@ -80,8 +81,8 @@ def apply_init(model: Any, init: str, seed: int) -> None:
             lstm.weight_ih_l0.copy_(torch.tensor(w[f"{cell}/kernel"].T))
             lstm.weight_hh_l0.copy_(torch.tensor(w[f"{cell}/recurrent_kernel"].T))
             lstm.bias_ih_l0.copy_(torch.tensor(w[f"{cell}/bias"]))
-            policy.action_net.bias.zero_()
-            frozen = [policy.action_net.bias]
+            policy.action_net.bias.zero_()  # Keras's initial bias
+            frozen = [] if init == "kerasrl-bias" else [policy.action_net.bias]
         if init == "kerasrl-critic":
             policy.critic.weight.copy_(torch.eye(UNITS, policy.critic.in_features))
             policy.critic.bias.zero_()
@@ -91,7 +92,7 @@ def apply_init(model: Any, init: str, seed: int) -> None:
             torch.nn.init.orthogonal_(kernel, gain=2 ** 0.5)
             hidden.weight[:, : policy.critic.in_features] = kernel
             frozen = [policy.critic.weight, policy.critic.bias]
-        if init in ("kerasrl", "one-bias"):
+        if init in ("kerasrl", "kerasrl-bias", "one-bias"):
             lstm.bias_hh_l0.zero_()
             frozen.append(lstm.bias_hh_l0)
     for parameter in frozen:

@@ -676,3 +676,30 @@ def test_lockstep_run_matches_stable_baselines3():
     for n, diffs, _ in rows:
         assert n < 4096  # Gymnasium's reset steps store no transition (the one structural difference)
         assert diffs["clip_step"] == -1 and diffs["weights"] < 1e-5
+
+
+def test_recurrent_lockstep_batches_match_sb3_contrib_recurrent_ppo(tmp_path):
+    """``benchmarks/lockstep_recurrent.py`` over a real run's first updates: every batch kerasrl's
+    ``lstm_mlp_critic`` (with RecurrentPPO's action bias and mini-batches) collects equals what
+    RecurrentPPO's own code computes on the same transitions with the same weights (the LSTM
+    state each step started from, old log-probabilities, values, advantages, returns) to float
+    rounding; every transition is trained on once, in order; the updates hold fewer than 256
+    transitions because each episode end takes a reset step that stores none."""
+    pytest.importorskip("sb3_contrib", reason="sb3-contrib is not installed")
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "lockstep_recurrent.py"
+    spec = importlib.util.spec_from_file_location("lockstep_recurrent", path)
+    lockstep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lockstep)
+
+    records, logs = lockstep.run_kerasrl(7, 2600, False, str(tmp_path))
+    rows = list(lockstep.lockstep(records, logs, 7, 2600, False, 1e-4))
+    assert len(rows) == 10
+    assert [r["bad"] for r in rows] == [[]] * 10
+    assert all(r["rows"] < 256 for r in rows)
+    held = sum(r["rows"] for r in rows)
+    ends = sum(t[3] or t[4] for log in logs for t in log)
+    assert 0 < 2560 - held <= ends  # one reset step per episode end, none elsewhere
+    assert any(np.abs(r["batch"]["memory"]).max() > 0.01 for r in records)  # real memories were compared
