@@ -12,8 +12,9 @@ update's batch and weights are kept. Then RecurrentPPO's own code goes over the 
 transitions, env by env, with the weights that acted on them: its policy's ``get_distribution``
 and ``predict_values`` (the LSTM state carried from step to step and zeroed at episode starts,
 as its ``collect_rollouts`` carries it), the bootstrap of a truncated episode from the value
-of its final observation, and its ``RolloutBuffer.compute_returns_and_advantage``. Per update
-it prints the largest |kerasrl - RecurrentPPO| of the LSTM state each step started from, the
+of its final observation, and its ``RolloutBuffer.compute_returns_and_advantage`` (its
+log-probabilities compared through kerasrl's categorical arithmetic, ML-Agents' ε included:
+``EPSILON``). Per update it prints the largest |kerasrl - RecurrentPPO| of the LSTM state each step started from, the
 old log-probabilities, the values, the advantages and the returns, and how many transitions
 the update holds; then the first quantity that differs beyond float rounding, if any, and the
 accounting of the run's transitions.
@@ -39,6 +40,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 N_ENVS, UNITS, GAMMA, LAMBDA = 8, 64, 0.98, 0.8
 ENV_ID = "MaskedCartPole-v1"
+#: ML-Agents' ε in kerasrl's categorical: added to each probability before renormalising and inside
+#: the log, it moves an unlikely action's log-probability by about 2ε/p (2.7e-4 at p = 7.5e-4).
+EPSILON = 1e-7
 COLUMNS = ("memory", "logp", "value", "adv", "return", "weights", "floor")
 
 
@@ -188,21 +192,23 @@ def load_adam(policy: Any, record: dict) -> list[Any]:
     return trained
 
 
-def sb3_update(model: Any, per_env: list[dict], record: dict, total: int) -> tuple[float, float, float] | None:
+def sb3_update(model: Any, per_env: list[dict], record: dict, total: int,
+               nudge: float) -> tuple[float, float, float] | None:
     """RecurrentPPO's own ``train`` on this update's transitions, from kerasrl's weights and Adam
     state, its rollout cut where it starts (no random split point): the largest |kerasrl -
     RecurrentPPO| weight after it; the same between RecurrentPPO's update on its own numbers and on
     kerasrl's (old log-probabilities, values, advantages, returns, LSTM states: equal to rounding)
-    or with its schedules' progress nudged by ±1e-6 (the clip range by ±2e-7), the most of which
-    is how far rounding alone carries through this update (a probability ratio on the other side
-    of the clip range 1 ± ε changes all that follows); and the most a weight moved.
+    or with its clip range ε nudged by ±``nudge`` (as far as the two sides' log-probabilities
+    differ, so a ratio that rounding moves across 1 ± ε is moved across here too), the most of
+    which is how far rounding alone carries through this update (a probability ratio on the other
+    side of the clip range changes all that follows); and the most a weight moved.
     Only for updates whose every env holds 32 transitions (no episode end's reset step inside):
     the rectangle its buffer holds."""
     if len(per_env) != N_ENVS or any(len(r["obs"]) != 32 for r in per_env):
         return None
     own = sb3_train(model, per_env, record, total, kerasrl_data=False)
     others = [sb3_train(model, per_env, record, total, kerasrl_data=True)]
-    others += [sb3_train(model, per_env, record, total, kerasrl_data=False, nudge=n) for n in (-1e-6, 1e-6)]
+    others += [sb3_train(model, per_env, record, total, kerasrl_data=False, clip_nudge=n) for n in (-nudge, nudge)]
     worst = floor = moved = 0.0
     for name, value in own.items():
         worst = max(worst, float(np.abs(value - record["after"][name]).max()))
@@ -226,7 +232,7 @@ def sb3_data(per_env: list[dict], kerasrl_data: bool) -> dict[str, np.ndarray]:
 
 
 def sb3_train(model: Any, per_env: list[dict], record: dict, total: int, kerasrl_data: bool,
-              nudge: float = 0.0) -> dict[str, np.ndarray]:
+              clip_nudge: float = 0.0) -> dict[str, np.ndarray]:
     """RecurrentPPO's ``train`` from kerasrl's state before the update; its weights after, by kerasrl's names."""
     policy = model.policy
     load_weights(policy, record["weights"])
@@ -244,13 +250,14 @@ def sb3_train(model: Any, per_env: list[dict], record: dict, total: int, kerasrl
                       ("cell_states_vf", "c")):
         getattr(buf, name)[:, 0] = data[key]
     buf.full, buf.pos = True, 32
-    model._current_progress_remaining = 1.0 - record["step"] / total + nudge
-    randint = np.random.randint
+    model._current_progress_remaining = 1.0 - record["step"] / total
+    randint, clip_range = np.random.randint, model.clip_range
     np.random.randint = lambda *a, **k: 0
+    model.clip_range = lambda progress: clip_range(progress) + clip_nudge
     try:
         model.train()
     finally:
-        np.random.randint = randint
+        np.random.randint, model.clip_range = randint, clip_range
     return {name: (p.detach().numpy().T if transpose else p.detach().numpy()).copy() for p, name, transpose in trained}
 
 
@@ -286,7 +293,7 @@ class Replay:
 
         policy, log = self.policy, self.logs[e]
         rows = range(self.done[e], stop)
-        out = {k: np.zeros(len(rows), np.float32) for k in ("logp", "value", "reward", "start")}
+        out = {k: np.zeros(len(rows), np.float32) for k in ("logp", "logp_eps", "value", "reward", "start")}
         out["memory"] = np.zeros((len(rows), 2 * UNITS), np.float32)
         out["h"], out["c"] = np.zeros((len(rows), UNITS), np.float32), np.zeros((len(rows), UNITS), np.float32)
         out["obs"] = np.stack([log[k][0] for k in rows]) if len(rows) else np.zeros((0, 4), np.float32)
@@ -300,6 +307,8 @@ class Replay:
                 out["h"][i], out["c"][i] = h[0, 0].numpy(), c[0, 0].numpy()  # as its buffer stores them
                 dist, self.state[e] = policy.get_distribution(torch.tensor(obs[None]), (h, c), starts)
                 out["logp"][i] = float(dist.log_prob(torch.tensor([action])))
+                p = np.exp(np.float64(out["logp"][i]))
+                out["logp_eps"][i] = np.log((p + EPSILON) / (1 + 2 * EPSILON) + EPSILON)  # kerasrl's arithmetic
                 out["value"][i] = float(policy.predict_values(torch.tensor(obs[None]), (h, c), starts))
                 if truncated and not terminated:
                     reward += GAMMA * float(policy.predict_values(torch.tensor(next_obs[None]), self.state[e],
@@ -318,9 +327,10 @@ class Replay:
 
 
 def compare(record: dict, replay: Replay, index: dict) -> tuple[dict[str, float], dict[str, float], int, list]:
-    """One update: the largest differences per quantity, the quantities' scales (their largest
-    magnitude, at least 1), the transitions it holds (each env's
-    continue where its previous update's stopped, or the update lost or repeated one). The batch's
+    """One update: the largest differences per quantity (and ``raw_logp``, the log-probabilities'
+    without ML-Agents' ε), the quantities' scales (their largest magnitude, at least 1), the
+    transitions it holds (each env's continue where its previous update's stopped, or the update
+    lost or repeated one) and RecurrentPPO's numbers per env. The batch's
     advantages are normalised over its transitions (kerasrl's trainer does it before the update;
     RecurrentPPO per mini-batch, here one of the whole rollout), so RecurrentPPO's are too."""
     batch = record["batch"]
@@ -332,6 +342,7 @@ def compare(record: dict, replay: Replay, index: dict) -> tuple[dict[str, float]
             "value": batch["extrinsic_value_estimates"], "adv": batch["advantages"], "return": batch["extrinsic_returns"]}
     theirs = {k: np.zeros_like(np.asarray(v, np.float32)) for k, v in ours.items()}
     per_env: list = []
+    raw_logp = 0.0  # without ML-Agents' ε: how far the two sides' probability ratios may differ
     for e in range(N_ENVS):
         rows = np.flatnonzero(real & (env == e))
         if not len(rows):
@@ -344,12 +355,15 @@ def compare(record: dict, replay: Replay, index: dict) -> tuple[dict[str, float]
         order = rows[np.argsort(pos[rows])]
         replayed["ours"] = {k: np.asarray(v)[order] for k, v in ours.items()}
         per_env.append(replayed)
+        raw_logp = max(raw_logp, float(np.abs(replayed["ours"]["logp"] - replayed["logp"]).max()))
         for k in columns:
-            theirs[k][rows] = replayed[k][pos[rows] - first].reshape(theirs[k][rows].shape)
+            column = replayed["logp_eps" if k == "logp" else k]
+            theirs[k][rows] = column[pos[rows] - first].reshape(theirs[k][rows].shape)
     adv = theirs["adv"][real]
     theirs["adv"][real] = (adv - adv.mean()) / (adv.std() + 1e-10)
     diffs = {k: float(np.max(np.abs(np.asarray(ours[k])[real] - theirs[k][real]))) for k in columns}
     scales = {k: max(1.0, float(np.max(np.abs(theirs[k][real])))) for k in columns}
+    diffs["raw_logp"] = raw_logp
     return diffs, scales, int(real.sum()), per_env
 
 
@@ -404,7 +418,7 @@ def lockstep(records: list[dict], logs: list[list], seed: int, total: int, shipp
     replay = Replay(model.policy, logs)
     for u, record in enumerate(records):
         diffs, scales, rows, per_env = compare(record, replay, index)
-        trained = None if shipped else sb3_update(model, per_env, record, total)
+        trained = None if shipped else sb3_update(model, per_env, record, total, max(diffs["raw_logp"], 2e-7))
         diffs["weights"], diffs["floor"] = trained[:2] if trained else (float("nan"), float("nan"))
         bad = [k for k in COLUMNS[:5] if diffs[k] > rtol * scales[k]]
         if trained and trained[0] > max(rtol * trained[2], 10 * trained[1]):
