@@ -68,6 +68,33 @@ def _peer_mlp_critic() -> dict[str, Any]:
         "activation_fn": torch.nn.Tanh})
 
 
+def torch_lstm_init() -> None:
+    """An experiment (``--torch-lstm-init``): kerasrl's LSTMs start as PyTorch's do (every kernel
+    entry uniform in ±1/√units; the bias the sum of two such draws, as PyTorch's two biases; no
+    forget-gate bias of 1) instead of Keras's (Glorot-uniform input kernel, orthogonal recurrent
+    kernel, zero bias with the forget gate's at 1). ``benchmarks/lstm_init_swap.py`` finds the
+    starting network where RecurrentPPO's and kerasrl's runs differ."""
+    import keras
+
+    lstm = keras.layers.LSTM
+
+    def patched(units: int, *args: Any, **kwargs: Any) -> Any:
+        seed = getattr(kwargs.get("kernel_initializer"), "seed", None)
+        limit = units ** -0.5
+
+        def uniform(offset: int) -> Any:
+            return keras.initializers.RandomUniform(-limit, limit, seed=None if seed is None else seed + offset)
+
+        def two_biases(shape: Any, dtype: Any = None) -> Any:
+            return uniform(11)(shape, dtype) + uniform(13)(shape, dtype)
+
+        kwargs.update(kernel_initializer=uniform(5), recurrent_initializer=uniform(7), bias_initializer=two_biases,
+                      unit_forget_bias=False)
+        return lstm(units, *args, **kwargs)
+
+    keras.layers.LSTM = patched
+
+
 #: RecurrentPPO's network for each ``--peer`` (None: the benchmark task's own).
 PEERS = {"bench": None, "zoo": _peer_zoo, "mlp-critic": _peer_mlp_critic}
 
@@ -85,7 +112,11 @@ def main() -> int:
     parser.add_argument("--curves", default=None, metavar="FILE",
                         help="append every run's learning curve to this CSV (benchmarks/plot_curves.py draws it)")
     parser.add_argument("--only", choices=("kerasrl", "sb3"), default=None, help="run one library only")
+    parser.add_argument("--torch-lstm-init", action="store_true",
+                        help="an experiment: kerasrl's LSTMs start as PyTorch's (torch_lstm_init)")
     args = parser.parse_args()
+    if args.torch_lstm_init:
+        torch_lstm_init()
 
     from kerasrl.cli.train import set_tf_threads
 
