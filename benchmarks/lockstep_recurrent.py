@@ -14,10 +14,14 @@ and ``predict_values`` (the LSTM state carried from step to step and zeroed at e
 as its ``collect_rollouts`` carries it), the bootstrap of a truncated episode from the value
 of its final observation, and its ``RolloutBuffer.compute_returns_and_advantage`` (its
 log-probabilities compared through kerasrl's categorical arithmetic, ML-Agents' ε included:
-``EPSILON``). Per update it prints the largest |kerasrl - RecurrentPPO| of the LSTM state each step started from, the
-old log-probabilities, the values, the advantages and the returns, and how many transitions
-the update holds; then the first quantity that differs beyond float rounding, if any, and the
-accounting of the run's transitions.
+``EPSILON``). Where every env of an update holds 32 transitions (the rectangle its buffer
+holds), RecurrentPPO's own ``train`` runs on them too, from kerasrl's weights and Adam state.
+
+Per update it prints the largest |kerasrl - RecurrentPPO| of the LSTM state each step started
+from, the old log-probabilities, the values, the advantages, the returns and (where
+RecurrentPPO's update ran) the weights after the update, with the ``floor`` that float rounding
+alone reaches in that update and how far a weight ``moved``; then the first quantity beyond
+float rounding, if any, and the accounting of the run's transitions.
 
 What a rollout holds differs by design, and the script measures it: kerasrl reports an
 episode's final observation on the step that ends it and the next episode's first observation
@@ -44,10 +48,6 @@ ENV_ID = "MaskedCartPole-v1"
 #: the log, it moves an unlikely action's log-probability by about 2ε/p (2.7e-4 at p = 7.5e-4).
 EPSILON = 1e-7
 COLUMNS = ("memory", "logp", "value", "adv", "return", "weights", "floor")
-
-
-class Stop(Exception):
-    """Raised from the update spy once enough updates are recorded."""
 
 
 def transition_log() -> type:
@@ -427,6 +427,7 @@ def lockstep(records: list[dict], logs: list[list], seed: int, total: int, shipp
 
 
 def report(records: list, worst: dict, stored: int, updated: int, first_bad: Any, rtol: float) -> None:
+    """The run's largest differences, its transitions against RecurrentPPO's, and the verdict."""
     spanned = 256 * len(records)  # agent steps up to the last update (one update every 256)
     print(f"largest differences over {len(records)} updates: " + ", ".join(f"{k} {worst[k]:.1e}" for k in COLUMNS)
           + f" (weights: RecurrentPPO's train on the {updated} updates whose envs all hold 32 transitions)")
