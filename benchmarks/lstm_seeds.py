@@ -95,6 +95,37 @@ def torch_lstm_init() -> None:
     keras.layers.LSTM = patched
 
 
+def doubled_lstm_bias() -> None:
+    """An experiment (``--doubled-lstm-bias``): each optimizer step moves kerasrl's LSTM biases
+    twice as far, as PyTorch's LSTM's two biases move together (the same gradient reaches both,
+    and Adam steps each by the same amount). A constraint, applied after every step, doubles the
+    step; it is attached to each LSTM of the trainer's model once the trainer is built."""
+    import keras
+    import tensorflow as tf
+
+    from kerasrl.ppo.trainer import PPOTrainer
+
+    class DoubleStep(keras.constraints.Constraint):
+        def __init__(self, variable: Any) -> None:
+            self.before = tf.Variable(variable.numpy(), trainable=False)
+
+        def __call__(self, value: Any) -> Any:
+            doubled = self.before + 2.0 * (value - self.before)
+            self.before.assign(doubled)
+            return doubled
+
+    init = PPOTrainer.__init__
+
+    def patched(self: PPOTrainer, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        lstms = [layer for layer in self.learner.actor_critic._flatten_layers() if isinstance(layer, keras.layers.LSTM)]
+        assert lstms, "no LSTM in the model"
+        for lstm in lstms:
+            lstm.cell.bias.constraint = DoubleStep(lstm.cell.bias)
+
+    PPOTrainer.__init__ = patched  # type: ignore[method-assign]
+
+
 #: RecurrentPPO's network for each ``--peer`` (None: the benchmark task's own).
 PEERS = {"bench": None, "zoo": _peer_zoo, "mlp-critic": _peer_mlp_critic}
 
@@ -114,9 +145,13 @@ def main() -> int:
     parser.add_argument("--only", choices=("kerasrl", "sb3"), default=None, help="run one library only")
     parser.add_argument("--torch-lstm-init", action="store_true",
                         help="an experiment: kerasrl's LSTMs start as PyTorch's (torch_lstm_init)")
+    parser.add_argument("--doubled-lstm-bias", action="store_true",
+                        help="an experiment: kerasrl's LSTM bias moves as PyTorch's two do (doubled_lstm_bias)")
     args = parser.parse_args()
     if args.torch_lstm_init:
         torch_lstm_init()
+    if args.doubled_lstm_bias:
+        doubled_lstm_bias()
 
     from kerasrl.cli.train import set_tf_threads
 
