@@ -63,6 +63,16 @@ from kerasrl.trainers.checkpoint_folder import (
     state_prefixes,
     write_state,
 )
+from kerasrl.trainers.checkpoint_graph import (
+    Mismatch,
+    Sides,
+    is_variable,
+    model_weights,
+    object_paths,
+    resized_list_clause,
+    shape_of,
+    variable_name,
+)
 from kerasrl.trainers.checkpoint_writes import (
     BEHAVIOR_FILE,
     WRITE_ERRORS,
@@ -263,20 +273,6 @@ class CheckpointSaver:
                            prefix, late.what, late.filled_as)
 
 
-def _variable_name(obj: Any, graph_path: str) -> str:
-    """A variable's own name (a Keras variable's ``path``), else its path in the checkpoint."""
-    name = getattr(obj, "path", None) or getattr(obj, "name", None)
-    return str(name).removesuffix(":0") if name else graph_path
-
-
-def _shape(obj: Any) -> tuple[Optional[int], ...]:
-    return tuple(tf.TensorShape(obj.shape))
-
-
-def _is_variable(obj: Any) -> bool:
-    return isinstance(obj, tf.Variable) or (hasattr(obj, "assign") and hasattr(obj, "shape") and hasattr(obj, "path"))
-
-
 def check_fit(prefix: str, root: Any, may_lack: AbstractSet[int] = frozenset(), fix: str = RESUME_FIX) -> set[int]:
     """Raise :class:`CheckpointMismatch` (one line, ending with ``fix``) when checkpoint ``prefix`` holds another
     shape for one of ``root``'s variables, or lacks one of them (unless its ``id`` is in
@@ -288,11 +284,11 @@ def check_fit(prefix: str, root: Any, may_lack: AbstractSet[int] = frozenset(), 
     view = tf.train.TrackableView(root)
     matched, mismatches = _match_object_graph(graph, saved_shapes, view, root)
     if mismatches:
-        weights = _model_weights(view, root)
+        weights = model_weights(view, root)
         mismatches.sort(key=lambda m: id(m[0]) not in weights)  # a weight of the model rather than an optimizer's slot
-        _raise_count_mismatch(prefix, _Sides(graph, saved_shapes, view, root), mismatches, weights, fix)
+        _raise_count_mismatch(prefix, Sides(graph, saved_shapes, view, root), mismatches, weights, fix)
         _raise_shape_mismatch(prefix, mismatches, fix)
-    missing = [(obj, path) for obj, path in _object_paths(view, root) if _is_variable(obj) and id(obj) not in matched]
+    missing = [(obj, path) for obj, path in object_paths(view, root) if is_variable(obj) and id(obj) not in matched]
     lacking = {id(obj) for obj, _ in missing if id(obj) in may_lack}
     missing = [(obj, path) for obj, path in missing if id(obj) not in lacking]
     if missing:
@@ -301,10 +297,6 @@ def check_fit(prefix: str, root: Any, may_lack: AbstractSet[int] = frozenset(), 
             f"Checkpoint {prefix} does not fit this configuration: it has no {missing[0][1]}{more}, as when a setting "
             f"that adds to the model (a reward signal, a recurrent layer...) changed; {fix}")
     return lacking
-
-
-#: A variable whose saved shape differs from its configured one: the object, both shapes, its path.
-_Mismatch = tuple[Any, tuple[Any, ...], tuple[Any, ...], str]
 
 
 def _read_object_graph(prefix: str) -> tuple[dict[str, Any], Any]:
@@ -320,13 +312,13 @@ def _read_object_graph(prefix: str) -> tuple[dict[str, Any], Any]:
 
 
 def _match_object_graph(graph: Any, saved_shapes: Mapping[str, Any], view: Any,
-                        root: Any) -> tuple[set[int], list[_Mismatch]]:
+                        root: Any) -> tuple[set[int], list[Mismatch]]:
     """Walk the checkpoint's object ``graph`` and ``root``'s trackable children in step: the ``id``
     of every object matched, and the variables whose saved shape differs from theirs."""
     matched: set[int] = set()
     visited: set[int] = set()
     queue: collections.deque[tuple[int, Any, str]] = collections.deque([(0, root, "")])
-    mismatches: list[_Mismatch] = []
+    mismatches: list[Mismatch] = []
     while queue:
         node_id, obj, path = queue.popleft()
         if node_id in visited or node_id >= len(graph.nodes):
@@ -338,7 +330,7 @@ def _match_object_graph(graph: Any, saved_shapes: Mapping[str, Any], view: Any,
             if (attribute.name != "VARIABLE_VALUE" or attribute.checkpoint_key not in saved_shapes
                     or not hasattr(obj, "shape")):
                 continue
-            saved, configured = tuple(saved_shapes[attribute.checkpoint_key]), _shape(obj)
+            saved, configured = tuple(saved_shapes[attribute.checkpoint_key]), shape_of(obj)
             if saved != configured:
                 mismatches.append((obj, saved, configured, path))
         children = view.children(obj)
@@ -348,164 +340,26 @@ def _match_object_graph(graph: Any, saved_shapes: Mapping[str, Any], view: Any,
     return matched, mismatches
 
 
-def _raise_shape_mismatch(prefix: str, mismatches: list[_Mismatch], fix: str) -> None:
+def _raise_shape_mismatch(prefix: str, mismatches: list[Mismatch], fix: str) -> None:
     """Raise :class:`CheckpointMismatch` naming the first of ``mismatches`` and both its shapes."""
     obj, saved, configured, path = mismatches[0]
     more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
     raise CheckpointMismatch(
-        f"Checkpoint {prefix} does not fit this configuration: variable {_variable_name(obj, path)} has shape "
+        f"Checkpoint {prefix} does not fit this configuration: variable {variable_name(obj, path)} has shape "
         f"{list(saved)} there and {list(configured)} here{more}, as when a setting such as hidden_units "
         f"changed; {fix}")
 
 
-def _model_weights(view: Any, root: Any) -> set[int]:
-    """The ``id`` of every weight of ``root``'s ``model``."""
-    return {id(v) for v in getattr(view.children(root).get("model"), "weights", [])}
-
-
-class _Sides(NamedTuple):
-    """Both sides of a restore: the checkpoint's object graph and shapes, and the objects' view and root."""
-
-    graph: Any
-    saved_shapes: Mapping[str, Any]
-    view: Any
-    root: Any
-
-
-class _ResizedList(NamedTuple):
-    """A list that tracks variables by position (an optimizer's ``_trainable_variables``...) and is longer
-    or shorter in the checkpoint: its path, the shapes of the checkpoint's entries, the configured entries."""
-
-    path: str
-    saved: list[Optional[tuple[Any, ...]]]
-    configured: list[Any]
-
-
-def _raise_count_mismatch(prefix: str, sides: _Sides, mismatches: list[_Mismatch], weights: AbstractSet[int],
+def _raise_count_mismatch(prefix: str, sides: Sides, mismatches: list[Mismatch], weights: AbstractSet[int],
                           fix: str) -> None:
     """Raise :class:`CheckpointMismatch` when a list of the model's weights, or one holding a mismatch, has
     another length in the checkpoint: a variable added or removed there shifts every later one, so their
     shapes say nothing about a reshape."""
-    for path in dict.fromkeys(_weight_lists(sides, weights) + _list_paths(mismatches)):
-        resized = _resized_list(sides, path)
-        if resized is not None:
-            raise CheckpointMismatch(
-                f"Checkpoint {prefix} does not fit this configuration: {_count_clause(resized, weights)}, as when a "
-                f"setting that adds or removes weights (action_bias, a recurrent layer, a reward signal...) changed; "
-                f"{fix}")
-
-
-def _weight_lists(sides: _Sides, weights: AbstractSet[int]) -> list[str]:
-    """The paths of the lists of the model's weights (an optimizer's ``_trainable_variables``...)."""
-    return [path for obj, path in _object_paths(sides.view, sides.root)
-            if (children := sides.view.children(obj)) and all(k.isdigit() and id(v) in weights for k, v in children.items())]
-
-
-def _list_paths(mismatches: list[_Mismatch]) -> list[str]:
-    """The paths of the lists that hold ``mismatches`` by position, in their order, once each."""
-    parents = (m[3].rpartition("/") for m in mismatches)
-    return list(dict.fromkeys(parent for parent, _, position in parents if position.isdigit()))
-
-
-def _resized_list(sides: _Sides, path: str) -> Optional[_ResizedList]:
-    """The list at ``path`` (children named by position), when the checkpoint's and the configured differ in length."""
-    node, obj = _node_at(sides.graph, path), _object_at(sides.view, sides.root, path)
-    if node is None or obj is None:
-        return None
-    refs = sorted((r for r in node.children if r.local_name.isdigit()), key=lambda r: int(r.local_name))
-    saved = [_saved_shape(sides, r.node_id) for r in refs]
-    children = sides.view.children(obj)
-    configured = [children[k] for k in sorted((k for k in children if k.isdigit()), key=int)]
-    return _ResizedList(path, saved, configured) if len(saved) != len(configured) else None
-
-
-def _node_at(graph: Any, path: str) -> Any:
-    """The checkpoint's object at ``path`` (children's names from the root), or None."""
-    node = graph.nodes[0]
-    for name in path.split("/"):
-        node = next((graph.nodes[r.node_id] for r in node.children if r.local_name == name), None)
-        if node is None:
-            return None
-    return node
-
-
-def _object_at(view: Any, root: Any, path: str) -> Any:
-    """The configured object at ``path`` (trackable children's names from ``root``), or None."""
-    obj = root
-    for name in path.split("/"):
-        obj = view.children(obj).get(name)
-        if obj is None:
-            return None
-    return obj
-
-
-def _saved_shape(sides: _Sides, node_id: int) -> Optional[tuple[Any, ...]]:
-    """The shape of the variable the checkpoint holds at node ``node_id``; None for another object."""
-    for attribute in sides.graph.nodes[node_id].attributes:
-        if attribute.name == "VARIABLE_VALUE" and attribute.checkpoint_key in sides.saved_shapes:
-            return tuple(sides.saved_shapes[attribute.checkpoint_key])
-    return None
-
-
-def _count_clause(resized: _ResizedList, weights: AbstractSet[int]) -> str:
-    """How many variables each side holds, and the first that one side lacks (:func:`_first_extra`)."""
-    saved, configured, path = resized.saved, resized.configured, resized.path
-    shapes = [_shape(v) if _is_variable(v) else None for v in configured]
-    counts = _counts(resized, weights)
-    if len(configured) > len(saved):
-        i = _first_extra(shapes, saved)
-        lacking = None if i is None else f"the checkpoint lacks {_variable_name(configured[i], f'{path}/{i}')}"
-    else:
-        i = _first_extra(saved, shapes)
-        lacking = None if i is None else f"this configuration lacks the checkpoint's {_saved_entry(resized, i)}"
-    return counts if lacking is None else f"{counts} ({lacking})"
-
-
-def _counts(resized: _ResizedList, weights: AbstractSet[int]) -> str:
-    """Both sides' counts: of the model's weights when the list holds only those (the list's difference
-    is the model's), else of the list's entries."""
-    saved, configured = len(resized.saved), len(resized.configured)
-    if all(id(v) in weights for v in resized.configured):
-        return f"it holds {len(weights) + saved - configured} model weights and this configuration {len(weights)}"
-    return f"it holds {saved} variables in {resized.path} and this configuration {configured}"
-
-
-def _first_extra(longer: Sequence[Any], shorter: Sequence[Any]) -> Optional[int]:
-    """The position in ``longer`` of the first entry that ``shorter`` lacks, when ``shorter`` is ``longer``
-    with entries taken out (the first position where they differ); None when no such alignment exists."""
-    matched, first = 0, None
-    for i, item in enumerate(longer):
-        if matched < len(shorter) and shorter[matched] == item:
-            matched += 1
-        elif first is None:
-            first = i
-    return first if matched == len(shorter) else None
-
-
-def _saved_entry(resized: _ResizedList, i: int) -> str:
-    """Entry ``i`` of the checkpoint's list, which has no counterpart here: its shape and the configured
-    variable it follows (the checkpoint keeps no Keras path for it)."""
-    shape, configured, path = resized.saved[i], resized.configured, resized.path
-    what = f"variable of shape {list(shape)}" if shape is not None else f"object {path}/{i}"
-    if i == 0:
-        return f"{what} before {_variable_name(configured[0], f'{path}/0')}" if configured else what
-    return f"{what} after {_variable_name(configured[i - 1], f'{path}/{i - 1}')}"
-
-
-def _object_paths(view: Any, root: Any) -> list[tuple[Any, str]]:
-    """Every object under ``root`` with its first path of children's names, breadth first."""
-    seen = {id(root)}
-    out: list[tuple[Any, str]] = []
-    queue: collections.deque[tuple[Any, str]] = collections.deque([(root, "")])
-    while queue:
-        obj, path = queue.popleft()
-        for name, child in view.children(obj).items():
-            if id(child) not in seen:
-                seen.add(id(child))
-                child_path = f"{path}/{name}".lstrip("/")
-                out.append((child, child_path))
-                queue.append((child, child_path))
-    return out
+    clause = resized_list_clause(sides, mismatches, weights)
+    if clause is not None:
+        raise CheckpointMismatch(
+            f"Checkpoint {prefix} does not fit this configuration: {clause}, as when a setting that adds or removes "
+            f"weights (action_bias, a recurrent layer, a reward signal...) changed; {fix}")
 
 
 def verify_checkpoint(prefix: str) -> None:
