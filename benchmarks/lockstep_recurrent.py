@@ -42,6 +42,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import bench_tasks  # noqa: E402  (registers MaskedCartPole-v1)
+from lockstep_sb3 import adam_moments  # noqa: E402
+
 N_ENVS, UNITS, GAMMA, LAMBDA = 8, 64, 0.98, 0.8
 ENV_ID = "MaskedCartPole-v1"
 #: ML-Agents' ε in kerasrl's categorical: added to each probability before renormalising and inside
@@ -87,9 +90,7 @@ def kerasrl_config(shipped: bool) -> dict[str, Any]:
 
 def run_kerasrl(seed: int, steps: int, shipped: bool, workdir: str) -> tuple[list[dict], list[list]]:
     """kerasrl's run: per update its batch and the weights that collected it; each env's transitions."""
-    import bench_tasks  # noqa: F401  (registers MaskedCartPole-v1)
     import gymnasium
-    from lockstep_sb3 import adam_moments
 
     from kerasrl.envs import GymnasiumEnv, SimpleEnvManager
     from kerasrl.settings import RunContext
@@ -125,7 +126,6 @@ def run_kerasrl(seed: int, steps: int, shipped: bool, workdir: str) -> tuple[lis
 def sb3_model(seed: int) -> Any:
     """RecurrentPPO as ``lstm_seeds.py --peer mlp-critic`` builds it, its LSTM's second bias frozen
     at 0 (Keras's LSTM has one bias)."""
-    import bench_tasks
     import torch
     from sb3_contrib import RecurrentPPO
     from stable_baselines3.common.env_util import make_vec_env
